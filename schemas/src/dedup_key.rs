@@ -1,0 +1,102 @@
+//! The canonical form of an event and its 128-bit dedup key.
+//!
+//! **Identifying fields** are every beacon parameter except `iabConsentString`:
+//! `interactionType`, `adId`, `timestamp`, `sessionId`, `customerId`, `dtmToken`,
+//! `videoId`, `productCode`, `catalogId`, `creativeId`, `units`, `conversionValue`.
+//! Together they say *what happened, to which ad, for whom, when*: a player that
+//! re-fires a beacon (retry, replayed VAST tracking, a re-render) sends the same
+//! values, while a genuinely new interaction differs in at least its time. The consent
+//! string is left out because a consent platform may refresh it between a request and
+//! its retry, and it does not describe the interaction. Unknown parameters (a
+//! `[CACHEBUSTING]` value, `cb=...`) are never part of the event, so they cannot change
+//! the key, and neither can parameter order.
+//!
+//! Canonical form: `v1;` then, for each identifying field present, in the order
+//! above, `name:len:value;` (length-prefixed, so no value can forge a boundary).
+//! `timestamp` is the UTC instant in nanoseconds since the epoch, so the same instant
+//! written with another offset is the same event; `units` is decimal; a
+//! `conversionValue` is Rust's shortest round-trip decimal with `-0` folded to `0`.
+//! The key is XXH3-128 of that form (stable across versions and platforms), written as
+//! 32 lower-case hex digits. Changing the form changes every key: bump `v1` if ever.
+
+use std::fmt::{self, Write as _};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::event::InteractionEvent;
+
+/// A 128-bit dedup key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DedupKey(pub u128);
+
+fn push_field(out: &mut String, name: &str, value: &str) {
+    // Writing into a String cannot fail.
+    let _ = write!(out, "{name}:{}:{value};", value.len());
+}
+
+/// The canonical form of an event (see the module header).
+pub fn canonical_form(e: &InteractionEvent) -> String {
+    let mut out = String::with_capacity(192);
+    out.push_str("v1;");
+    push_field(&mut out, "interactionType", e.interaction_type.as_str());
+    push_field(&mut out, "adId", &e.ad_id);
+    let nanos = e.timestamp.timestamp() as i128 * 1_000_000_000
+        + i128::from(e.timestamp.timestamp_subsec_nanos());
+    push_field(&mut out, "timestamp", &nanos.to_string());
+    let optional = [
+        ("sessionId", &e.session_id),
+        ("customerId", &e.customer_id),
+        ("dtmToken", &e.dtm_token),
+        ("videoId", &e.video_id),
+        ("productCode", &e.product_code),
+        ("catalogId", &e.catalog_id),
+        ("creativeId", &e.creative_id),
+    ];
+    for (name, value) in optional {
+        if let Some(v) = value {
+            push_field(&mut out, name, v);
+        }
+    }
+    if let Some(u) = e.units {
+        push_field(&mut out, "units", &u.to_string());
+    }
+    if let Some(v) = e.conversion_value {
+        let v = if v == 0.0 { 0.0 } else { v };
+        push_field(&mut out, "conversionValue", &v.to_string());
+    }
+    out
+}
+
+impl DedupKey {
+    /// The key of an event.
+    pub fn of(e: &InteractionEvent) -> Self {
+        Self(xxhash_rust::xxh3::xxh3_128(canonical_form(e).as_bytes()))
+    }
+
+    /// Parses 32 hex digits.
+    pub fn from_hex(s: &str) -> Option<Self> {
+        (s.len() == 32)
+            .then(|| u128::from_str_radix(s, 16).ok())
+            .flatten()
+            .map(Self)
+    }
+}
+
+impl fmt::Display for DedupKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+impl Serialize for DedupKey {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DedupKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Self::from_hex(&s).ok_or_else(|| serde::de::Error::custom("dedupKey must be 32 hex digits"))
+    }
+}

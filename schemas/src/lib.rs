@@ -1,0 +1,26 @@
+//! The shared contract of the pipeline, with no I/O.
+//!
+//! Everything that crosses a process boundary is defined here once: the interaction
+//! types of the spec ([`interaction`]), the strict query-string decoder
+//! ([`query`]), validation of a beacon into an [`event::InteractionEvent`]
+//! ([`validate`]), the fixed set of rejection reasons ([`rejection`]), the 128-bit
+//! dedup key ([`dedup_key`]), the versioned log record ([`record`]), topic names
+//! ([`topics`]) and the error status object every HTTP error body uses
+//! ([`rpc_status`]).
+
+pub mod dedup_key;
+pub mod event;
+pub mod interaction;
+pub mod query;
+pub mod record;
+pub mod rejection;
+pub mod rpc_status;
+pub mod topics;
+pub mod validate;
+
+pub use dedup_key::DedupKey;
+pub use event::InteractionEvent;
+pub use interaction::InteractionType;
+pub use record::{EventRecord, RECORD_VERSION};
+pub use rejection::{RejectReason, Rejection};
+pub use validate::parse_beacon;

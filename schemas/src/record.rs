@@ -1,0 +1,108 @@
+//! The record written to the event log (topic `ad-interactions`), version 1.
+//!
+//! One JSON object per record (JSON Lines; in Kafka one object per message value,
+//! message key = `adId`). It is flat so that a ClickHouse `Kafka` engine table with
+//! `JSONEachRow`, `kcat` or `jq` can read it without a schema registry:
+//!
+//! ```json
+//! {"v":1,"eventId":"019a4f5e-...","dedupKey":"9f2c...32 hex","receivedAt":"2026-11-22T10:15:30.251Z",
+//!  "adId":"ad-1","interactionType":"videoPlay","timestamp":"2026-11-22T11:15:30.250+01:00",
+//!  "sessionId":"s-1","videoId":"v-1"}
+//! ```
+//!
+//! - `v`: record version. Readers accept any version they know and refuse others;
+//!   additive fields do not bump it, a change of meaning does.
+//! - `eventId`: a UUIDv7 the edge assigns on receipt (unique per record; a duplicate
+//!   re-sent by a client gets another `eventId` but the same `dedupKey`).
+//! - `dedupKey`: 32 hex digits, see [`crate::dedup_key`]; the aggregator's authority
+//!   for exactly-once counting.
+//! - `receivedAt`: the edge's receive time, UTC, RFC 3339 with milliseconds.
+//! - the event's own fields, named as the beacon parameters, absent ones omitted;
+//!   `timestamp` keeps the offset the client sent.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::dedup_key::DedupKey;
+use crate::event::InteractionEvent;
+
+/// The current record version.
+pub const RECORD_VERSION: u16 = 1;
+
+/// One log record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventRecord {
+    /// Record version ([`RECORD_VERSION`]).
+    pub v: u16,
+    /// Unique id of this record.
+    pub event_id: uuid::Uuid,
+    /// Dedup key of the event.
+    pub dedup_key: DedupKey,
+    /// When the edge received the beacon.
+    #[serde(with = "millis")]
+    pub received_at: DateTime<Utc>,
+    /// The event.
+    #[serde(flatten)]
+    pub event: InteractionEvent,
+}
+
+/// Error decoding a record.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// Not a JSON record of the expected shape.
+    #[error("malformed record: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// A version this reader does not know.
+    #[error("unsupported record version {0}")]
+    UnsupportedVersion(u16),
+}
+
+impl EventRecord {
+    /// Wraps a validated event received at `received_at`.
+    pub fn new(event: InteractionEvent, event_id: uuid::Uuid, received_at: DateTime<Utc>) -> Self {
+        Self {
+            v: RECORD_VERSION,
+            event_id,
+            dedup_key: DedupKey::of(&event),
+            received_at,
+            event,
+        }
+    }
+
+    /// The JSON bytes written to the log.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // A struct of strings, numbers and timestamps always serialises.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Reads a record, refusing unknown versions.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, RecordError> {
+        let r: Self = serde_json::from_slice(bytes)?;
+        if r.v != RECORD_VERSION {
+            return Err(RecordError::UnsupportedVersion(r.v));
+        }
+        Ok(r)
+    }
+}
+
+mod millis {
+    use chrono::{DateTime, SecondsFormat, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        DateTime::parse_from_rfc3339(&s)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Formats a UTC time as the record does.
+pub fn format_received_at(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}

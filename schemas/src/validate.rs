@@ -1,0 +1,199 @@
+//! Validation of a beacon query string into an [`InteractionEvent`].
+//!
+//! Checks run in this order, and the first failure is reported (one reason, one
+//! field): decoding ([`crate::query`]); repeated known parameters; unexpanded VAST
+//! macros in known parameters; length bounds; `interactionType`; `adId`;
+//! `timestamp`; the tracking ids; the per-type requirements; `units`;
+//! `conversionValue`. Unknown parameters (cache-busters such as the expansion of
+//! `[CACHEBUSTING]`) are ignored. Empty values count as absent.
+
+use chrono::{DateTime, FixedOffset};
+
+use crate::event::{InteractionEvent, MAX_UNITS};
+use crate::interaction::{InteractionType, Requirement};
+use crate::query::{decode_query, Pair};
+use crate::rejection::{RejectReason, Rejection};
+
+/// The beacon's parameters, in the order of the spec's table.
+pub const PARAMETERS: [&str; KNOWN] = [
+    "adId",
+    "interactionType",
+    "timestamp",
+    "sessionId",
+    "customerId",
+    "dtmToken",
+    "videoId",
+    "productCode",
+    "catalogId",
+    "creativeId",
+    "units",
+    "conversionValue",
+    "iabConsentString",
+];
+
+/// Longest accepted value of an identifier parameter, in bytes.
+pub const MAX_ID_LEN: usize = 512;
+/// Longest accepted `iabConsentString`, in bytes (TCF strings with many vendors are long).
+pub const MAX_CONSENT_LEN: usize = 8192;
+
+/// How many parameters the beacon knows.
+pub const KNOWN: usize = 13;
+
+fn index_of(key: &str) -> Option<usize> {
+    PARAMETERS.iter().position(|p| *p == key)
+}
+
+fn missing(field: &'static str, why: &str) -> Rejection {
+    Rejection::new(
+        RejectReason::MissingParameter,
+        field,
+        format!("{field} is required {why}"),
+    )
+}
+
+/// Parses and validates a raw query string (without `?`) into an event.
+pub fn parse_beacon(query: &str) -> Result<InteractionEvent, Rejection> {
+    let pairs = decode_query(query)?;
+    let mut slots: [Option<Pair<'_>>; KNOWN] = Default::default();
+    for pair in pairs {
+        let Some(i) = index_of(&pair.key) else {
+            continue;
+        };
+        if slots[i].is_some() {
+            return Err(Rejection::new(
+                RejectReason::DuplicateParameter,
+                PARAMETERS[i],
+                format!("{} appears more than once", PARAMETERS[i]),
+            ));
+        }
+        slots[i] = Some(pair);
+    }
+    for (i, slot) in slots.iter().enumerate() {
+        let Some(p) = slot else { continue };
+        if p.is_macro {
+            return Err(Rejection::new(
+                RejectReason::UnexpandedMacro,
+                PARAMETERS[i],
+                format!(
+                    "{} holds the unexpanded VAST macro {}; the player must expand macros",
+                    PARAMETERS[i], p.value
+                ),
+            ));
+        }
+        let max = if PARAMETERS[i] == "iabConsentString" {
+            MAX_CONSENT_LEN
+        } else {
+            MAX_ID_LEN
+        };
+        if p.value.len() > max {
+            return Err(Rejection::new(
+                RejectReason::ParameterTooLong,
+                PARAMETERS[i],
+                format!("{} is longer than {max} bytes", PARAMETERS[i]),
+            ));
+        }
+    }
+    let mut take = |i: usize| -> Option<String> {
+        slots[i]
+            .take()
+            .map(|p| p.value.into_owned())
+            .filter(|v| !v.is_empty())
+    };
+    let [ad_id, itype, ts, session_id, customer_id, dtm_token, video_id, product_code, catalog_id, creative_id, units, conversion_value, consent] =
+        std::array::from_fn::<Option<String>, KNOWN, _>(|i| take(i));
+
+    let itype = itype.ok_or_else(|| missing("interactionType", "on every event"))?;
+    let interaction_type = InteractionType::from_wire(&itype).ok_or_else(|| {
+        Rejection::new(
+            RejectReason::UnknownInteractionType,
+            "interactionType",
+            format!("'{itype}' is not one of the 15 interaction types"),
+        )
+    })?;
+    let ad_id = ad_id.ok_or_else(|| missing("adId", "on every event"))?;
+    let ts = ts.ok_or_else(|| missing("timestamp", "on every event"))?;
+    let timestamp = parse_timestamp(&ts)?;
+    if session_id.is_none() && customer_id.is_none() && dtm_token.is_none() {
+        return Err(Rejection::new(
+            RejectReason::NoTrackingId,
+            "sessionId",
+            "at least one tracking id (sessionId, customerId or dtmToken) is required",
+        ));
+    }
+    let why = format!("for interactionType {interaction_type}");
+    match interaction_type.requirement() {
+        Requirement::Video if video_id.is_none() => return Err(missing("videoId", &why)),
+        Requirement::Creative if creative_id.is_none() => return Err(missing("creativeId", &why)),
+        Requirement::Product | Requirement::Cart if product_code.is_none() => {
+            return Err(missing("productCode", &why))
+        }
+        Requirement::Product | Requirement::Cart if catalog_id.is_none() => {
+            return Err(missing("catalogId", &why))
+        }
+        Requirement::Cart if units.is_none() => return Err(missing("units", &why)),
+        _ => {}
+    }
+    let units = units.map(|u| parse_units(&u)).transpose()?;
+    let conversion_value = conversion_value
+        .map(|v| parse_conversion_value(&v))
+        .transpose()?;
+    Ok(InteractionEvent {
+        ad_id,
+        interaction_type,
+        timestamp,
+        session_id,
+        customer_id,
+        dtm_token,
+        video_id,
+        product_code,
+        catalog_id,
+        creative_id,
+        units,
+        conversion_value,
+        iab_consent_string: consent,
+    })
+}
+
+/// ISO 8601 / RFC 3339 date-time with an offset (`Z` or `±hh:mm`), optional fraction.
+/// The basic-format offset `±hhmm` of ISO 8601 is accepted too.
+pub fn parse_timestamp(s: &str) -> Result<DateTime<FixedOffset>, Rejection> {
+    DateTime::parse_from_rfc3339(s)
+        .or_else(|_| DateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f%z"))
+        .map_err(|_| {
+        let hint = if s.contains(' ') {
+            " (a '+' in the offset must be sent as %2B: a raw '+' decodes to a space)"
+        } else {
+            ""
+        };
+        Rejection::new(
+            RejectReason::InvalidTimestamp,
+            "timestamp",
+            format!("'{s}' is not an ISO 8601 date-time with an offset, such as 2026-11-22T10:15:30.250Z{hint}"),
+        )
+    })
+}
+
+fn parse_units(s: &str) -> Result<u64, Rejection> {
+    match s.parse::<u64>() {
+        Ok(u) if u <= MAX_UNITS && s.bytes().all(|b| b.is_ascii_digit()) => Ok(u),
+        _ => Err(Rejection::new(
+            RejectReason::InvalidUnits,
+            "units",
+            format!("'{s}' is not a non-negative integer up to {MAX_UNITS} (units is the absolute count, never a delta)"),
+        )),
+    }
+}
+
+fn parse_conversion_value(s: &str) -> Result<f64, Rejection> {
+    let plain = s
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E'));
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && plain => Ok(v),
+        _ => Err(Rejection::new(
+            RejectReason::InvalidConversionValue,
+            "conversionValue",
+            format!("'{s}' is not a finite decimal number"),
+        )),
+    }
+}
