@@ -1,1 +1,34 @@
-fn main() {}
+//! `retail-media`: the one binary. Reads settings, sets up telemetry, binds, and
+//! hands each service its listener and the shutdown token. Everything else is
+//! library code.
+
+mod cli;
+mod launch;
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    // Settings-file values become RM_ variables that are not already set, so clap
+    // applies the documented precedence: flag > environment > file > default.
+    // Done before any thread exists.
+    for (var, value) in cli::file_settings(&args)? {
+        std::env::set_var(var, value);
+    }
+    let cli = cli::Cli::parse_from(&args);
+    let (command, settings) = match cli.command {
+        None => (launch::Service::All, cli.settings),
+        Some(cli::Command::All(s)) => (launch::Service::All, s),
+        Some(cli::Command::Ingest(s)) => (launch::Service::Ingest, s),
+        Some(cli::Command::Aggregate(s)) => (launch::Service::Aggregate, s),
+        Some(cli::Command::Api(s)) => (launch::Service::Api, s),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log_level)?)
+        .with_target(false)
+        .init();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(launch::run(command, settings))
+}

@@ -31,6 +31,24 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code the services use.
+    pub const ALL: [Code; 9] = [
+        Self::InvalidArgument,
+        Self::NotFound,
+        Self::AlreadyExists,
+        Self::PermissionDenied,
+        Self::ResourceExhausted,
+        Self::Unimplemented,
+        Self::Internal,
+        Self::Unavailable,
+        Self::Unauthenticated,
+    ];
+
+    /// The code with this gRPC number, if the services use it.
+    pub fn from_grpc(code: i32) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.grpc() == code)
+    }
+
     /// The numeric gRPC code.
     pub const fn grpc(self) -> i32 {
         match self {

@@ -93,14 +93,14 @@ pub fn parse_beacon(query: &str) -> Result<InteractionEvent, Rejection> {
             ));
         }
     }
-    let mut take = |i: usize| -> Option<String> {
+    let take = |i: usize| -> Option<String> {
         slots[i]
             .take()
             .map(|p| p.value.into_owned())
             .filter(|v| !v.is_empty())
     };
     let [ad_id, itype, ts, session_id, customer_id, dtm_token, video_id, product_code, catalog_id, creative_id, units, conversion_value, consent] =
-        std::array::from_fn::<Option<String>, KNOWN, _>(|i| take(i));
+        std::array::from_fn::<Option<String>, KNOWN, _>(take);
 
     let itype = itype.ok_or_else(|| missing("interactionType", "on every event"))?;
     let interaction_type = InteractionType::from_wire(&itype).ok_or_else(|| {
@@ -155,10 +155,14 @@ pub fn parse_beacon(query: &str) -> Result<InteractionEvent, Rejection> {
 }
 
 /// ISO 8601 / RFC 3339 date-time with an offset (`Z` or `±hh:mm`), optional fraction.
-/// The basic-format offset `±hhmm` of ISO 8601 is accepted too.
+/// The basic-format offset `±hhmm` of ISO 8601 is accepted too (rewritten to
+/// `±hh:mm` and parsed as RFC 3339, so nothing else is loosened).
 pub fn parse_timestamp(s: &str) -> Result<DateTime<FixedOffset>, Rejection> {
     DateTime::parse_from_rfc3339(s)
-        .or_else(|_| DateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f%z"))
+        .or_else(|e| match basic_offset_as_extended(s) {
+            Some(extended) => DateTime::parse_from_rfc3339(&extended),
+            None => Err(e),
+        })
         .map_err(|_| {
         let hint = if s.contains(' ') {
             " (a '+' in the offset must be sent as %2B: a raw '+' decodes to a space)"
@@ -171,6 +175,15 @@ pub fn parse_timestamp(s: &str) -> Result<DateTime<FixedOffset>, Rejection> {
             format!("'{s}' is not an ISO 8601 date-time with an offset, such as 2026-11-22T10:15:30.250Z{hint}"),
         )
     })
+}
+
+/// `...±hhmm` rewritten as `...±hh:mm`; `None` when `s` does not end in a basic offset.
+fn basic_offset_as_extended(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let n = b.len();
+    // The last five bytes are ASCII, so both cuts fall on char boundaries.
+    (n > 5 && matches!(b[n - 5], b'+' | b'-') && b[n - 4..].iter().all(u8::is_ascii_digit))
+        .then(|| format!("{}:{}", &s[..n - 2], &s[n - 2..]))
 }
 
 fn parse_units(s: &str) -> Result<u64, Rejection> {

@@ -1,0 +1,435 @@
+#!/usr/bin/env bash
+# Install (if missing) and start (if not running) the local services the tests need:
+# a Kafka-protocol broker (Tansu) and ClickHouse 18.16 (Debian's), on loopback.
+# Idempotent and fast when everything is already there. See deploy/local/README.md.
+#
+#   deploy/local/up.sh [COMMAND]
+#
+#   up (default)        apt packages + tansu, then start kafka and clickhouse;
+#                       prints RM_KAFKA_BROKERS=... and RM_CLICKHOUSE_URL=... on stdout
+#   install             apt packages + tansu only, start nothing
+#   kafka-start         start only the broker      (kafka-stop, kafka-restart)
+#   clickhouse-start    start only ClickHouse      (clickhouse-stop, clickhouse-restart)
+#   down [--purge]      stop both (what down.sh runs); --purge also deletes their data
+#   status              show what runs; exit 0 only if both answer
+#   env                 print the RM_* lines only
+#
+# Progress goes to stderr; stdout carries only KEY=VALUE lines, so
+#   out=$(deploy/local/up.sh) && export $out
+# works. Environment: RM_LOCAL_DIR (state dir, default <repo>/.local),
+# RM_TANSU_STORAGE (default memory://tansu/), RM_KAFKA_PORT (9092),
+# RM_CLICKHOUSE_HTTP_PORT (8123), RM_CLICKHOUSE_TCP_PORT (9000),
+# RM_TANSU_VERSION (0.6.0), RM_TANSU_FEATURES (dynostore).
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$SCRIPT_DIR/../.." && pwd)
+STATE_DIR=${RM_LOCAL_DIR:-$REPO_DIR/.local}
+
+HOST=127.0.0.1
+KAFKA_PORT=${RM_KAFKA_PORT:-9092}
+CH_HTTP_PORT=${RM_CLICKHOUSE_HTTP_PORT:-8123}
+CH_TCP_PORT=${RM_CLICKHOUSE_TCP_PORT:-9000}
+TANSU_STORAGE=${RM_TANSU_STORAGE:-memory://tansu/}
+TANSU_VERSION=${RM_TANSU_VERSION:-0.6.0}
+TANSU_FEATURES=${RM_TANSU_FEATURES:-dynostore}
+
+# cmake + libcurl4-openssl-dev: rdkafka's vendored librdkafka build.
+# prometheus: for promtool. libxml2-utils: xmllint.
+APT_PACKAGES=(cmake libcurl4-openssl-dev clickhouse-server clickhouse-client nginx wrk
+    libxml2-utils curl prometheus)
+
+CARGO_BIN_DIR=${CARGO_HOME:-${HOME:-/root}/.cargo}/bin
+export PATH="$PATH:$CARGO_BIN_DIR:/usr/sbin:/sbin"
+export DEBIAN_FRONTEND=noninteractive
+
+T0=$(date +%s.%N)
+log() { printf '[up.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+    log "ERROR: $*"
+    exit 1
+}
+elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "not root and no sudo: cannot install packages"
+    SUDO=(sudo -E)
+fi
+
+# ---------------------------------------------------------------------------------
+# helpers
+
+# True if something accepts TCP connections on $1:$2.
+# shellcheck disable=SC2016 # $0/$1 expand in the inner bash
+port_open() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null; }
+
+ch_ping() { curl -sf --max-time 2 "http://$HOST:$CH_HTTP_PORT/ping" >/dev/null 2>&1; }
+
+# PID of the process listening on TCP port $1 (any local address), from /proc, so
+# it needs neither ss nor lsof. Finds services started from another checkout too.
+listener_pid() {
+    local hex inodes inode hit
+    local match=()
+    hex=$(printf ':%04X' "$1")
+    inodes=$(awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { print $10 }' \
+        /proc/net/tcp /proc/net/tcp6 2>/dev/null | sort -u)
+    [[ -n $inodes ]] || return 1
+    for inode in $inodes; do
+        match+=(-o -lname "socket:\\[$inode\\]")
+    done
+    hit=$(find /proc/[0-9]*/fd -maxdepth 1 \( "${match[@]:1}" \) -print -quit 2>/dev/null) || true
+    [[ -n $hit ]] || return 1
+    hit=${hit#/proc/}
+    echo "${hit%%/*}"
+}
+
+# True if PID $1 exists and is not a zombie (our detached services are reaped by
+# PID 1, which may take a while: a zombie has already closed its sockets).
+alive() {
+    local stat
+    read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+    stat=${stat##*) }
+    [[ ${stat%% *} != Z ]]
+}
+
+proc_name() { cat "/proc/$1/comm" 2>/dev/null || echo '?'; }
+
+# The live PID from pid file $1 if its process name matches $2, else from the
+# listener on port $3 if that name matches $2.
+service_pid() {
+    local pidfile=$1 pattern=$2 port=$3 pid=''
+    if [[ -s $pidfile ]]; then
+        pid=$(<"$pidfile")
+        if alive "$pid" && [[ $(proc_name "$pid") =~ $pattern ]]; then
+            echo "$pid"
+            return 0
+        fi
+    fi
+    pid=$(listener_pid "$port") || return 1
+    [[ $(proc_name "$pid") =~ $pattern ]] || return 1
+    echo "$pid"
+}
+
+# launch PIDFILE LOGFILE WORKDIR CMD...: run CMD detached (own session, no stdin, output
+# appended to LOGFILE, no inherited lock fd) and record its PID.
+launch() {
+    local pidfile=$1 logfile=$2 workdir=$3
+    shift 3
+    rm -f "$pidfile"
+    (
+        cd "$workdir"
+        # shellcheck disable=SC2016 # $$, $0 and $@ belong to the inner bash
+        exec setsid nohup bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" \
+            </dev/null >>"$logfile" 2>&1 9>&-
+    ) &
+    for _ in $(seq 50); do
+        [[ -s $pidfile ]] && return 0
+        sleep 0.05
+    done
+    die "could not start $* (see $logfile)"
+}
+
+# wait_ready NAME SECONDS PIDFILE LOGFILE CHECK...: poll CHECK until it succeeds.
+wait_ready() {
+    local name=$1 secs=$2 pidfile=$3 logfile=$4 deadline pid
+    shift 4
+    pid=$(<"$pidfile")
+    deadline=$((SECONDS + secs))
+    until "$@"; do
+        if ! alive "$pid"; then
+            log "$name exited during startup; last lines of $logfile:"
+            tail -n 30 "$logfile" >&2 || true
+            return 1
+        fi
+        if ((SECONDS >= deadline)); then
+            log "$name not ready after ${secs}s; last lines of $logfile:"
+            tail -n 30 "$logfile" >&2 || true
+            return 1
+        fi
+        sleep 0.1
+    done
+}
+
+# stop_service NAME PIDFILE PATTERN PORT
+stop_service() {
+    local name=$1 pidfile=$2 pattern=$3 port=$4 pid
+    if ! pid=$(service_pid "$pidfile" "$pattern" "$port"); then
+        rm -f "$pidfile"
+        if port_open "$HOST" "$port"; then
+            pid=$(listener_pid "$port") || pid='?'
+            die "$name: port $port is held by pid $pid ($(proc_name "$pid")), not by $pattern; not touching it"
+        fi
+        log "$name: not running"
+        return 0
+    fi
+    log "$name: stopping pid $pid"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 300); do
+        alive "$pid" || break
+        sleep 0.05
+    done
+    if alive "$pid"; then
+        log "$name: still alive after 15s, sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+        sleep 0.2
+    fi
+    for _ in $(seq 100); do
+        port_open "$HOST" "$port" || break
+        sleep 0.1
+    done
+    port_open "$HOST" "$port" && die "$name: port $port still open after stopping pid $pid"
+    rm -f "$pidfile"
+    log "$name: stopped"
+}
+
+state_dirs() {
+    mkdir -p "$STATE_DIR"
+    STATE_DIR=$(cd "$STATE_DIR" && pwd)
+    LOG_DIR=$STATE_DIR/log
+    RUN_DIR=$STATE_DIR/run
+    mkdir -p "$LOG_DIR" "$RUN_DIR"
+}
+
+# ---------------------------------------------------------------------------------
+# installation
+
+PACKAGES_OK=0
+ensure_packages() {
+    ((PACKAGES_OK)) && return 0
+    local p missing=()
+    for p in "${APT_PACKAGES[@]}"; do
+        if [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) != installed ]]; then
+            missing+=("$p")
+        fi
+    done
+    if ((${#missing[@]} == 0)); then
+        log "apt: all ${#APT_PACKAGES[@]} packages present"
+        PACKAGES_OK=1
+        return 0
+    fi
+    log "apt: installing ${missing[*]}"
+    "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=300 update -q >&2
+    "${SUDO[@]}" apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends \
+        "${missing[@]}" >&2
+    PACKAGES_OK=1
+    log "apt: done"
+}
+
+TANSU_BIN=''
+find_tansu() {
+    TANSU_BIN=$(command -v tansu 2>/dev/null) && return 0
+    [[ -x $CARGO_BIN_DIR/tansu ]] && TANSU_BIN=$CARGO_BIN_DIR/tansu && return 0
+    return 1
+}
+
+ensure_tansu() {
+    [[ -n $TANSU_BIN ]] && return 0
+    if find_tansu; then
+        log "tansu: found $TANSU_BIN"
+        return 0
+    fi
+    command -v cargo >/dev/null 2>&1 || die "tansu: cargo not found; install Rust first"
+    ensure_packages # a C toolchain and cmake come with it
+    log "tansu: not installed; cargo install tansu $TANSU_VERSION (features: $TANSU_FEATURES); takes about 10 minutes"
+    # Outside the workspace, so its rust-toolchain/config do not apply.
+    (cd / && cargo install tansu --version "=$TANSU_VERSION" --locked --no-default-features \
+        --features "$TANSU_FEATURES") >&2
+    find_tansu || die "tansu: cargo install succeeded but no tansu binary in PATH or $CARGO_BIN_DIR"
+    log "tansu: installed $TANSU_BIN"
+}
+
+# ---------------------------------------------------------------------------------
+# services
+
+TANSU_PATTERN='^tansu'
+CH_PATTERN='^clickhouse'
+
+kafka_start() {
+    state_dirs
+    local pidfile=$RUN_DIR/tansu.pid logfile=$LOG_DIR/tansu.log pid
+    if port_open "$HOST" "$KAFKA_PORT"; then
+        pid=$(listener_pid "$KAFKA_PORT") || pid='?'
+        log "kafka: $HOST:$KAFKA_PORT already accepts connections (pid $pid, $(proc_name "$pid")); leaving it"
+        return 0
+    fi
+    ensure_tansu
+    mkdir -p "$STATE_DIR/kafka"
+    log "kafka: starting tansu broker on $HOST:$KAFKA_PORT, storage $TANSU_STORAGE (log $logfile)"
+    printf '\n==== %s tansu broker %s\n' "$(date '+%F %T')" "$TANSU_STORAGE" >>"$logfile"
+    launch "$pidfile" "$logfile" "$STATE_DIR/kafka" "$TANSU_BIN" broker \
+        --listener-url "tcp://$HOST:$KAFKA_PORT" \
+        --advertised-listener-url "tcp://$HOST:$KAFKA_PORT" \
+        --storage-engine "$TANSU_STORAGE"
+    if ! wait_ready kafka 30 "$pidfile" "$logfile" port_open "$HOST" "$KAFKA_PORT"; then
+        log "kafka: if the log says the storage engine is not enabled, rebuild with:"
+        log "  cargo install tansu --locked --force --no-default-features --features $TANSU_FEATURES"
+        die "kafka: broker did not start"
+    fi
+    log "kafka: ready (pid $(<"$pidfile"))"
+}
+
+kafka_stop() {
+    state_dirs
+    stop_service kafka "$RUN_DIR/tansu.pid" "$TANSU_PATTERN" "$KAFKA_PORT"
+}
+
+# Escape a string for use as a sed replacement with | as the delimiter.
+sed_repl() { printf '%s' "$1" | sed -e 's/[&|\\]/\\&/g'; }
+
+clickhouse_start() {
+    state_dirs
+    local ch_dir=$STATE_DIR/clickhouse pidfile=$RUN_DIR/clickhouse.pid
+    local logfile=$LOG_DIR/clickhouse.stdout.log pid
+    if ch_ping; then
+        pid=$(listener_pid "$CH_HTTP_PORT") || pid='?'
+        log "clickhouse: http://$HOST:$CH_HTTP_PORT already answers (pid $pid, $(proc_name "$pid")); leaving it"
+        return 0
+    fi
+    if port_open "$HOST" "$CH_HTTP_PORT"; then
+        die "clickhouse: port $CH_HTTP_PORT is taken but /ping does not answer"
+    fi
+    if ! command -v clickhouse-server >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+        ensure_packages
+    fi
+    mkdir -p "$ch_dir"/{etc,data,tmp,user_files,format_schemas,log}
+    sed -e "s|@CH_DIR@|$(sed_repl "$ch_dir")|g" \
+        -e "s|@HTTP_PORT@|$CH_HTTP_PORT|g" -e "s|@TCP_PORT@|$CH_TCP_PORT|g" \
+        "$SCRIPT_DIR/clickhouse/config.xml" >"$ch_dir/etc/config.xml"
+    cp "$SCRIPT_DIR/clickhouse/users.xml" "$ch_dir/etc/users.xml"
+    if command -v xmllint >/dev/null 2>&1; then
+        xmllint --noout "$ch_dir/etc/config.xml" "$ch_dir/etc/users.xml" ||
+            die "clickhouse: invalid XML in the config"
+    fi
+    log "clickhouse: starting on $HOST:$CH_HTTP_PORT (http) and $HOST:$CH_TCP_PORT (tcp), data in $ch_dir"
+    printf '\n==== %s clickhouse-server\n' "$(date '+%F %T')" >>"$logfile"
+    launch "$pidfile" "$logfile" "$ch_dir" clickhouse-server --config-file="$ch_dir/etc/config.xml"
+    if ! wait_ready clickhouse 60 "$pidfile" "$logfile" ch_ping; then
+        tail -n 30 "$ch_dir/log/clickhouse-server.err.log" >&2 2>/dev/null || true
+        die "clickhouse: server did not start (logs in $ch_dir/log)"
+    fi
+    log "clickhouse: ready (pid $(<"$pidfile"))"
+}
+
+clickhouse_stop() {
+    state_dirs
+    stop_service clickhouse "$RUN_DIR/clickhouse.pid" "$CH_PATTERN" "$CH_HTTP_PORT"
+}
+
+print_env() {
+    case ${1:-all} in
+        kafka) echo "RM_KAFKA_BROKERS=$HOST:$KAFKA_PORT" ;;
+        clickhouse) echo "RM_CLICKHOUSE_URL=http://$HOST:$CH_HTTP_PORT" ;;
+        *)
+            echo "RM_KAFKA_BROKERS=$HOST:$KAFKA_PORT"
+            echo "RM_CLICKHOUSE_URL=http://$HOST:$CH_HTTP_PORT"
+            ;;
+    esac
+}
+
+status() {
+    local rc=0 pid
+    if port_open "$HOST" "$KAFKA_PORT"; then
+        pid=$(listener_pid "$KAFKA_PORT") || pid='?'
+        log "kafka: up on $HOST:$KAFKA_PORT (pid $pid, $(proc_name "$pid"))"
+    else
+        log "kafka: down"
+        rc=3
+    fi
+    if ch_ping; then
+        pid=$(listener_pid "$CH_HTTP_PORT") || pid='?'
+        log "clickhouse: up on http://$HOST:$CH_HTTP_PORT (pid $pid, $(proc_name "$pid"))"
+    else
+        log "clickhouse: down"
+        rc=3
+    fi
+    return $rc
+}
+
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
+
+# ---------------------------------------------------------------------------------
+
+cmd=${1:-up}
+[[ $# -gt 0 ]] && shift
+
+case $cmd in
+    -h | --help | help)
+        usage
+        exit 0
+        ;;
+    env)
+        print_env
+        exit 0
+        ;;
+    status)
+        status
+        exit $?
+        ;;
+esac
+
+# One machine-wide lock: the ports and the apt/cargo installs are shared by every
+# checkout on this machine, and tests may call this script concurrently.
+LOCK_FILE=${TMPDIR:-/tmp}/rm-deploy-local.lock
+exec 9>>"$LOCK_FILE"
+if ! flock -n 9; then
+    log "waiting for another deploy/local/up.sh (lock $LOCK_FILE)"
+    flock 9
+fi
+
+case $cmd in
+    up | start)
+        log "state dir: $STATE_DIR"
+        ensure_packages
+        ensure_tansu
+        kafka_start
+        clickhouse_start
+        log "all services up in $(elapsed)s"
+        print_env
+        ;;
+    install)
+        ensure_packages
+        ensure_tansu
+        log "installed in $(elapsed)s"
+        ;;
+    kafka-start)
+        kafka_start
+        print_env kafka
+        ;;
+    kafka-stop) kafka_stop ;;
+    kafka-restart)
+        kafka_stop
+        kafka_start
+        print_env kafka
+        ;;
+    clickhouse-start)
+        clickhouse_start
+        print_env clickhouse
+        ;;
+    clickhouse-stop) clickhouse_stop ;;
+    clickhouse-restart)
+        clickhouse_stop
+        clickhouse_start
+        print_env clickhouse
+        ;;
+    down | stop)
+        purge=0
+        for arg in "$@"; do
+            case $arg in
+                --purge) purge=1 ;;
+                *) die "down: unknown option $arg" ;;
+            esac
+        done
+        kafka_stop
+        clickhouse_stop
+        if ((purge)); then
+            log "purging $STATE_DIR/clickhouse and $STATE_DIR/kafka"
+            rm -rf "${STATE_DIR:?}/clickhouse" "${STATE_DIR:?}/kafka"
+        fi
+        log "all services stopped in $(elapsed)s"
+        ;;
+    *)
+        usage >&2
+        die "unknown command: $cmd"
+        ;;
+esac

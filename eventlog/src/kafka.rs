@@ -1,0 +1,221 @@
+//! The Kafka event log: an idempotent rdkafka `FutureProducer` with `acks=all`.
+//!
+//! An append resolves `Ok` only when the broker acknowledged the record on all
+//! in-sync replicas. Retry policy, decided here once: a full producer queue is
+//! [`LogError::Backpressure`]; a timed-out or broker-side transient failure is
+//! [`LogError::Unavailable`] (retry later; the producer itself retries within
+//! `message.timeout.ms`); an oversized record or unknown topic is
+//! [`LogError::Refused`]. Readiness comes from a background metadata probe of the
+//! configured topics, so `/readyz` turns 503 while the brokers are away and back to
+//! 200 when they return. Topics are created at start (Tansu, and many production
+//! clusters, do not auto-create them).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::util::Timeout;
+
+use crate::config::KafkaConfig;
+use crate::{EventLog, LogError};
+
+/// How often readiness is probed.
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Builds the librdkafka client configuration common to producers, consumers and admin.
+pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, LogError> {
+    let brokers = config
+        .brokers
+        .as_deref()
+        .ok_or_else(|| LogError::Refused("no Kafka brokers configured".into()))?;
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", brokers);
+    for prop in &config.properties {
+        let (k, v) = prop.split_once('=').ok_or_else(|| {
+            LogError::Refused(format!("kafka property '{prop}' is not key=value"))
+        })?;
+        c.set(k.trim(), v.trim());
+    }
+    Ok(c)
+}
+
+/// Creates `topics` if they do not exist yet.
+pub async fn ensure_topics(config: &KafkaConfig, topics: &[String]) -> Result<(), LogError> {
+    let admin: AdminClient<DefaultClientContext> = client_config(config)?
+        .create()
+        .map_err(|e| LogError::Unavailable(e.to_string()))?;
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|t| {
+            NewTopic::new(
+                t,
+                config.partitions,
+                TopicReplication::Fixed(config.replication),
+            )
+        })
+        .collect();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = admin
+        .create_topics(&new, &opts)
+        .await
+        .map_err(|e| LogError::Unavailable(e.to_string()))?;
+    for r in results {
+        match r {
+            Ok(topic) => tracing::info!(topic, partitions = config.partitions, "created topic"),
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) => {
+                return Err(LogError::Unavailable(format!(
+                    "creating topic {topic}: {code}"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Health {
+    ready: AtomicBool,
+    last_error: Mutex<String>,
+}
+
+/// The Kafka event log.
+#[derive(Clone)]
+pub struct KafkaLog {
+    producer: FutureProducer,
+    health: Arc<Health>,
+}
+
+impl KafkaLog {
+    /// Connects a producer, creates `topics` when missing, and starts the readiness probe.
+    pub async fn connect(config: &KafkaConfig, topics: &[String]) -> Result<Self, LogError> {
+        ensure_topics(config, topics).await?;
+        let producer: FutureProducer = client_config(config)?
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("compression.type", &config.compression)
+            .set("linger.ms", config.linger_ms.to_string())
+            .set(
+                "queue.buffering.max.messages",
+                config.queue_max_messages.to_string(),
+            )
+            .set("message.timeout.ms", config.message_timeout_ms.to_string())
+            .create()
+            .map_err(|e| LogError::Refused(format!("producer configuration: {e}")))?;
+        let health = Arc::new(Health {
+            ready: AtomicBool::new(true),
+            last_error: Mutex::new(String::new()),
+        });
+        let log = Self { producer, health };
+        log.spawn_probe(topics.to_vec());
+        Ok(log)
+    }
+
+    fn spawn_probe(&self, topics: Vec<String>) {
+        let producer = self.producer.clone();
+        let health = Arc::downgrade(&self.health);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(PROBE_INTERVAL).await;
+                let Some(h) = health.upgrade() else { break };
+                let p = producer.clone();
+                let ts = topics.clone();
+                let probe = tokio::task::spawn_blocking(move || {
+                    for t in &ts {
+                        let md = p
+                            .client()
+                            .fetch_metadata(Some(t), Duration::from_secs(2))
+                            .map_err(|e| e.to_string())?;
+                        let ok = md.topics().iter().any(|mt| {
+                            mt.name() == t.as_str()
+                                && mt.error().is_none()
+                                && !mt.partitions().is_empty()
+                        });
+                        if !ok {
+                            return Err(format!("topic {t} has no metadata"));
+                        }
+                    }
+                    Ok(())
+                })
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()));
+                match probe {
+                    Ok(()) => {
+                        if !h.ready.swap(true, Ordering::Relaxed) {
+                            tracing::info!("kafka reachable again");
+                        }
+                    }
+                    Err(e) => {
+                        if h.ready.swap(false, Ordering::Relaxed) {
+                            tracing::warn!(error = %e, "kafka unreachable");
+                        }
+                        if let Ok(mut last) = h.last_error.lock() {
+                            *last = e;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// The underlying producer (for metrics of its queue).
+    pub fn producer(&self) -> &FutureProducer {
+        &self.producer
+    }
+}
+
+/// Classifies a producer error: the one retry policy of this sink.
+pub fn classify(e: &KafkaError) -> LogError {
+    match e.rdkafka_error_code() {
+        Some(RDKafkaErrorCode::QueueFull) => LogError::Backpressure(e.to_string()),
+        Some(
+            RDKafkaErrorCode::MessageSizeTooLarge
+            | RDKafkaErrorCode::UnknownTopic
+            | RDKafkaErrorCode::UnknownTopicOrPartition
+            | RDKafkaErrorCode::InvalidRecord
+            | RDKafkaErrorCode::TopicAuthorizationFailed,
+        ) => LogError::Refused(e.to_string()),
+        _ => LogError::Unavailable(e.to_string()),
+    }
+}
+
+impl EventLog for KafkaLog {
+    async fn append(&self, topic: &str, key: &[u8], value: Vec<u8>) -> Result<(), LogError> {
+        let record = FutureRecord::to(topic).key(key).payload(&value);
+        let delivery = self
+            .producer
+            .send_result(record)
+            .map_err(|(e, _)| classify(&e))?;
+        match delivery.await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err((e, _))) => Err(classify(&e)),
+            Err(_) => Err(LogError::Closed),
+        }
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        if self.health.ready.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            let why = self
+                .health
+                .last_error
+                .lock()
+                .map(|e| e.clone())
+                .unwrap_or_default();
+            Err(format!("kafka unreachable: {why}"))
+        }
+    }
+
+    async fn flush(&self, deadline: Duration) -> Result<(), LogError> {
+        let p = self.producer.clone();
+        tokio::task::spawn_blocking(move || p.flush(Timeout::After(deadline)))
+            .await
+            .map_err(|e| LogError::Unavailable(e.to_string()))?
+            .map_err(|e| classify(&e))
+    }
+}

@@ -1,0 +1,150 @@
+//! The edge's metrics: every name in one place, every label from a bounded set.
+//! Handles are registered once at start (so every series exists from the first
+//! scrape, at zero) and incremented on the hot path without any lookup.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `ingest_requests_total` | counter | `route` (beacon, ops, other), `status` (200, 204, 400, 404, 405, 414, 503) |
+//! | `ingest_events_accepted_total` | counter | `interaction_type` (15) |
+//! | `ingest_events_rejected_total` | counter | `reason` (fixed set) |
+//! | `ingest_events_duplicate_total` | counter | |
+//! | `ingest_log_write_seconds` | histogram | `backend` |
+//! | `ingest_log_errors_total` | counter | `kind` (backpressure, unavailable, refused, closed, timeout) |
+//! | `ingest_inflight_requests` | gauge | |
+//! | `ingest_dedup_keys` / `ingest_dedup_memory_bytes` | gauge | |
+//! | `ingest_rejected_rows_dropped_total` | counter | |
+
+use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+use rm_schemas::{InteractionType, RejectReason};
+
+/// Beacon requests by route and status.
+pub const REQUESTS: &str = "ingest_requests_total";
+/// Accepted (durably written) events by interaction type.
+pub const ACCEPTED: &str = "ingest_events_accepted_total";
+/// Rejected beacons by reason.
+pub const REJECTED: &str = "ingest_events_rejected_total";
+/// Duplicates answered 200 without a write.
+pub const DUPLICATES: &str = "ingest_events_duplicate_total";
+/// Time from handing a record to the log to its durable acknowledgement.
+pub const LOG_WRITE: &str = "ingest_log_write_seconds";
+/// Failed log writes by kind.
+pub const LOG_ERRORS: &str = "ingest_log_errors_total";
+/// Beacon requests being processed.
+pub const INFLIGHT: &str = "ingest_inflight_requests";
+/// Keys held in the dedup window.
+pub const DEDUP_KEYS: &str = "ingest_dedup_keys";
+/// Bytes allocated by the dedup window.
+pub const DEDUP_MEMORY: &str = "ingest_dedup_memory_bytes";
+/// Rejected rows not sent to the rejected topic because of its rate limit.
+pub const REJECTED_ROWS_DROPPED: &str = "ingest_rejected_rows_dropped_total";
+
+/// HTTP statuses the edge answers with (bounded label set).
+pub const STATUSES: [u16; 8] = [200, 204, 400, 404, 405, 413, 414, 503];
+
+/// Routes (bounded label set).
+#[derive(Debug, Clone, Copy)]
+pub enum Route {
+    /// `/v1/events/ad/interaction`.
+    Beacon,
+    /// Anything else.
+    Other,
+}
+
+/// Pre-registered metric handles of the edge.
+pub struct EdgeMetrics {
+    requests: Vec<(u16, Counter, Counter)>,
+    accepted: Vec<Counter>,
+    rejected: Vec<(RejectReason, Counter)>,
+    /// Duplicates.
+    pub duplicates: Counter,
+    /// Log write latency.
+    pub log_write: Histogram,
+    log_errors: Vec<(&'static str, Counter)>,
+    /// In-flight beacon requests.
+    pub inflight: Gauge,
+    /// Dedup window size.
+    pub dedup_keys: Gauge,
+    /// Dedup window memory.
+    pub dedup_memory: Gauge,
+    /// Rejected rows dropped by the rate limit.
+    pub rejected_rows_dropped: Counter,
+}
+
+impl EdgeMetrics {
+    /// Registers every series of the edge for the given log backend.
+    pub fn register(backend: &'static str) -> Self {
+        let requests = STATUSES
+            .iter()
+            .map(|s| {
+                let st = s.to_string();
+                (
+                    *s,
+                    counter!(REQUESTS, "route" => "beacon", "status" => st.clone()),
+                    counter!(REQUESTS, "route" => "other", "status" => st),
+                )
+            })
+            .collect();
+        let accepted = InteractionType::ALL
+            .iter()
+            .map(|t| counter!(ACCEPTED, "interaction_type" => t.as_str()))
+            .collect();
+        let rejected = RejectReason::ALL
+            .iter()
+            .map(|r| (*r, counter!(REJECTED, "reason" => r.as_str())))
+            .collect();
+        let log_errors = [
+            "backpressure",
+            "unavailable",
+            "refused",
+            "closed",
+            "timeout",
+            "inflight_limit",
+        ]
+        .into_iter()
+        .map(|k| (k, counter!(LOG_ERRORS, "kind" => k)))
+        .collect();
+        Self {
+            requests,
+            accepted,
+            rejected,
+            duplicates: counter!(DUPLICATES),
+            log_write: histogram!(LOG_WRITE, "backend" => backend),
+            log_errors,
+            inflight: gauge!(INFLIGHT),
+            dedup_keys: gauge!(DEDUP_KEYS),
+            dedup_memory: gauge!(DEDUP_MEMORY),
+            rejected_rows_dropped: counter!(REJECTED_ROWS_DROPPED),
+        }
+    }
+
+    /// Counts one answered request.
+    pub fn request(&self, route: Route, status: u16) {
+        if let Some((_, beacon, other)) = self.requests.iter().find(|(s, _, _)| *s == status) {
+            match route {
+                Route::Beacon => beacon.increment(1),
+                Route::Other => other.increment(1),
+            }
+        }
+    }
+
+    /// Counts one accepted event.
+    pub fn accepted(&self, t: InteractionType) {
+        if let Some(i) = InteractionType::ALL.iter().position(|x| *x == t) {
+            self.accepted[i].increment(1);
+        }
+    }
+
+    /// Counts one rejected beacon.
+    pub fn rejected(&self, reason: RejectReason) {
+        if let Some((_, c)) = self.rejected.iter().find(|(r, _)| *r == reason) {
+            c.increment(1);
+        }
+    }
+
+    /// Counts one failed log write.
+    pub fn log_error(&self, kind: &str) {
+        if let Some((_, c)) = self.log_errors.iter().find(|(k, _)| *k == kind) {
+            c.increment(1);
+        }
+    }
+}

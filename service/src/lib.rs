@@ -1,0 +1,19 @@
+//! Plumbing shared by the edge, the aggregator and the api, so each service is only
+//! its own routes: the HTTP accept loop with graceful shutdown ([`serve`]), the
+//! `/healthz`, `/readyz` and `/metrics` endpoints ([`ops`]), response helpers
+//! ([`response`]), the process-wide Prometheus recorder ([`telemetry`]) and the
+//! shutdown signal ([`shutdown`]).
+
+pub mod ops;
+pub mod response;
+pub mod serve;
+pub mod shutdown;
+pub mod telemetry;
+
+pub use serve::{serve, ServeError};
+pub use tokio_util::sync::CancellationToken;
+
+/// The body type every service answers with.
+pub type Body = http_body_util::Full<bytes::Bytes>;
+/// A response of any service.
+pub type Response = http::Response<Body>;

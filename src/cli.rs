@@ -1,0 +1,187 @@
+//! The command line: subcommands, settings, and where each setting comes from.
+//!
+//! Precedence, highest first: command-line flag, `RM_*` environment variable, TOML
+//! file (`--config FILE` or `RM_CONFIG`), built-in default. A file key maps to the
+//! variable of the same name: `kafka_brokers = "..."` at the top level, or
+//! `brokers = "..."` in a `[kafka]` table, both set `RM_KAFKA_BROKERS`. An unknown
+//! key in the file is an error that names it.
+
+use std::path::PathBuf;
+
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use rm_aggregator::AggregatorConfig;
+use rm_api::ApiConfig;
+use rm_eventlog::{EmbeddedLogConfig, KafkaConfig};
+use rm_ingest::IngestConfig;
+
+/// Retail media partner platform: beacon edge, aggregator and partner API.
+#[derive(Debug, Parser)]
+#[command(name = "retail-media", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// What to run (default: all).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Settings for the default `all`.
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+/// The services.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the edge, the aggregator and the api in one process (the default).
+    All(Settings),
+    /// Run only the beacon edge.
+    Ingest(Settings),
+    /// Run only the aggregator.
+    Aggregate(Settings),
+    /// Run only the partner api.
+    Api(Settings),
+}
+
+/// Every setting, shared by all subcommands.
+#[derive(Debug, Clone, Args)]
+pub struct Settings {
+    /// TOML settings file (keys as the RM_ variables without the prefix, lower-case).
+    #[arg(long = "config", env = "RM_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Directory for local state (embedded log, embedded store).
+    #[arg(long = "data-dir", env = "RM_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Seconds shutdown may take to drain in-flight work.
+    #[arg(
+        long = "drain-deadline-secs",
+        env = "RM_DRAIN_DEADLINE_SECS",
+        default_value_t = 10
+    )]
+    pub drain_deadline_secs: u64,
+    /// Log filter (tracing EnvFilter syntax), for example `info` or `rm_ingest=debug`.
+    #[arg(long = "log-level", env = "RM_LOG", default_value = "info")]
+    pub log_level: String,
+    /// Kafka settings.
+    #[command(flatten)]
+    pub kafka: KafkaConfig,
+    /// Embedded log settings.
+    #[command(flatten)]
+    pub log: EmbeddedLogConfig,
+    /// Edge settings.
+    #[command(flatten)]
+    pub ingest: IngestConfig,
+    /// Aggregator settings.
+    #[command(flatten)]
+    pub aggregator: AggregatorConfig,
+    /// Api settings.
+    #[command(flatten)]
+    pub api: ApiConfig,
+}
+
+/// Every `RM_*` variable the binary reads.
+pub fn known_env_vars() -> Vec<String> {
+    let cmd = Cli::command();
+    let mut vars: Vec<String> = cmd
+        .get_arguments()
+        .filter_map(|a| a.get_env().and_then(|e| e.to_str()).map(str::to_owned))
+        .collect();
+    vars.sort();
+    vars.dedup();
+    vars
+}
+
+/// Reads the settings file named by `--config`/`RM_CONFIG` (looked up before clap
+/// parses) and returns the `RM_*` variables it sets that the environment does not.
+pub fn file_settings(args: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    let from_flag = args.iter().enumerate().find_map(|(i, a)| {
+        a.strip_prefix("--config=").map(str::to_owned).or_else(|| {
+            (a == "--config")
+                .then(|| args.get(i + 1).cloned())
+                .flatten()
+        })
+    });
+    let Some(path) = from_flag.or_else(|| std::env::var("RM_CONFIG").ok()) else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("reading settings file {path}: {e}"))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| anyhow::anyhow!("settings file {path}: {e}"))?;
+    let known = known_env_vars();
+    let mut out = Vec::new();
+    flatten(&table, "", &mut out);
+    let mut vars = Vec::new();
+    for (key, value) in out {
+        let var = format!("RM_{}", key.to_ascii_uppercase().replace('-', "_"));
+        if !known.contains(&var) {
+            anyhow::bail!(
+                "settings file {path}: unknown setting '{key}' (no {var} variable exists)"
+            );
+        }
+        if std::env::var_os(&var).is_none() {
+            vars.push((var, value));
+        }
+    }
+    Ok(vars)
+}
+
+fn flatten(table: &toml::Table, prefix: &str, out: &mut Vec<(String, String)>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}_{k}")
+        };
+        match v {
+            toml::Value::Table(t) => flatten(t, &key, out),
+            toml::Value::String(s) => out.push((key, s.clone())),
+            toml::Value::Array(items) => out.push((
+                key,
+                items
+                    .iter()
+                    .map(|i| match i {
+                        toml::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )),
+            other => out.push((key, other.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_setting_has_an_rm_variable() {
+        let vars = known_env_vars();
+        assert!(vars.contains(&"RM_KAFKA_BROKERS".to_string()));
+        assert!(vars.contains(&"RM_DATA_DIR".to_string()));
+        assert!(vars.iter().all(|v| v.starts_with("RM_")));
+    }
+
+    #[test]
+    fn nested_tables_map_to_variables() {
+        let t: toml::Table =
+            "kafka_linger_ms = 7\n[kafka]\nbrokers = \"b:9092\"\n[dedup]\nmax_keys = 10\n"
+                .parse()
+                .expect("toml");
+        let mut out = Vec::new();
+        flatten(&t, "", &mut out);
+        out.sort();
+        assert_eq!(
+            out,
+            vec![
+                ("dedup_max_keys".to_string(), "10".to_string()),
+                ("kafka_brokers".to_string(), "b:9092".to_string()),
+                ("kafka_linger_ms".to_string(), "7".to_string()),
+            ]
+        );
+    }
+}

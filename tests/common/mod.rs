@@ -1,0 +1,244 @@
+//! Test harness: runs the real `retail-media` binary on free ports with a fresh data
+//! directory, speaks raw HTTP/1.1 to it (so tests can send bytes a client library
+//! would refuse), and finds the real servers tests need through `RM_*` settings.
+#![allow(dead_code, clippy::unwrap_used, missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An HTTP response, read whole.
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// Sends raw request-target bytes with `method` and reads the response (one request per connection).
+pub fn request_raw(addr: SocketAddr, method: &str, target: &[u8]) -> std::io::Result<HttpResponse> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(15)))?;
+    let mut req = Vec::new();
+    req.extend_from_slice(method.as_bytes());
+    req.push(b' ');
+    req.extend_from_slice(target);
+    req.extend_from_slice(b" HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    s.write_all(&req)?;
+    let mut data = Vec::new();
+    s.read_to_end(&mut data)?;
+    parse_response(&data)
+}
+
+fn parse_response(data: &[u8]) -> std::io::Result<HttpResponse> {
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
+    let end = data
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| bad("no header end"))?;
+    let head = std::str::from_utf8(&data[..end]).map_err(|_| bad("head not utf8"))?;
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().ok_or_else(|| bad("no status line"))?;
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("no status"))?;
+    let headers = lines
+        .filter_map(|l| {
+            l.split_once(':')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect();
+    Ok(HttpResponse {
+        status,
+        headers,
+        body: data[end + 4..].to_vec(),
+    })
+}
+
+/// `GET` of a path (with query) that is already well-formed.
+pub fn get(addr: SocketAddr, path_and_query: &str) -> std::io::Result<HttpResponse> {
+    request_raw(addr, "GET", path_and_query.as_bytes())
+}
+
+/// Percent-encodes a value for a query string (RFC 3986 unreserved kept).
+pub fn enc(v: &str) -> String {
+    let mut out = String::new();
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Builds a beacon path from parameters.
+pub fn beacon(params: &[(&str, &str)]) -> String {
+    let q: Vec<String> = params
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect();
+    format!("/v1/events/ad/interaction?{}", q.join("&"))
+}
+
+/// A running `retail-media` process.
+pub struct Service {
+    pub child: Child,
+    pub ingest: SocketAddr,
+    pub api: SocketAddr,
+    pub aggregator: SocketAddr,
+    pub data_dir: PathBuf,
+    log_path: PathBuf,
+}
+
+impl Service {
+    /// Starts `retail-media <sub>` with `data_dir` and extra environment.
+    pub fn start(sub: &str, data_dir: &Path, env: &[(&str, String)]) -> Service {
+        let (ingest, api, aggregator) = (free_port(), free_port(), free_port());
+        let log_path = data_dir.join(format!("service-{ingest}.log"));
+        std::fs::create_dir_all(data_dir).unwrap();
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_retail-media"));
+        cmd.arg(sub)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RM_DATA_DIR", data_dir)
+            .env("RM_INGEST_ADDR", format!("127.0.0.1:{ingest}"))
+            .env("RM_API_ADDR", format!("127.0.0.1:{api}"))
+            .env("RM_AGGREGATOR_ADDR", format!("127.0.0.1:{aggregator}"))
+            .env("RM_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn retail-media");
+        let s = Service {
+            child,
+            ingest: ([127, 0, 0, 1], ingest).into(),
+            api: ([127, 0, 0, 1], api).into(),
+            aggregator: ([127, 0, 0, 1], aggregator).into(),
+            data_dir: data_dir.to_path_buf(),
+            log_path,
+        };
+        s.wait_ready(s.ingest_or_api(sub), Duration::from_secs(60));
+        s
+    }
+
+    fn ingest_or_api(&self, sub: &str) -> SocketAddr {
+        match sub {
+            "api" => self.api,
+            "aggregate" => self.aggregator,
+            _ => self.ingest,
+        }
+    }
+
+    /// Waits until `/readyz` answers 200 on `addr`.
+    pub fn wait_ready(&self, addr: SocketAddr, within: Duration) {
+        let t = Instant::now();
+        while t.elapsed() < within {
+            if let Ok(r) = get(addr, "/readyz") {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "service on {addr} not ready within {within:?}; log:\n{}",
+            self.log()
+        );
+    }
+
+    /// The process's output so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// SIGKILL.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait for a clean exit; returns the exit status code.
+    pub fn terminate(mut self) -> Option<i32> {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        None
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server a test needs, from its `RM_*` setting. Absent: the test is skipped with a
+/// message, unless `RM_REQUIRE_SERVICES=1` (as in CI), where absence fails the test.
+pub fn required_setting(var: &str, what: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            if std::env::var("RM_REQUIRE_SERVICES").as_deref() == Ok("1") {
+                panic!("{var} is not set but RM_REQUIRE_SERVICES=1: {what} must be running (deploy/local/up.sh starts it)");
+            }
+            eprintln!(
+                "SKIPPED: {var} is not set; start {what} with deploy/local/up.sh to run this test"
+            );
+            None
+        }
+    }
+}
+
+/// Reads every record of `topic` from the embedded log under `data_dir` (the process
+/// that wrote it must have exited).
+pub fn read_embedded(data_dir: &Path, topic: &str) -> Vec<rm_schemas::EventRecord> {
+    let path = rm_eventlog::EmbeddedLogConfig::path(data_dir);
+    let log =
+        rm_eventlog::embedded::EmbeddedLog::open(&path, &rm_eventlog::EmbeddedLogConfig::default())
+            .expect("open embedded log");
+    log.read(topic, 0, usize::MAX)
+        .expect("read")
+        .into_iter()
+        .map(|(_, v)| rm_schemas::EventRecord::from_bytes(&v).expect("record"))
+        .collect()
+}
