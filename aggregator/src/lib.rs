@@ -1,6 +1,10 @@
-//! The aggregator service: consumes the event log and turns events into campaign
-//! reports. Its operational endpoints (`/healthz`, `/readyz`, `/metrics`) listen on
-//! their own port (default 127.0.0.1:8082).
+//! The aggregator: 5 consume the event log -> 6 pure aggregations -> 7 store writer.
+//!
+//! [`aggregate`] holds the pure cores. The service's operational endpoints
+//! (`/healthz`, `/readyz`, `/metrics`) listen on their own port (default
+//! 127.0.0.1:8082).
+
+pub mod aggregate;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

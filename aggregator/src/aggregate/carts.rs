@@ -1,0 +1,371 @@
+//! Cart state per tracking id, catalog and product (spec rule 10).
+//!
+//! `units` is the absolute count, never a delta. Sorting a cart's distinct events by
+//! event time (ties by dedup key), each event moves the cart from the previous units
+//! (0 before the first) to its own: `0 -> n>0` is an **add**, a rise an
+//! **increment**, a fall to `m > 0` a **decrement**, a fall to 0 a **removal**, no
+//! change nothing. The sequence 1, 2, 3, 0 is one add, two increments and one removal
+//! whatever order it arrives in. The current units and value are those of the latest
+//! event by event time (the value of the latest event that carried one).
+//!
+//! Each event's transition is attributed to the campaign of its own ad. Per campaign
+//! and product: carts added (adds), units added (the sum of rises), and value (the
+//! latest value of each cart whose latest event belongs to the campaign and still
+//! holds units).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::format_day;
+
+/// Identifies a cart line.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CartKey {
+    /// The shopper's tracking id.
+    pub tracking_id: String,
+    /// Catalog.
+    pub catalog_id: String,
+    /// Product.
+    pub product_code: String,
+}
+
+/// One distinct cart event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CartFact {
+    /// Dedup key.
+    pub dedup_key: u128,
+    /// Event time, ms since the epoch.
+    pub time_ms: i64,
+    /// Absolute units after the change.
+    pub units: u64,
+    /// Conversion value, when sent.
+    pub value: Option<f64>,
+    /// Campaign of the ad.
+    pub campaign_id: String,
+    /// Realised ad id.
+    pub ad_id: String,
+}
+
+/// What an event did to its cart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Transition {
+    /// 0 to more.
+    Add,
+    /// A rise.
+    Increment,
+    /// A fall that keeps units.
+    Decrement,
+    /// A fall to 0.
+    Removal,
+    /// The same units again.
+    Unchanged,
+}
+
+impl Transition {
+    /// Classifies a move from `prev` to `units`.
+    pub fn of(prev: u64, units: u64) -> Self {
+        match (prev, units) {
+            (p, u) if u == p => Self::Unchanged,
+            (0, _) => Self::Add,
+            (p, u) if u > p => Self::Increment,
+            (_, 0) => Self::Removal,
+            _ => Self::Decrement,
+        }
+    }
+
+    /// Stable name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Add => "add",
+            Self::Increment => "increment",
+            Self::Decrement => "decrement",
+            Self::Removal => "removal",
+            Self::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// One cart event with the transition it caused (derived, replaced when the cart's
+/// event set grows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CartEventRow {
+    /// The cart.
+    pub key: CartKey,
+    /// The event.
+    pub fact: CartFact,
+    /// Units before this event.
+    pub prev_units: u64,
+    /// The transition.
+    pub transition: Transition,
+    /// Distinct events of the cart when derived (a replace version).
+    pub version: u32,
+}
+
+/// Adds `fact` to a cart's set (by dedup key), keeping event-time order; false when
+/// it was already there.
+pub fn insert_fact(facts: &mut Vec<CartFact>, fact: CartFact) -> bool {
+    if facts.iter().any(|f| f.dedup_key == fact.dedup_key) {
+        return false;
+    }
+    let at = facts.partition_point(|f| (f.time_ms, f.dedup_key) < (fact.time_ms, fact.dedup_key));
+    facts.insert(at, fact);
+    true
+}
+
+/// Derives the transition of every event of one cart from its set of facts.
+pub fn derive_cart(key: &CartKey, facts: &[CartFact]) -> Vec<CartEventRow> {
+    let mut sorted: Vec<CartFact> = Vec::with_capacity(facts.len());
+    for f in facts {
+        insert_fact(&mut sorted, f.clone());
+    }
+    let version = sorted.len() as u32;
+    let mut prev = 0;
+    sorted
+        .into_iter()
+        .map(|fact| {
+            let row = CartEventRow {
+                key: key.clone(),
+                prev_units: prev,
+                transition: Transition::of(prev, fact.units),
+                version,
+                fact,
+            };
+            prev = row.fact.units;
+            row
+        })
+        .collect()
+}
+
+/// The state of one cart line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CartStateRow {
+    /// Tracking id.
+    pub tracking_id: String,
+    /// Catalog.
+    pub catalog_id: String,
+    /// Product.
+    pub product_code: String,
+    /// Units now (latest by event time).
+    pub units: u64,
+    /// Latest conversion value sent, if any.
+    pub last_conversion_value: Option<f64>,
+    /// Adds.
+    pub adds: u64,
+    /// Increments.
+    pub increments: u64,
+    /// Decrements.
+    pub decrements: u64,
+    /// Removals.
+    pub removals: u64,
+    /// Campaign of the latest event.
+    pub campaign_id: String,
+    /// Realised ad id of the latest event.
+    pub ad_id: String,
+    /// UTC day of the latest event.
+    pub last_day: String,
+}
+
+/// One row of the per-campaign cart rollup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CartCampaignRow {
+    /// Campaign.
+    pub campaign_id: String,
+    /// Catalog.
+    pub catalog_id: String,
+    /// Product.
+    pub product_code: String,
+    /// Adds caused by the campaign's ads.
+    pub carts_added: u64,
+    /// Units added (sum of rises) by the campaign's ads.
+    pub units_added: u64,
+    /// Latest value of carts still holding units whose latest event is the campaign's.
+    pub value: f64,
+}
+
+/// Cart states from derived event rows (any order; rows of older versions of a cart
+/// are superseded by the newest version).
+pub fn states<'a>(rows: impl IntoIterator<Item = &'a CartEventRow>) -> Vec<CartStateRow> {
+    latest_versions(rows)
+        .into_iter()
+        .map(|(k, evs)| state_of(k, &evs))
+        .collect()
+}
+
+/// Per campaign and product rollup from derived event rows.
+pub fn campaign_rollup<'a>(
+    rows: impl IntoIterator<Item = &'a CartEventRow>,
+) -> Vec<CartCampaignRow> {
+    let mut out: BTreeMap<(String, String, String), CartCampaignRow> = BTreeMap::new();
+    for (key, evs) in latest_versions(rows) {
+        for e in &evs {
+            let r = entry(&mut out, &e.fact.campaign_id, &key);
+            match e.transition {
+                Transition::Add => {
+                    r.carts_added += 1;
+                    r.units_added += e.fact.units;
+                }
+                Transition::Increment => r.units_added += e.fact.units - e.prev_units,
+                _ => {}
+            }
+        }
+        let s = state_of(key.clone(), &evs);
+        if s.units > 0 {
+            entry(&mut out, &s.campaign_id, &key).value += s.last_conversion_value.unwrap_or(0.0);
+        }
+    }
+    out.into_values().collect()
+}
+
+fn entry<'m>(
+    out: &'m mut BTreeMap<(String, String, String), CartCampaignRow>,
+    campaign: &str,
+    key: &CartKey,
+) -> &'m mut CartCampaignRow {
+    out.entry((
+        campaign.to_owned(),
+        key.catalog_id.clone(),
+        key.product_code.clone(),
+    ))
+    .or_insert_with(|| CartCampaignRow {
+        campaign_id: campaign.to_owned(),
+        catalog_id: key.catalog_id.clone(),
+        product_code: key.product_code.clone(),
+        carts_added: 0,
+        units_added: 0,
+        value: 0.0,
+    })
+}
+
+fn latest_versions<'a>(
+    rows: impl IntoIterator<Item = &'a CartEventRow>,
+) -> BTreeMap<CartKey, Vec<&'a CartEventRow>> {
+    let mut by_cart: BTreeMap<CartKey, Vec<&CartEventRow>> = BTreeMap::new();
+    for r in rows {
+        by_cart.entry(r.key.clone()).or_default().push(r);
+    }
+    for evs in by_cart.values_mut() {
+        let newest = evs.iter().map(|e| e.version).max().unwrap_or(0);
+        evs.retain(|e| e.version == newest);
+        evs.sort_by_key(|e| (e.fact.time_ms, e.fact.dedup_key));
+        evs.dedup_by_key(|e| e.fact.dedup_key);
+    }
+    by_cart
+}
+
+fn state_of(key: CartKey, evs: &[&CartEventRow]) -> CartStateRow {
+    let count = |t: Transition| evs.iter().filter(|e| e.transition == t).count() as u64;
+    let last = evs.last();
+    CartStateRow {
+        units: last.map_or(0, |e| e.fact.units),
+        last_conversion_value: evs.iter().rev().find_map(|e| e.fact.value),
+        adds: count(Transition::Add),
+        increments: count(Transition::Increment),
+        decrements: count(Transition::Decrement),
+        removals: count(Transition::Removal),
+        campaign_id: last.map(|e| e.fact.campaign_id.clone()).unwrap_or_default(),
+        ad_id: last.map(|e| e.fact.ad_id.clone()).unwrap_or_default(),
+        last_day: last
+            .map(|e| format_day(super::day_of(e.fact.time_ms)))
+            .unwrap_or_default(),
+        tracking_id: key.tracking_id,
+        catalog_id: key.catalog_id,
+        product_code: key.product_code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key() -> CartKey {
+        CartKey {
+            tracking_id: "s".into(),
+            catalog_id: "cat".into(),
+            product_code: "p".into(),
+        }
+    }
+
+    fn fact(k: u128, t: i64, units: u64) -> CartFact {
+        CartFact {
+            dedup_key: k,
+            time_ms: t,
+            units,
+            value: Some(units as f64 * 2.5),
+            campaign_id: "c".into(),
+            ad_id: "a".into(),
+        }
+    }
+
+    #[test]
+    fn one_two_three_zero_in_any_order() {
+        let seq = [
+            fact(1, 10, 1),
+            fact(2, 20, 2),
+            fact(3, 30, 3),
+            fact(4, 40, 0),
+        ];
+        for perm in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1], [1, 3, 0, 2]] {
+            let facts: Vec<CartFact> = perm.iter().map(|i| seq[*i].clone()).collect();
+            let rows = derive_cart(&key(), &facts);
+            let s = &states(&rows)[0];
+            assert_eq!(
+                (s.units, s.adds, s.increments, s.decrements, s.removals),
+                (0, 1, 2, 0, 1),
+                "{perm:?}"
+            );
+            assert_eq!(s.last_conversion_value, Some(0.0));
+            let roll = campaign_rollup(&rows);
+            assert_eq!(
+                (roll[0].carts_added, roll[0].units_added, roll[0].value),
+                (1, 3, 0.0)
+            );
+        }
+    }
+
+    #[test]
+    fn deltas_sent_instead_of_units_show_up_as_unchanged_and_decrements() {
+        let rows = derive_cart(&key(), &[fact(1, 1, 1), fact(2, 2, 1), fact(3, 3, 1)]);
+        let s = &states(&rows)[0];
+        assert_eq!((s.units, s.adds, s.increments), (1, 1, 0));
+        let roll = campaign_rollup(&rows);
+        assert_eq!(
+            (roll[0].carts_added, roll[0].units_added, roll[0].value),
+            (1, 1, 2.5)
+        );
+    }
+
+    #[test]
+    fn older_versions_are_superseded() {
+        let old = derive_cart(&key(), &[fact(1, 10, 2)]);
+        let new = derive_cart(&key(), &[fact(1, 10, 2), fact(2, 5, 1)]);
+        let all: Vec<CartEventRow> = old.into_iter().chain(new).collect();
+        let s = &states(&all)[0];
+        assert_eq!((s.units, s.adds, s.increments), (2, 1, 1));
+    }
+
+    proptest! {
+        #[test]
+        fn order_and_duplicates_do_not_matter(
+            raw in proptest::collection::vec((0i64..1000, 0u64..6), 0..30),
+            seed in any::<usize>(),
+        ) {
+            let facts: Vec<CartFact> = raw.iter().enumerate().map(|(i, (t, u))| fact(i as u128, *t, *u)).collect();
+            let base = derive_cart(&key(), &facts);
+            let mut again = facts.clone();
+            again.extend(facts.iter().take(3).cloned());
+            let n = again.len().max(1);
+            again.rotate_left(seed % n);
+            prop_assert_eq!(derive_cart(&key(), &again), base.clone());
+            // Adds and removals alternate, so they differ by at most one.
+            let s = states(&base);
+            if let Some(s) = s.first() {
+                prop_assert!(s.adds == s.removals || s.adds == s.removals + 1);
+                prop_assert_eq!(s.units > 0, s.adds == s.removals + 1);
+            }
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The three aggregations, as pure functions without I/O (step 6 of the pipeline).
+//!
+//! Every derived row is a deterministic function of the **set** of distinct events
+//! (by dedup key) of one entity: a view ([`funnel`]), a product-day ([`products`]) or
+//! a cart ([`carts`]). That is what makes the pipeline exactly-once: re-applying an
+//! event already in the set, in any order, after any crash, derives the same rows.
+//! Events are placed by their own `timestamp` (event time), never by arrival.
+
+pub mod carts;
+pub mod funnel;
+pub mod products;
+
+/// Milliseconds in a day.
+pub const DAY_MS: i64 = 86_400_000;
+
+/// The UTC day (days since 1970-01-01) of an event time in milliseconds.
+pub fn day_of(time_ms: i64) -> i32 {
+    time_ms.div_euclid(DAY_MS) as i32
+}
+
+/// Formats a day number as `YYYY-MM-DD`.
+pub fn format_day(day: i32) -> String {
+    chrono::DateTime::from_timestamp(i64::from(day) * 86_400, 0)
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_default()
+}
+
+/// Parses `YYYY-MM-DD` into a day number.
+pub fn parse_day(s: &str) -> Option<i32> {
+    let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    let t = d.and_hms_opt(0, 0, 0)?.and_utc().timestamp();
+    Some(t.div_euclid(86_400) as i32)
+}
+
+/// A ratio that is 0 when the denominator is 0.
+pub fn rate(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_round_trip() {
+        assert_eq!(day_of(0), 0);
+        assert_eq!(day_of(-1), -1);
+        assert_eq!(format_day(day_of(1_795_000_000_000)), "2026-11-18");
+        assert_eq!(parse_day("2026-11-18"), Some(day_of(1_795_000_000_000)));
+        assert_eq!(parse_day("2026-13-01"), None);
+        assert_eq!(rate(1, 0), 0.0);
+        assert_eq!(rate(1, 4), 0.25);
+    }
+}
