@@ -1,10 +1,17 @@
-//! Starts the chosen services with their listeners, the shared event log and one
-//! shutdown token, and waits for all of them.
+//! Starts the chosen services with their listeners, the shared event log and store,
+//! and one shutdown token, and waits for all of them.
+//!
+//! In one process (`all`) the edge and the aggregator share one embedded log and the
+//! aggregator and the api share one store. Run as separate processes, the services
+//! need Kafka and ClickHouse (the embedded files are locked by the process that
+//! opens them).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use rm_aggregator::source::{AnySource, EmbeddedSource, KafkaSource};
+use rm_eventlog::AnyLog;
 use rm_schemas::topics;
 use tokio::net::TcpListener;
 
@@ -24,9 +31,7 @@ pub enum Service {
 }
 
 async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding the {what} to {addr}"))
+    TcpListener::bind(addr).await.with_context(|| format!("binding the {what} to {addr}"))
 }
 
 /// Runs `service` until SIGTERM/SIGINT, then drains.
@@ -39,42 +44,60 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     std::fs::create_dir_all(&settings.data_dir)
         .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
 
+    // Bind first, so a port conflict fails fast before any state is opened.
+    let edge_listener = if runs_edge { Some(bind(settings.ingest.addr, "edge").await?) } else { None };
+    let agg_listener = if runs_aggregator { Some(bind(settings.aggregator.addr, "aggregator").await?) } else { None };
+    let api_listener = if runs_api { Some(bind(settings.api.addr, "api").await?) } else { None };
+
+    let log = if runs_edge || (runs_aggregator && settings.kafka.brokers.is_none()) {
+        let topics = [
+            settings.ingest.topic.clone(),
+            settings.ingest.rejected_topic_name.clone(),
+            topics::ORDERS.to_owned(),
+        ];
+        let log = rm_eventlog::open(&settings.kafka, &settings.log, &settings.data_dir, &topics)
+            .await
+            .context("opening the event log")?;
+        tracing::info!(backend = log.backend(), "event log open");
+        Some(Arc::new(log))
+    } else {
+        None
+    };
+    let store = if runs_aggregator || runs_api {
+        let s = rm_aggregator::open_store(&settings.aggregator.clickhouse, &settings.data_dir)
+            .await
+            .context("opening the report store")?;
+        tracing::info!(backend = s.backend(), "report store open");
+        Some(Arc::new(s))
+    } else {
+        None
+    };
+
     let mut tasks = tokio::task::JoinSet::new();
-    if runs_edge {
-        let listener = bind(settings.ingest.addr, "edge").await?;
-        let log = rm_eventlog::open(
-            &settings.kafka,
-            &settings.log,
-            &settings.data_dir,
-            &[
-                settings.ingest.topic.clone(),
-                settings.ingest.rejected_topic_name.clone(),
-                topics::ORDERS.to_owned(),
-            ],
-        )
-        .await
-        .context("opening the event log")?;
+    if let (Some(listener), Some(log)) = (edge_listener, log.clone()) {
         let backend = log.backend();
         let (cfg, stop) = (settings.ingest.clone(), shutdown.clone());
         tasks.spawn(async move {
-            rm_ingest::run(cfg, Arc::new(log), backend, listener, stop, drain)
-                .await
-                .context("edge")
+            rm_ingest::run(cfg, log, backend, listener, stop, drain).await.context("edge")
         });
     }
-    if runs_aggregator {
-        let listener = bind(settings.aggregator.addr, "aggregator").await?;
+    if let (Some(listener), Some(store)) = (agg_listener, store.clone()) {
+        let cfg = settings.aggregator.clone();
+        let source = match log.as_deref() {
+            Some(AnyLog::Embedded(l)) if settings.kafka.brokers.is_none() => {
+                AnySource::Embedded(EmbeddedSource::new(l.clone(), &cfg.group, &cfg.topic)?)
+            }
+            _ => AnySource::Kafka(KafkaSource::connect(&settings.kafka, &cfg.group, &cfg.topic)?),
+        };
         let stop = shutdown.clone();
         tasks.spawn(async move {
-            rm_aggregator::run(listener, stop, drain)
-                .await
-                .context("aggregator")
+            rm_aggregator::run(cfg, source, store, listener, stop, drain).await.context("aggregator")
         });
     }
-    if runs_api {
-        let listener = bind(settings.api.addr, "api").await?;
+    if let (Some(listener), Some(store)) = (api_listener, store) {
         let stop = shutdown.clone();
-        tasks.spawn(async move { rm_api::run(listener, stop, drain).await.context("api") });
+        let cfg = settings.api.clone();
+        tasks.spawn(async move { rm_api::run(cfg, store, listener, stop, drain).await.context("api") });
     }
     let mut result = Ok(());
     while let Some(done) = tasks.join_next().await {

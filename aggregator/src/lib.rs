@@ -1,12 +1,20 @@
-//! The aggregator: 5 consume the event log -> 6 pure aggregations -> 7 store writer.
+//! The aggregator: 5 consume the event log ([`source`]) -> 6 pure aggregations
+//! ([`aggregate`], folded per batch by [`batch`]) -> 7 store writer ([`store`]),
+//! driven by [`pipeline`], which also explains the exactly-once design.
 //!
-//! [`aggregate`] holds the pure cores. The service's operational endpoints
-//! (`/healthz`, `/readyz`, `/metrics`) listen on their own port (default
-//! 127.0.0.1:8082).
+//! The service's operational endpoints (`/healthz`, `/readyz`, `/metrics`) listen on
+//! their own port (default 127.0.0.1:8082).
 
 pub mod aggregate;
+pub mod batch;
+pub mod campaign;
+pub mod metrics;
+pub mod pipeline;
+pub mod source;
+pub mod store;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,17 +25,59 @@ use rm_service::{response, Response};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::source::AnySource;
+use crate::store::clickhouse::ClickHouseConfig;
+use crate::store::{AnyStore, Store};
+
 /// The aggregator's settings.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AggregatorConfig {
     /// Address of the aggregator's health and metrics endpoints.
-    #[arg(
-        id = "aggregator_addr",
-        long = "aggregator-addr",
-        env = "RM_AGGREGATOR_ADDR",
-        default_value = "127.0.0.1:8082"
-    )]
+    #[arg(id = "aggregator_addr", long = "aggregator-addr", env = "RM_AGGREGATOR_ADDR", default_value = "127.0.0.1:8082")]
     pub addr: SocketAddr,
+    /// Consumer group (Kafka) or offset name (embedded log).
+    #[arg(id = "aggregator_group", long = "aggregator-group", env = "RM_AGGREGATOR_GROUP", default_value = "rm-aggregator")]
+    pub group: String,
+    /// Topic the aggregator reads.
+    #[arg(id = "aggregator_topic", long = "aggregator-topic", env = "RM_AGGREGATOR_TOPIC", default_value = rm_schemas::topics::AD_INTERACTIONS)]
+    pub topic: String,
+    /// Most records per batch (and per store insert).
+    #[arg(long = "aggregator-batch-max-records", env = "RM_AGGREGATOR_BATCH_MAX_RECORDS", default_value_t = 20_000)]
+    pub batch_max_records: usize,
+    /// Longest wait in milliseconds after the first record of a batch before it is stored.
+    #[arg(long = "aggregator-batch-max-wait-ms", env = "RM_AGGREGATOR_BATCH_MAX_WAIT_MS", default_value_t = 500)]
+    pub batch_max_wait_ms: u64,
+    /// Repeats of the same video control closer than this merge into one (rule 2).
+    #[arg(long = "control-debounce-ms", env = "RM_CONTROL_DEBOUNCE_MS", default_value_t = 1_000)]
+    pub control_debounce_ms: i64,
+    /// Events dated more than this many hours before their receipt are not aggregated.
+    #[arg(long = "late-horizon-hours", env = "RM_LATE_HORIZON_HOURS", default_value_t = 720)]
+    pub late_horizon_hours: i64,
+    /// Events dated more than this many hours after their receipt are not aggregated.
+    #[arg(long = "future-skew-hours", env = "RM_FUTURE_SKEW_HOURS", default_value_t = 24)]
+    pub future_skew_hours: i64,
+    /// Most entities (views, carts) whose fact sets are kept in memory.
+    #[arg(long = "aggregator-cache-max-entities", env = "RM_AGGREGATOR_CACHE_MAX_ENTITIES", default_value_t = 1_000_000)]
+    pub cache_max_entities: usize,
+    /// ClickHouse settings.
+    #[command(flatten)]
+    pub clickhouse: ClickHouseConfig,
+}
+
+impl AggregatorConfig {
+    /// The pipeline options these settings describe.
+    pub fn pipeline(&self) -> pipeline::PipelineOptions {
+        pipeline::PipelineOptions {
+            batch_max_records: self.batch_max_records.max(1),
+            batch_max_wait: Duration::from_millis(self.batch_max_wait_ms.max(1)),
+            policy: batch::Policy {
+                debounce_ms: self.control_debounce_ms.max(0),
+                late_horizon_ms: self.late_horizon_hours.max(0) * 3_600_000,
+                future_skew_ms: self.future_skew_hours.max(0) * 3_600_000,
+            },
+            cache_max_entities: self.cache_max_entities,
+        }
+    }
 }
 
 /// Errors that end the aggregator.
@@ -36,6 +86,26 @@ pub enum AggregatorError {
     /// Shutdown could not drain in time.
     #[error(transparent)]
     Serve(#[from] rm_service::ServeError),
+    /// The event log failed for good.
+    #[error(transparent)]
+    Log(#[from] rm_eventlog::LogError),
+    /// The store failed for good.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// Opens the store the settings select: ClickHouse when a URL is set, else the
+/// embedded store under `data_dir`.
+pub async fn open_store(config: &ClickHouseConfig, data_dir: &Path) -> Result<AnyStore, store::StoreError> {
+    if config.url.is_some() {
+        Ok(AnyStore::ClickHouse(store::clickhouse::ClickHouseStore::connect(config).await?))
+    } else {
+        let path = store::embedded::EmbeddedStore::path(data_dir);
+        let s = tokio::task::spawn_blocking(move || store::embedded::EmbeddedStore::open(&path))
+            .await
+            .map_err(|e| store::StoreError::Unavailable(e.to_string()))??;
+        Ok(AnyStore::Embedded(s))
+    }
 }
 
 #[derive(Clone)]
@@ -44,39 +114,37 @@ struct OpsHandler(Ops);
 impl Handler for OpsHandler {
     async fn call(&self, req: http::Request<Incoming>) -> Response {
         let path = req.uri().path();
-        self.0
-            .route(req.method(), path)
-            .unwrap_or_else(|| response::not_found(path))
+        self.0.route(req.method(), path).unwrap_or_else(|| response::not_found(path))
     }
 }
 
-/// Serves the aggregator's operational endpoints until `shutdown`.
+/// Runs the pipeline from `source` into `store` and serves the operational endpoints
+/// on `listener`, until `shutdown`.
 pub async fn run(
+    config: AggregatorConfig,
+    source: AnySource,
+    store: Arc<AnyStore>,
     listener: TcpListener,
     shutdown: CancellationToken,
     drain: Duration,
 ) -> Result<(), AggregatorError> {
-    let stopping = shutdown.clone();
+    let backend = store.backend();
+    metrics::register(backend);
+    let (stopping, ready_store) = (shutdown.clone(), Arc::clone(&store));
     let ops = Ops::new(
         rm_service::telemetry::install(),
-        Arc::new(move || {
-            if stopping.is_cancelled() {
-                Err("shutting down".into())
-            } else {
-                Ok(())
-            }
-        }),
+        Arc::new(move || if stopping.is_cancelled() { Err("shutting down".into()) } else { ready_store.readiness() }),
     );
-    tracing::info!(addr = ?listener.local_addr().ok(), "aggregator listening");
-    rm_service::serve(
-        listener,
-        OpsHandler(ops),
-        shutdown,
-        ServeOptions {
-            drain_deadline: drain,
-            ..Default::default()
-        },
-    )
-    .await?;
+    tracing::info!(addr = ?listener.local_addr().ok(), backend, topic = %config.topic, "aggregator listening");
+    let server = rm_service::serve(listener, OpsHandler(ops), shutdown.clone(), ServeOptions { drain_deadline: drain, ..Default::default() });
+    let work = pipeline::run(source, store, backend, config.pipeline(), shutdown.clone());
+    let (served, worked) = tokio::join!(server, async {
+        let r = work.await;
+        // The pipeline ended (shutdown or a permanent error): stop serving too.
+        shutdown.cancel();
+        r
+    });
+    worked?;
+    served?;
     Ok(())
 }

@@ -1,15 +1,20 @@
 //! The partner API service (port 8081 by default).
 //!
-//! Today it serves the operational endpoints every service has (`/healthz`,
-//! `/readyz`, `/metrics`) and answers every other path with the error status object;
-//! the OAuth token endpoint, ads, segments, campaigns, orders and reports arrive with
-//! their issues and plug into [`ApiHandler`].
+//! Serves the campaign reports ([`reports`]) from the report store, plus the
+//! operational endpoints every service has (`/healthz`, `/readyz`, `/metrics`). The
+//! OAuth token endpoint, ads, segments, campaigns and orders arrive with their issues
+//! and plug into [`ApiHandler`]; the report routes are ready for bearer-token checks
+//! at that single point.
+
+pub mod reports;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::Method;
 use hyper::body::Incoming;
+use rm_aggregator::store::{AnyStore, Store};
 use rm_service::ops::Ops;
 use rm_service::serve::{Handler, ServeOptions};
 use rm_service::{response, Response};
@@ -20,12 +25,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, clap::Args)]
 pub struct ApiConfig {
     /// Address the api listens on.
-    #[arg(
-        id = "api_addr",
-        long = "api-addr",
-        env = "RM_API_ADDR",
-        default_value = "127.0.0.1:8081"
-    )]
+    #[arg(id = "api_addr", long = "api-addr", env = "RM_API_ADDR", default_value = "127.0.0.1:8081")]
     pub addr: SocketAddr,
 }
 
@@ -41,44 +41,40 @@ pub enum ApiError {
 #[derive(Clone)]
 pub struct ApiHandler {
     ops: Ops,
+    store: Arc<AnyStore>,
 }
 
 impl Handler for ApiHandler {
     async fn call(&self, req: http::Request<Incoming>) -> Response {
         let path = req.uri().path();
-        self.ops
-            .route(req.method(), path)
-            .unwrap_or_else(|| response::not_found(path))
+        if let Some(r) = self.ops.route(req.method(), path) {
+            return r;
+        }
+        if reports::ROUTES.contains(&path) {
+            if req.method() != Method::GET {
+                return response::method_not_allowed("GET");
+            }
+            return reports::answer(&*self.store, path, req.uri().query().unwrap_or(""), req.headers()).await;
+        }
+        response::not_found(path)
     }
 }
 
 /// Runs the api on `listener` until `shutdown`, draining within `drain`.
 pub async fn run(
+    _config: ApiConfig,
+    store: Arc<AnyStore>,
     listener: TcpListener,
     shutdown: CancellationToken,
     drain: Duration,
 ) -> Result<(), ApiError> {
-    let stopping = shutdown.clone();
+    let (stopping, ready_store) = (shutdown.clone(), Arc::clone(&store));
     let ops = Ops::new(
         rm_service::telemetry::install(),
-        Arc::new(move || {
-            if stopping.is_cancelled() {
-                Err("shutting down".into())
-            } else {
-                Ok(())
-            }
-        }),
+        Arc::new(move || if stopping.is_cancelled() { Err("shutting down".into()) } else { ready_store.readiness() }),
     );
     tracing::info!(addr = ?listener.local_addr().ok(), "api listening");
-    rm_service::serve(
-        listener,
-        ApiHandler { ops },
-        shutdown,
-        ServeOptions {
-            drain_deadline: drain,
-            ..Default::default()
-        },
-    )
-    .await?;
+    let handler = ApiHandler { ops, store };
+    rm_service::serve(listener, handler, shutdown, ServeOptions { drain_deadline: drain, ..Default::default() }).await?;
     Ok(())
 }

@@ -34,10 +34,11 @@ TANSU_STORAGE=${RM_TANSU_STORAGE:-memory://tansu/}
 TANSU_VERSION=${RM_TANSU_VERSION:-0.6.0}
 TANSU_FEATURES=${RM_TANSU_FEATURES:-dynostore}
 
-# cmake + libcurl4-openssl-dev: rdkafka's vendored librdkafka build.
+# build-essential pkg-config cmake libcurl4-openssl-dev: rdkafka's vendored librdkafka
+# build (cmake only recommends gcc/make, and we skip recommends).
 # prometheus: for promtool. libxml2-utils: xmllint.
-APT_PACKAGES=(cmake libcurl4-openssl-dev clickhouse-server clickhouse-client nginx wrk
-    libxml2-utils curl prometheus)
+APT_PACKAGES=(build-essential pkg-config cmake libcurl4-openssl-dev clickhouse-server
+    clickhouse-client nginx wrk libxml2-utils curl prometheus)
 
 CARGO_BIN_DIR=${CARGO_HOME:-${HOME:-/root}/.cargo}/bin
 export PATH="$PATH:$CARGO_BIN_DIR:/usr/sbin:/sbin"

@@ -150,8 +150,9 @@ impl EmbeddedLog {
     }
 
     /// Resolves after the next group commit (for consumers waiting on new records).
-    pub async fn appended(&self) {
-        self.shared.appended.notified().await;
+    /// Wake-ups count from the moment this is called, not from its first poll.
+    pub fn appended(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.appended.notified()
     }
 }
 

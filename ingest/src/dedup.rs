@@ -211,7 +211,11 @@ mod tests {
         w.mark_durable(1);
         assert_eq!(w.check(1, 99), Seen::Durable);
         assert_eq!(w.check(1, 150), Seen::Durable, "kept within [ttl, 2 ttl)");
-        assert_eq!(w.check(1, 249), Seen::Durable, "the second rotation is due at 250");
+        assert_eq!(
+            w.check(1, 249),
+            Seen::Durable,
+            "the second rotation is due at 250"
+        );
         assert_eq!(w.check(1, 250), Seen::New, "gone after two rotations");
     }
 

@@ -15,6 +15,7 @@ pub mod query;
 pub mod record;
 pub mod rejection;
 pub mod rpc_status;
+pub mod tables;
 pub mod topics;
 pub mod validate;
 

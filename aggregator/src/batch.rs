@@ -1,0 +1,203 @@
+//! Folding a batch of log records into store writes (between step 5 and step 7).
+//!
+//! For every entity a record touches, the entity's current set of facts is taken
+//! from the cache or the store, the record's fact is added (a fact already in the set
+//! changes nothing), and the entity's derived rows are recomputed from the whole set.
+//! The write therefore carries, per touched entity, its complete fact set and rows
+//! that are a function of it: writing it twice, or after a crash, is harmless.
+//!
+//! Late events: an event is placed on the day of its own `timestamp`. One whose
+//! timestamp is more than `late_horizon` before the edge received it, or more than
+//! `future_skew` after, is not aggregated (counted as dropped by reason): the decision
+//! uses the record's `receivedAt`, so replays decide the same way.
+
+use std::collections::{HashMap, HashSet};
+
+use rm_schemas::{EventRecord, InteractionType};
+
+use crate::aggregate::carts::{self, CartEventRow, CartFact, CartKey};
+use crate::aggregate::funnel::{self, ViewFact, ViewKey, ViewRow};
+use crate::aggregate::products::{ProductAction, ProductFact, ProductGroup};
+use crate::aggregate::day_of;
+use crate::campaign::campaign_of;
+
+/// Aggregation policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Repeats of one control closer than this merge (rule 2).
+    pub debounce_ms: i64,
+    /// Events older than this at receipt are dropped.
+    pub late_horizon_ms: i64,
+    /// Events dated further than this after receipt are dropped.
+    pub future_skew_ms: i64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self { debounce_ms: 1_000, late_horizon_ms: 30 * 86_400_000, future_skew_ms: 86_400_000 }
+    }
+}
+
+/// Why an event was not aggregated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dropped {
+    /// Older than the late horizon at receipt.
+    TooLate,
+    /// Dated in the future beyond the skew.
+    Future,
+}
+
+/// What one batch writes to the store.
+#[derive(Debug, Default, Clone)]
+pub struct BatchWrite {
+    /// Complete fact sets of touched views.
+    pub view_facts: Vec<(ViewKey, Vec<ViewFact>)>,
+    /// Derived rows of touched views.
+    pub views: Vec<ViewRow>,
+    /// New product facts (idempotent by dedup key).
+    pub product_facts: Vec<ProductFact>,
+    /// Derived event rows of touched carts (complete per cart).
+    pub cart_rows: Vec<CartEventRow>,
+    /// Newest event time aggregated, ms.
+    pub newest_event_ms: Option<i64>,
+}
+
+/// Counts of what a batch did, for metrics.
+#[derive(Debug, Default, Clone)]
+pub struct FoldStats {
+    /// Events aggregated, by type.
+    pub by_type: HashMap<InteractionType, u64>,
+    /// Events already in their entity's set.
+    pub duplicates: u64,
+    /// Events not aggregated, by reason.
+    pub dropped: HashMap<Dropped, u64>,
+}
+
+/// Fact sets of entities, as loaded from the store or kept in the cache.
+#[derive(Debug, Default)]
+pub struct EntitySets {
+    /// Views.
+    pub views: HashMap<ViewKey, Vec<ViewFact>>,
+    /// Carts.
+    pub carts: HashMap<CartKey, Vec<CartFact>>,
+}
+
+/// The entities a batch touches.
+pub fn touched(records: &[EventRecord]) -> (HashSet<ViewKey>, HashSet<CartKey>) {
+    let mut views = HashSet::new();
+    let mut carts = HashSet::new();
+    for r in records {
+        match entity(r) {
+            Entity::View(k) => {
+                views.insert(k);
+            }
+            Entity::Cart(k) => {
+                carts.insert(k);
+            }
+            Entity::Product(_) | Entity::None => {}
+        }
+    }
+    (views, carts)
+}
+
+enum Entity {
+    View(ViewKey),
+    Cart(CartKey),
+    Product(ProductAction),
+    None,
+}
+
+fn entity(r: &EventRecord) -> Entity {
+    let e = &r.event;
+    let s = |o: &Option<String>| o.clone().unwrap_or_default();
+    match e.interaction_type {
+        InteractionType::ProductImpression => Entity::Product(ProductAction::Impression),
+        InteractionType::ProductClick => Entity::Product(ProductAction::Click),
+        InteractionType::Cart => Entity::Cart(CartKey {
+            tracking_id: e.tracking_id().to_owned(),
+            catalog_id: s(&e.catalog_id),
+            product_code: s(&e.product_code),
+        }),
+        InteractionType::CreativeClick => Entity::None,
+        _ => Entity::View(ViewKey { ad_id: e.ad_id.clone(), video_id: s(&e.video_id), tracking_id: e.tracking_id().to_owned() }),
+    }
+}
+
+/// Folds `records` into `sets` (which must hold the current fact set of every touched
+/// entity, empty when new) and returns what to write.
+pub fn fold(records: &[EventRecord], sets: &mut EntitySets, policy: &Policy) -> (BatchWrite, FoldStats) {
+    let mut stats = FoldStats::default();
+    let mut write = BatchWrite::default();
+    let mut dirty_views = HashSet::new();
+    let mut dirty_carts = HashSet::new();
+    let mut campaigns: HashMap<ViewKey, String> = HashMap::new();
+    for r in records {
+        let time_ms = r.event.timestamp.timestamp_millis();
+        let received_ms = r.received_at.timestamp_millis();
+        if time_ms < received_ms - policy.late_horizon_ms {
+            *stats.dropped.entry(Dropped::TooLate).or_default() += 1;
+            continue;
+        }
+        if time_ms > received_ms + policy.future_skew_ms {
+            *stats.dropped.entry(Dropped::Future).or_default() += 1;
+            continue;
+        }
+        let key = r.dedup_key.0;
+        let campaign_id = campaign_of(&r.event.ad_id);
+        let fresh = match entity(r) {
+            Entity::View(k) => {
+                let fact = ViewFact { dedup_key: key, kind: r.event.interaction_type, time_ms };
+                let fresh = funnel::insert_fact(sets.views.entry(k.clone()).or_default(), fact);
+                campaigns.insert(k.clone(), campaign_id);
+                dirty_views.insert(k);
+                fresh
+            }
+            Entity::Cart(k) => {
+                let fact = CartFact {
+                    dedup_key: key,
+                    time_ms,
+                    units: r.event.units.unwrap_or(0),
+                    value: r.event.conversion_value,
+                    campaign_id,
+                    ad_id: r.event.ad_id.clone(),
+                };
+                let fresh = carts::insert_fact(sets.carts.entry(k.clone()).or_default(), fact);
+                dirty_carts.insert(k);
+                fresh
+            }
+            Entity::Product(action) => {
+                let e = &r.event;
+                write.product_facts.push(ProductFact {
+                    group: ProductGroup {
+                        campaign_id,
+                        ad_id: e.ad_id.clone(),
+                        catalog_id: e.catalog_id.clone().unwrap_or_default(),
+                        product_code: e.product_code.clone().unwrap_or_default(),
+                        day: day_of(time_ms),
+                    },
+                    action,
+                    dedup_key: key,
+                });
+                true
+            }
+            Entity::None => true,
+        };
+        if fresh {
+            *stats.by_type.entry(r.event.interaction_type).or_default() += 1;
+            write.newest_event_ms = write.newest_event_ms.max(Some(time_ms));
+        } else {
+            stats.duplicates += 1;
+        }
+    }
+    for k in dirty_views {
+        let facts = sets.views.get(&k).cloned().unwrap_or_default();
+        let campaign = campaigns.remove(&k).unwrap_or_else(|| campaign_of(&k.ad_id));
+        write.views.push(funnel::derive_view(k.clone(), campaign, &facts, policy.debounce_ms));
+        write.view_facts.push((k, facts));
+    }
+    for k in dirty_carts {
+        let facts = sets.carts.get(&k).cloned().unwrap_or_default();
+        write.cart_rows.extend(carts::derive_cart(&k, &facts));
+    }
+    (write, stats)
+}

@@ -1,0 +1,83 @@
+//! The aggregator's metrics: names in one place, bounded labels, counted per batch.
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `aggregator_batches_total` | counter | |
+//! | `aggregator_batch_records` | histogram | |
+//! | `aggregator_events_total` | counter | `interaction_type` |
+//! | `aggregator_duplicates_total` | counter | |
+//! | `aggregator_events_dropped_total` | counter | `reason` (too_late, future, undecodable) |
+//! | `aggregator_rule_violations_total` | counter | `rule` (funnel_gap, repeated_milestone) |
+//! | `aggregator_store_write_seconds` | histogram | `backend` |
+//! | `aggregator_store_errors_total` | counter | `kind` (unavailable, refused) |
+//! | `aggregator_consumer_lag_records` | gauge | `partition` (`embedded` or the partition number) |
+//! | `aggregator_freshness_seconds` | gauge | |
+
+use metrics::{counter, gauge, histogram};
+use rm_schemas::InteractionType;
+
+use crate::batch::{Dropped, FoldStats};
+
+/// Batches stored.
+pub const BATCHES: &str = "aggregator_batches_total";
+/// Records per batch.
+pub const BATCH_RECORDS: &str = "aggregator_batch_records";
+/// Events aggregated by type.
+pub const EVENTS: &str = "aggregator_events_total";
+/// Events already counted (duplicates that passed the edge).
+pub const DUPLICATES: &str = "aggregator_duplicates_total";
+/// Events not aggregated.
+pub const DROPPED: &str = "aggregator_events_dropped_total";
+/// Rule violations seen.
+pub const VIOLATIONS: &str = "aggregator_rule_violations_total";
+/// Store write latency.
+pub const STORE_WRITE: &str = "aggregator_store_write_seconds";
+/// Store errors.
+pub const STORE_ERRORS: &str = "aggregator_store_errors_total";
+/// Records behind the head of the log.
+pub const LAG: &str = "aggregator_consumer_lag_records";
+/// Now minus the event time of the newest stored event.
+pub const FRESHNESS: &str = "aggregator_freshness_seconds";
+
+/// Registers every series at zero so dashboards see them from the first scrape.
+pub fn register(backend: &'static str) {
+    counter!(BATCHES).absolute(0);
+    counter!(DUPLICATES).absolute(0);
+    for t in InteractionType::ALL {
+        counter!(EVENTS, "interaction_type" => t.as_str()).absolute(0);
+    }
+    for r in ["too_late", "future", "undecodable"] {
+        counter!(DROPPED, "reason" => r).absolute(0);
+    }
+    for r in ["funnel_gap", "repeated_milestone"] {
+        counter!(VIOLATIONS, "rule" => r).absolute(0);
+    }
+    for k in ["unavailable", "refused"] {
+        counter!(STORE_ERRORS, "kind" => k).absolute(0);
+    }
+    let _ = histogram!(STORE_WRITE, "backend" => backend);
+    gauge!(FRESHNESS).set(0.0);
+}
+
+/// Counts one stored batch.
+pub fn batch(records: usize, stats: &FoldStats, gaps: i64, repeats: i64) {
+    counter!(BATCHES).increment(1);
+    histogram!(BATCH_RECORDS).record(records as f64);
+    for (t, n) in &stats.by_type {
+        counter!(EVENTS, "interaction_type" => t.as_str()).increment(*n);
+    }
+    counter!(DUPLICATES).increment(stats.duplicates);
+    for (d, n) in &stats.dropped {
+        let reason = match d {
+            Dropped::TooLate => "too_late",
+            Dropped::Future => "future",
+        };
+        counter!(DROPPED, "reason" => reason).increment(*n);
+    }
+    if gaps > 0 {
+        counter!(VIOLATIONS, "rule" => "funnel_gap").increment(gaps as u64);
+    }
+    if repeats > 0 {
+        counter!(VIOLATIONS, "rule" => "repeated_milestone").increment(repeats as u64);
+    }
+}

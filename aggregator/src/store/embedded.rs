@@ -1,0 +1,225 @@
+//! The embedded report store: redb tables in `<data-dir>/store/store.redb`.
+//!
+//! Why redb: the same well-kept, crash-safe embedded B-tree store the embedded log
+//! uses, with ACID write transactions, so a batch is all-or-nothing without any code
+//! of ours. Tables (keys are JSON arrays of the entity's fields, unambiguous whatever
+//! the ids hold; values are JSON):
+//!
+//! | table | key | value |
+//! |---|---|---|
+//! | `view_facts` | view key | the view's fact set |
+//! | `views` | view key | the derived `ViewRow` |
+//! | `product_facts` | group, action, dedup key | the `ProductFact` |
+//! | `carts` | cart key | the cart's derived event rows (complete) |
+//!
+//! Reports scan the tables and roll up with the same pure functions as the tests.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{ReportFilter, Store, StoreError};
+use crate::aggregate::carts::{self, CartCampaignRow, CartEventRow, CartKey, CartStateRow};
+use crate::aggregate::funnel::{self, FunnelReportRow, ViewFact, ViewKey, ViewRow};
+use crate::aggregate::products::{self, ProductFact, ProductReportRow};
+use crate::batch::{BatchWrite, EntitySets};
+
+const VIEW_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("view_facts");
+const VIEWS: TableDefinition<&str, &[u8]> = TableDefinition::new("views");
+const PRODUCT_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("product_facts");
+const CARTS: TableDefinition<&str, &[u8]> = TableDefinition::new("carts");
+
+/// The embedded store. Cheap to clone.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+}
+
+fn err(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn key<T: Serialize>(k: &T) -> String {
+    serde_json::to_string(k).unwrap_or_default()
+}
+
+fn val<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+fn parse<T: DeserializeOwned>(b: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(b).map_err(|e| StoreError::Refused(format!("corrupt store row: {e}")))
+}
+
+impl EmbeddedStore {
+    /// Where the store lives under a data directory.
+    pub fn path(data_dir: &Path) -> PathBuf {
+        data_dir.join("store").join("store.redb")
+    }
+
+    /// Opens (or creates) the store at `path`.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| err(format!("{}: {e}", dir.display())))?;
+        }
+        let db = Database::create(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+        let w = db.begin_write().map_err(err)?;
+        for t in [VIEW_FACTS, VIEWS, PRODUCT_FACTS, CARTS] {
+            w.open_table(t).map_err(err)?;
+        }
+        w.commit().map_err(err)?;
+        Ok(Self { db: Arc::new(db) })
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let db = Arc::clone(&self.db);
+        tokio::task::spawn_blocking(move || f(&db)).await.map_err(err)?
+    }
+
+    fn scan<T: DeserializeOwned>(db: &Database, table: TableDefinition<&str, &[u8]>) -> Result<Vec<T>, StoreError> {
+        let r = db.begin_read().map_err(err)?;
+        let t = r.open_table(table).map_err(err)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(err)? {
+            let (_, v) = row.map_err(err)?;
+            out.push(parse(v.value())?);
+        }
+        Ok(out)
+    }
+
+    fn cart_rows(db: &Database, f: &ReportFilter) -> Result<Vec<CartEventRow>, StoreError> {
+        let carts: Vec<Vec<CartEventRow>> = Self::scan(db, CARTS)?;
+        Ok(carts
+            .into_iter()
+            .filter(|rows| rows.first().is_none_or(|r| f.catalog_id.as_deref().is_none_or(|c| c == r.key.catalog_id)))
+            .flatten()
+            .collect())
+    }
+}
+
+impl Store for EmbeddedStore {
+    async fn load(&self, views: &HashSet<ViewKey>, carts: &HashSet<CartKey>) -> Result<EntitySets, StoreError> {
+        let (views, carts) = (views.clone(), carts.clone());
+        self.blocking(move |db| {
+            let r = db.begin_read().map_err(err)?;
+            let vt = r.open_table(VIEW_FACTS).map_err(err)?;
+            let ct = r.open_table(CARTS).map_err(err)?;
+            let mut sets = EntitySets::default();
+            for k in views {
+                if let Some(v) = vt.get(key(&k).as_str()).map_err(err)? {
+                    let facts: Vec<ViewFact> = parse(v.value())?;
+                    sets.views.insert(k, facts);
+                }
+            }
+            for k in carts {
+                if let Some(v) = ct.get(key(&k).as_str()).map_err(err)? {
+                    let rows: Vec<CartEventRow> = parse(v.value())?;
+                    sets.carts.insert(k, rows.into_iter().map(|r| r.fact).collect());
+                }
+            }
+            Ok(sets)
+        })
+        .await
+    }
+
+    async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
+        let batch = batch.clone();
+        self.blocking(move |db| {
+            let w = db.begin_write().map_err(err)?;
+            {
+                let mut vf = w.open_table(VIEW_FACTS).map_err(err)?;
+                for (k, facts) in &batch.view_facts {
+                    vf.insert(key(k).as_str(), val(facts).as_slice()).map_err(err)?;
+                }
+                let mut vt = w.open_table(VIEWS).map_err(err)?;
+                for v in &batch.views {
+                    vt.insert(key(&v.key).as_str(), val(v).as_slice()).map_err(err)?;
+                }
+                let mut pf = w.open_table(PRODUCT_FACTS).map_err(err)?;
+                for p in &batch.product_facts {
+                    let k = key(&(&p.group, p.action, p.dedup_key.to_string()));
+                    pf.insert(k.as_str(), val(p).as_slice()).map_err(err)?;
+                }
+                let mut ct = w.open_table(CARTS).map_err(err)?;
+                let mut by_cart: std::collections::BTreeMap<&CartKey, Vec<&CartEventRow>> = Default::default();
+                for r in &batch.cart_rows {
+                    by_cart.entry(&r.key).or_default().push(r);
+                }
+                for (k, rows) in by_cart {
+                    ct.insert(key(k).as_str(), val(&rows).as_slice()).map_err(err)?;
+                }
+            }
+            w.commit().map_err(err)
+        })
+        .await
+    }
+
+    async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
+        let f = f.clone();
+        self.blocking(move |db| {
+            let views: Vec<ViewRow> = Self::scan(db, VIEWS)?;
+            let kept: Vec<&ViewRow> =
+                views.iter().filter(|v| f.matches(&v.campaign_id, Some(&v.key.ad_id), None, v.day)).collect();
+            Ok(funnel::report(kept))
+        })
+        .await
+    }
+
+    async fn products(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
+        let f = f.clone();
+        self.blocking(move |db| {
+            let facts: Vec<ProductFact> = Self::scan(db, PRODUCT_FACTS)?;
+            let kept = facts.iter().filter(|p| {
+                let g = &p.group;
+                f.matches(&g.campaign_id, Some(&g.ad_id), Some(&g.catalog_id), g.day)
+            });
+            Ok(products::report(kept))
+        })
+        .await
+    }
+
+    async fn carts(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
+        let f = f.clone();
+        self.blocking(move |db| {
+            let rows = Self::cart_rows(db, &f)?;
+            Ok(carts::states(&rows)
+                .into_iter()
+                .filter(|s| {
+                    let day = crate::aggregate::parse_day(&s.last_day).unwrap_or(0);
+                    f.matches(&s.campaign_id, Some(&s.ad_id), Some(&s.catalog_id), day)
+                })
+                .collect())
+        })
+        .await
+    }
+
+    async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
+        let f = f.clone();
+        self.blocking(move |db| {
+            let rows = Self::cart_rows(db, &f)?;
+            let kept: Vec<CartEventRow> = rows
+                .into_iter()
+                .filter(|r| {
+                    let day = crate::aggregate::day_of(r.fact.time_ms);
+                    f.from_day.is_none_or(|d| day >= d) && f.to_day.is_none_or(|d| day <= d)
+                })
+                .collect();
+            Ok(carts::campaign_rollup(&kept)
+                .into_iter()
+                .filter(|r| f.campaign_id.as_deref().is_none_or(|c| c == r.campaign_id))
+                .collect())
+        })
+        .await
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        Ok(())
+    }
+}

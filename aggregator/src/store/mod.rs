@@ -1,0 +1,143 @@
+//! The report store (step 7): where the aggregator writes and where reports are read.
+//!
+//! Two implementations pass one shared test suite: [`embedded::EmbeddedStore`] (redb,
+//! the default) and [`clickhouse::ClickHouseStore`] (production). A write carries
+//! complete fact sets and rows derived from them (see [`crate::batch`]), so every
+//! write is idempotent: writing a batch again after a crash or a retry changes nothing.
+//! Reports are read from the store only, never from the log.
+
+pub mod clickhouse;
+pub mod embedded;
+
+use std::collections::HashSet;
+use std::future::Future;
+
+use serde::Deserialize;
+
+use crate::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
+use crate::aggregate::funnel::{FunnelReportRow, ViewKey};
+use crate::aggregate::products::ProductReportRow;
+use crate::batch::{BatchWrite, EntitySets};
+
+/// Errors of a store.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The store is unreachable or failed; the write may be retried.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The store refused the request for good (bad schema, bad data).
+    #[error("store refused the request: {0}")]
+    Refused(String),
+}
+
+impl StoreError {
+    /// True when a retry may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+}
+
+/// Which rows a report covers. Days are inclusive, UTC, days since the epoch.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ReportFilter {
+    /// Only this campaign.
+    pub campaign_id: Option<String>,
+    /// Only this realised ad id.
+    pub ad_id: Option<String>,
+    /// Only this catalog (products and carts).
+    pub catalog_id: Option<String>,
+    /// First day.
+    pub from_day: Option<i32>,
+    /// Last day.
+    pub to_day: Option<i32>,
+}
+
+impl ReportFilter {
+    /// True when a row with these values passes the filter (`None` = not applicable).
+    pub fn matches(&self, campaign: &str, ad: Option<&str>, catalog: Option<&str>, day: i32) -> bool {
+        self.campaign_id.as_deref().is_none_or(|c| c == campaign)
+            && self.ad_id.as_deref().is_none_or(|a| ad.is_none_or(|x| x == a))
+            && self.catalog_id.as_deref().is_none_or(|c| catalog.is_none_or(|x| x == c))
+            && self.from_day.is_none_or(|d| day >= d)
+            && self.to_day.is_none_or(|d| day <= d)
+    }
+}
+
+/// A report store.
+pub trait Store: Send + Sync + 'static {
+    /// The current fact sets of these entities (absent ones are left out).
+    fn load(
+        &self,
+        views: &HashSet<ViewKey>,
+        carts: &HashSet<CartKey>,
+    ) -> impl Future<Output = Result<EntitySets, StoreError>> + Send;
+
+    /// Writes a batch durably (idempotent).
+    fn write(&self, batch: &BatchWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Video funnel report.
+    fn funnel(&self, f: &ReportFilter) -> impl Future<Output = Result<Vec<FunnelReportRow>, StoreError>> + Send;
+
+    /// Product performance report.
+    fn products(&self, f: &ReportFilter) -> impl Future<Output = Result<Vec<ProductReportRow>, StoreError>> + Send;
+
+    /// Cart states (filtered by the campaign, ad and day of each cart's latest event).
+    fn carts(&self, f: &ReportFilter) -> impl Future<Output = Result<Vec<CartStateRow>, StoreError>> + Send;
+
+    /// Carts per campaign and product.
+    fn cart_campaigns(&self, f: &ReportFilter) -> impl Future<Output = Result<Vec<CartCampaignRow>, StoreError>> + Send;
+
+    /// `Ok` when the store can take writes, else why not.
+    fn readiness(&self) -> Result<(), String>;
+}
+
+/// The store a deployment uses, chosen by configuration.
+pub enum AnyStore {
+    /// ClickHouse.
+    ClickHouse(clickhouse::ClickHouseStore),
+    /// The embedded store.
+    Embedded(embedded::EmbeddedStore),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            AnyStore::ClickHouse($s) => $e,
+            AnyStore::Embedded($s) => $e,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    async fn load(&self, views: &HashSet<ViewKey>, carts: &HashSet<CartKey>) -> Result<EntitySets, StoreError> {
+        dispatch!(self, s => s.load(views, carts).await)
+    }
+    async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
+        dispatch!(self, s => s.write(batch).await)
+    }
+    async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
+        dispatch!(self, s => s.funnel(f).await)
+    }
+    async fn products(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
+        dispatch!(self, s => s.products(f).await)
+    }
+    async fn carts(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
+        dispatch!(self, s => s.carts(f).await)
+    }
+    async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
+        dispatch!(self, s => s.cart_campaigns(f).await)
+    }
+    fn readiness(&self) -> Result<(), String> {
+        dispatch!(self, s => s.readiness())
+    }
+}
+
+impl AnyStore {
+    /// Short backend name.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Self::ClickHouse(_) => "clickhouse",
+            Self::Embedded(_) => "embedded",
+        }
+    }
+}

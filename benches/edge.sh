@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# Beacon edge benchmark: the edge on the embedded log, the edge on Kafka, a bare
+# hyper server (the ceiling) and nginx empty_gif with an access log (what a user
+# would run instead), measured in one run with the same load generator and the same
+# distinct beacon URLs.
+#
+# For each target: a closed-loop max-throughput run (CONNECTIONS keep-alive
+# connections, DURATION seconds after WARMUP seconds), then an open-loop run at
+# RATE_FRACTION of that target's measured max for RATE_DURATION seconds (latency
+# from the scheduled send time, so no coordinated omission). Prints the comparison
+# and writes it to benches/results/edge-<date>.md and .json.
+#
+# Usage: benches/edge.sh            (from anywhere; builds release binaries first)
+# Settings (environment):
+#   CONNECTIONS=64 DURATION=15 WARMUP=3 RATE_DURATION=15 RATE_FRACTION=0.5
+#   LOADGEN_THREADS=1           load-generator worker threads
+#   TARGETS="edge-embedded edge-kafka bare-hyper nginx-empty-gif"
+#   RM_KAFKA_BROKERS=127.0.0.1:9092   broker for edge-kafka (fresh topic bench-<time>)
+#   PORT_BASE=18080             targets listen on PORT_BASE..PORT_BASE+3
+#   NGINX=/usr/sbin/nginx
+#   RM_BIN=path                 a prebuilt retail-media (skips building it)
+#   SKIP_BUILD=1                use the binaries already in the target dir
+#   RESULTS_DIR=benches/results KEEP_WORK=1 (keep the temp dir with logs and runs)
+# Other RM_* variables (RM_INGEST_MAX_INFLIGHT, RM_KAFKA_LINGER_MS, ...) reach the edge.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+CONNECTIONS=${CONNECTIONS:-64}
+DURATION=${DURATION:-15}
+WARMUP=${WARMUP:-3}
+RATE_DURATION=${RATE_DURATION:-15}
+RATE_FRACTION=${RATE_FRACTION:-0.5}
+LOADGEN_THREADS=${LOADGEN_THREADS:-1}
+TARGETS=${TARGETS:-"edge-embedded edge-kafka bare-hyper nginx-empty-gif"}
+KAFKA_BROKERS=${RM_KAFKA_BROKERS:-127.0.0.1:9092}
+PORT_BASE=${PORT_BASE:-18080}
+NGINX=${NGINX:-/usr/sbin/nginx}
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+RESULTS_DIR=${RESULTS_DIR:-$ROOT/benches/results}
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+DATE=$(date -u +%Y-%m-%d)
+COMMAND="benches/edge.sh $*"
+for v in CONNECTIONS DURATION WARMUP RATE_DURATION RATE_FRACTION LOADGEN_THREADS; do
+    COMMAND="$v=${!v} $COMMAND"
+done
+
+log() { printf '\n=== %s\n' "$*" >&2; }
+die() { printf 'edge.sh: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------- build
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    if [ -z "${RM_BIN:-}" ]; then
+        log "cargo build --release --bin retail-media -p retail-media"
+        cargo build --release --bin retail-media -p retail-media
+    fi
+    log "cargo build --release -p rm-benches"
+    cargo build --release -p rm-benches
+fi
+RM_BIN=${RM_BIN:-$TARGET_DIR/release/retail-media}
+LOADGEN=$TARGET_DIR/release/loadgen
+BARE=$TARGET_DIR/release/bare-hyper
+for b in "$RM_BIN" "$LOADGEN" "$BARE"; do
+    [ -x "$b" ] || die "$b is missing (build it, or unset SKIP_BUILD)"
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/rm-edge-bench.XXXXXX")
+PID=""
+cleanup() {
+    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+        kill -TERM "$PID" 2>/dev/null || true
+        wait "$PID" 2>/dev/null || true
+    fi
+    if [ "${KEEP_WORK:-0}" = 1 ]; then
+        echo "work dir kept: $WORK" >&2
+    else
+        rm -rf "$WORK"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- machine
+machine_info() {
+    local cpu mem
+    cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+    mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "- CPUs (nproc): $(nproc); model: ${cpu:-unknown}"
+    echo "- memory: $mem"
+    echo "- kernel: $(uname -sr)"
+    echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "- rustc: $(rustc -V 2>/dev/null || echo unknown); nginx: $("$NGINX" -v 2>&1 | sed 's/^nginx version: //')"
+    echo "- git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- ingest eventlog service schemas src 2>/dev/null || echo ' (edge sources modified)')"
+}
+
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Waits until GET $1 answers 200 while process $PID lives.
+wait_http() {
+    local url=$1 i code
+    for i in $(seq 1 600); do
+        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$url" || true)
+        [ "$code" = 200 ] && return 0
+        kill -0 "$PID" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+stop_target() {
+    [ -n "$PID" ] || return 0
+    kill -TERM "$PID" 2>/dev/null || true
+    local i
+    for i in $(seq 1 300); do
+        kill -0 "$PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+    PID=""
+}
+
+# Starts target $1 on port $2; sets PID and READY_PATH.
+start_target() {
+    local name=$1 port=$2 dir=$WORK/$1
+    mkdir -p "$dir"
+    port_busy "$port" && die "port $port is in use (set PORT_BASE)"
+    case "$name" in
+    edge-embedded)
+        env -u RM_KAFKA_BROKERS -u RM_CONFIG \
+            RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" \
+            "$RM_BIN" ingest >"$dir/server.log" 2>&1 &
+        PID=$!
+        READY_PATH=/readyz
+        ;;
+    edge-kafka)
+        env -u RM_CONFIG \
+            RM_KAFKA_BROKERS="$KAFKA_BROKERS" RM_INGEST_TOPIC="bench-$STAMP" \
+            RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" \
+            "$RM_BIN" ingest >"$dir/server.log" 2>&1 &
+        PID=$!
+        READY_PATH=/readyz
+        ;;
+    bare-hyper)
+        "$BARE" --addr "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
+        PID=$!
+        READY_PATH=/v1/events/ad/interaction
+        ;;
+    nginx-empty-gif)
+        local prefix=$dir/nginx user=""
+        mkdir -p "$prefix/logs" "$prefix/tmp"
+        # As root, nginx drops workers to `nobody nobody`, and Debian has no group
+        # nobody: run workers as the current user instead (ignored when not root).
+        [ "$(id -u)" = 0 ] && user="user $(id -un) $(id -gn);"
+        sed -e "s|@PREFIX@|$prefix|g" -e "s|@ADDR@|127.0.0.1:$port|g" -e "s|@USER@|$user|g" \
+            "$ROOT/benches/nginx/empty_gif.conf.template" >"$prefix/nginx.conf"
+        "$NGINX" -t -q -p "$prefix" -c "$prefix/nginx.conf" || die "nginx -t failed"
+        "$NGINX" -p "$prefix" -c "$prefix/nginx.conf" >"$dir/server.log" 2>&1 &
+        PID=$!
+        READY_PATH=/v1/events/ad/interaction
+        ;;
+    *) die "unknown target $name" ;;
+    esac
+    if ! wait_http "http://127.0.0.1:$port$READY_PATH"; then
+        cat "$dir/server.log" >&2 || true
+        die "$name did not become ready on port $port"
+    fi
+}
+
+# ---------------------------------------------------------------- runs
+MACHINE=$(machine_info)
+log "machine"
+echo "$MACHINE"
+echo "$COMMAND"
+
+RUNS=()
+NOTES=()
+i=0
+for name in $TARGETS; do
+    port=$((PORT_BASE + i))
+    i=$((i + 1))
+    if [ "$name" = edge-kafka ]; then
+        host=${KAFKA_BROKERS%%,*}
+        if ! (exec 3<>"/dev/tcp/${host%:*}/${host##*:}") 2>/dev/null; then
+            log "$name: broker $host unreachable: SKIPPED"
+            NOTES+=("- $name: skipped, broker $host unreachable")
+            continue
+        fi
+    fi
+    log "$name: starting on 127.0.0.1:$port"
+    start_target "$name" "$port"
+    url=http://127.0.0.1:$port
+    common=(--name "$name" --url "$url" --connections "$CONNECTIONS" --warmup "$WARMUP"
+        --threads "$LOADGEN_THREADS" --server-pid "$PID")
+    log "$name: max throughput, $CONNECTIONS connections, ${WARMUP}s warm-up + ${DURATION}s"
+    "$LOADGEN" "${common[@]}" --duration "$DURATION" --json "$WORK/$name-max.json"
+    sleep 1
+    log "$name: open loop at $RATE_FRACTION x max for ${RATE_DURATION}s"
+    "$LOADGEN" "${common[@]}" --duration "$RATE_DURATION" \
+        --rate-from "$WORK/$name-max.json" --rate-fraction "$RATE_FRACTION" \
+        --json "$WORK/$name-rate.json"
+    RUNS+=("$WORK/$name-max.json" "$WORK/$name-rate.json")
+    stop_target
+    case "$name" in
+    nginx-empty-gif)
+        NOTES+=("- $name: access log $(wc -l <"$WORK/$name/nginx/logs/access.log") lines, $(du -h "$WORK/$name/nginx/logs/access.log" | cut -f1)")
+        ;;
+    edge-embedded)
+        NOTES+=("- $name: embedded log $(du -sh "$WORK/$name/data" | cut -f1) after both runs")
+        ;;
+    edge-kafka)
+        NOTES+=("- $name: topic bench-$STAMP on $KAFKA_BROKERS")
+        ;;
+    esac
+    errors=$(grep -c -E ' (WARN|ERROR) ' "$WORK/$name/server.log" || true)
+    [ "${errors:-0}" != 0 ] && NOTES+=("- $name: $errors WARN/ERROR lines in its log, first: $(grep -m1 -E ' (WARN|ERROR) ' "$WORK/$name/server.log" | cut -c1-200)")
+    sleep 1
+done
+[ ${#RUNS[@]} -gt 0 ] || die "no target ran"
+
+# ---------------------------------------------------------------- report
+mkdir -p "$RESULTS_DIR"
+base=$RESULTS_DIR/edge-$DATE
+n=2
+while [ -e "$base.md" ]; do
+    base=$RESULTS_DIR/edge-$DATE-$n
+    n=$((n + 1))
+done
+log "results"
+TABLE=$("$LOADGEN" report --json "$base.json" "${RUNS[@]}")
+{
+    echo "# Beacon edge benchmark, $DATE"
+    echo
+    echo "Command: \`$COMMAND\`"
+    echo
+    echo "Machine:"
+    echo
+    echo "$MACHINE"
+    echo
+    echo "Closed loop: $CONNECTIONS keep-alive connections, ${WARMUP}s warm-up + ${DURATION}s;" \
+        "open loop: $RATE_FRACTION x the target's max for ${RATE_DURATION}s (after ${WARMUP}s)," \
+        "latency from the scheduled send time. Every request is a distinct beacon; all targets" \
+        "get the same URLs. req/s counts 200 answers; srv CPU is the server process tree's" \
+        "CPU time per 200 answer in the closed-loop run. Load generator: $LOADGEN_THREADS thread(s)" \
+        "on the same machine."
+    echo
+    echo "$TABLE"
+    echo
+    printf '%s\n' "${NOTES[@]}"
+} >"$base.md"
+echo
+echo "$MACHINE"
+echo
+echo "$TABLE"
+printf '%s\n' "${NOTES[@]}"
+echo
+echo "written: $base.md $base.json"

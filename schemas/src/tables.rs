@@ -1,0 +1,124 @@
+//! ClickHouse DDL of the report tables (the store of step 7).
+//!
+//! The statements name no database: the store runs them with the connection's
+//! database set (`database=` on the HTTP request), so the same text creates the tables
+//! in `retail_media`, in a per-test database, or in an embedded engine. Every
+//! statement is `CREATE TABLE IF NOT EXISTS`, so applying [`ALL`] again is harmless.
+//!
+//! They are written for the oldest server we run (ClickHouse 18.16) and the newest
+//! (production): plain `MergeTree`-family engines with the `ORDER BY` syntax, column
+//! types `String`, `Int32`, `Int64`, `UInt8`, `UInt32`, `UInt64`,
+//! `Nullable(Float64)`. No `Bool`, `DateTime64`, `Map`, `LowCardinality` or TTL.
+//!
+//! # Why the writes are idempotent and the reads exact without merges
+//!
+//! The aggregator writes, per entity it touched, the entity's complete set of facts
+//! and rows derived from that set (see `rm_aggregator::batch`). Writing a batch again
+//! inserts rows equal to ones already there, so every table is a
+//! `ReplacingMergeTree` whose sorting key identifies one fact or one entity:
+//!
+//! | table | sorting key (= identity) | version | read with |
+//! |---|---|---|---|
+//! | [`VIEW_FACTS`] | view, dedup key | none (copies are equal) | `FINAL` |
+//! | [`VIEWS`] | view | `version` (facts in the set) | `FINAL` |
+//! | [`PRODUCT_FACTS`] | group, action, dedup key | none | `uniqExact(dedup_key)` |
+//! | [`CART_EVENTS`] | cart, dedup key | `version` (facts in the cart) | `FINAL` |
+//!
+//! Background merges only save space: every read either uses `FINAL` (which replaces
+//! at read time, keeping the row with the highest version) or counts distinct dedup
+//! keys, so a report is exact right after the `INSERT` returns. A fact set only grows,
+//! so a higher version is always the newer row, and rows of equal version are equal.
+//!
+//! No table is partitioned: `ReplacingMergeTree` only replaces rows within one
+//! partition, and a view's day (its earliest event) can move when a late event
+//! arrives, so a partition key derived from it would keep stale versions.
+//!
+//! Dedup keys are stored as 32 lower-case hex digits (`format!("{:032x}")`): fixed
+//! width, so their string order is their numeric order. Days are `Int32` days since
+//! 1970-01-01 (UTC), exactly the aggregator's day numbers.
+
+/// Every distinct event of a video view: the view's fact set.
+pub const VIEW_FACTS: &str = "CREATE TABLE IF NOT EXISTS view_facts (
+    ad_id String,
+    video_id String,
+    tracking_id String,
+    dedup_key String,
+    kind String,
+    time_ms Int64
+) ENGINE = ReplacingMergeTree
+ORDER BY (ad_id, video_id, tracking_id, dedup_key)";
+
+/// One row per view, derived from its fact set; `version` is the number of facts.
+pub const VIEWS: &str = "CREATE TABLE IF NOT EXISTS views (
+    ad_id String,
+    video_id String,
+    tracking_id String,
+    campaign_id String,
+    day Int32,
+    version UInt32,
+    creative_view UInt8,
+    play UInt8,
+    first_quartile UInt8,
+    midpoint UInt8,
+    third_quartile UInt8,
+    complete UInt8,
+    skips UInt32,
+    pauses UInt32,
+    resumes UInt32,
+    mutes UInt32,
+    unmutes UInt32,
+    funnel_gaps UInt32,
+    repeated_milestones UInt32
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY (ad_id, video_id, tracking_id)";
+
+/// Every distinct product impression and click (`action` is `impression` or `click`).
+pub const PRODUCT_FACTS: &str = "CREATE TABLE IF NOT EXISTS product_facts (
+    campaign_id String,
+    ad_id String,
+    catalog_id String,
+    product_code String,
+    day Int32,
+    action String,
+    dedup_key String
+) ENGINE = ReplacingMergeTree
+ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key)";
+
+/// Every distinct cart event with the transition it caused, derived from the cart's
+/// fact set; `version` is the number of facts of the cart when derived. `transition`
+/// is `add`, `increment`, `decrement`, `removal` or `unchanged`.
+pub const CART_EVENTS: &str = "CREATE TABLE IF NOT EXISTS cart_events (
+    tracking_id String,
+    catalog_id String,
+    product_code String,
+    dedup_key String,
+    time_ms Int64,
+    units UInt64,
+    value Nullable(Float64),
+    campaign_id String,
+    ad_id String,
+    prev_units UInt64,
+    transition String,
+    version UInt32
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY (tracking_id, catalog_id, product_code, dedup_key)";
+
+/// Every statement, in the order to apply them.
+pub const ALL: [&str; 4] = [VIEW_FACTS, VIEWS, PRODUCT_FACTS, CART_EVENTS];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_are_idempotent_and_portable() {
+        for ddl in ALL {
+            assert!(ddl.starts_with("CREATE TABLE IF NOT EXISTS "), "{ddl}");
+            // A `?` would be taken for a bind placeholder by the client.
+            assert!(!ddl.contains('?'), "{ddl}");
+            for modern_only in ["Bool", "DateTime64", "Map(", "LowCardinality", "TTL"] {
+                assert!(!ddl.contains(modern_only), "{modern_only} in {ddl}");
+            }
+        }
+    }
+}
