@@ -31,7 +31,9 @@ pub enum Service {
 }
 
 async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.with_context(|| format!("binding the {what} to {addr}"))
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the {what} to {addr}"))
 }
 
 /// Runs `service` until SIGTERM/SIGINT, then drains.
@@ -45,9 +47,21 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
 
     // Bind first, so a port conflict fails fast before any state is opened.
-    let edge_listener = if runs_edge { Some(bind(settings.ingest.addr, "edge").await?) } else { None };
-    let agg_listener = if runs_aggregator { Some(bind(settings.aggregator.addr, "aggregator").await?) } else { None };
-    let api_listener = if runs_api { Some(bind(settings.api.addr, "api").await?) } else { None };
+    let edge_listener = if runs_edge {
+        Some(bind(settings.ingest.addr, "edge").await?)
+    } else {
+        None
+    };
+    let agg_listener = if runs_aggregator {
+        Some(bind(settings.aggregator.addr, "aggregator").await?)
+    } else {
+        None
+    };
+    let api_listener = if runs_api {
+        Some(bind(settings.api.addr, "api").await?)
+    } else {
+        None
+    };
 
     let log = if runs_edge || (runs_aggregator && settings.kafka.brokers.is_none()) {
         let topics = [
@@ -78,7 +92,9 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         let backend = log.backend();
         let (cfg, stop) = (settings.ingest.clone(), shutdown.clone());
         tasks.spawn(async move {
-            rm_ingest::run(cfg, log, backend, listener, stop, drain).await.context("edge")
+            rm_ingest::run(cfg, log, backend, listener, stop, drain)
+                .await
+                .context("edge")
         });
     }
     if let (Some(listener), Some(store)) = (agg_listener, store.clone()) {
@@ -87,17 +103,27 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             Some(AnyLog::Embedded(l)) if settings.kafka.brokers.is_none() => {
                 AnySource::Embedded(EmbeddedSource::new(l.clone(), &cfg.group, &cfg.topic)?)
             }
-            _ => AnySource::Kafka(KafkaSource::connect(&settings.kafka, &cfg.group, &cfg.topic)?),
+            _ => AnySource::Kafka(KafkaSource::connect(
+                &settings.kafka,
+                &cfg.group,
+                &cfg.topic,
+            )?),
         };
         let stop = shutdown.clone();
         tasks.spawn(async move {
-            rm_aggregator::run(cfg, source, store, listener, stop, drain).await.context("aggregator")
+            rm_aggregator::run(cfg, source, store, listener, stop, drain)
+                .await
+                .context("aggregator")
         });
     }
     if let (Some(listener), Some(store)) = (api_listener, store) {
         let stop = shutdown.clone();
         let cfg = settings.api.clone();
-        tasks.spawn(async move { rm_api::run(cfg, store, listener, stop, drain).await.context("api") });
+        tasks.spawn(async move {
+            rm_api::run(cfg, store, listener, stop, drain)
+                .await
+                .context("api")
+        });
     }
     let mut result = Ok(());
     while let Some(done) = tasks.join_next().await {

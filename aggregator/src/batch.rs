@@ -16,9 +16,9 @@ use std::collections::{HashMap, HashSet};
 use rm_schemas::{EventRecord, InteractionType};
 
 use crate::aggregate::carts::{self, CartEventRow, CartFact, CartKey};
+use crate::aggregate::day_of;
 use crate::aggregate::funnel::{self, ViewFact, ViewKey, ViewRow};
 use crate::aggregate::products::{ProductAction, ProductFact, ProductGroup};
-use crate::aggregate::day_of;
 use crate::campaign::campaign_of;
 
 /// Aggregation policy.
@@ -34,7 +34,11 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { debounce_ms: 1_000, late_horizon_ms: 30 * 86_400_000, future_skew_ms: 86_400_000 }
+        Self {
+            debounce_ms: 1_000,
+            late_horizon_ms: 30 * 86_400_000,
+            future_skew_ms: 86_400_000,
+        }
     }
 }
 
@@ -119,13 +123,21 @@ fn entity(r: &EventRecord) -> Entity {
             product_code: s(&e.product_code),
         }),
         InteractionType::CreativeClick => Entity::None,
-        _ => Entity::View(ViewKey { ad_id: e.ad_id.clone(), video_id: s(&e.video_id), tracking_id: e.tracking_id().to_owned() }),
+        _ => Entity::View(ViewKey {
+            ad_id: e.ad_id.clone(),
+            video_id: s(&e.video_id),
+            tracking_id: e.tracking_id().to_owned(),
+        }),
     }
 }
 
 /// Folds `records` into `sets` (which must hold the current fact set of every touched
 /// entity, empty when new) and returns what to write.
-pub fn fold(records: &[EventRecord], sets: &mut EntitySets, policy: &Policy) -> (BatchWrite, FoldStats) {
+pub fn fold(
+    records: &[EventRecord],
+    sets: &mut EntitySets,
+    policy: &Policy,
+) -> (BatchWrite, FoldStats) {
     let mut stats = FoldStats::default();
     let mut write = BatchWrite::default();
     let mut dirty_views = HashSet::new();
@@ -146,7 +158,11 @@ pub fn fold(records: &[EventRecord], sets: &mut EntitySets, policy: &Policy) -> 
         let campaign_id = campaign_of(&r.event.ad_id);
         let fresh = match entity(r) {
             Entity::View(k) => {
-                let fact = ViewFact { dedup_key: key, kind: r.event.interaction_type, time_ms };
+                let fact = ViewFact {
+                    dedup_key: key,
+                    kind: r.event.interaction_type,
+                    time_ms,
+                };
                 let fresh = funnel::insert_fact(sets.views.entry(k.clone()).or_default(), fact);
                 campaigns.insert(k.clone(), campaign_id);
                 dirty_views.insert(k);
@@ -191,8 +207,15 @@ pub fn fold(records: &[EventRecord], sets: &mut EntitySets, policy: &Policy) -> 
     }
     for k in dirty_views {
         let facts = sets.views.get(&k).cloned().unwrap_or_default();
-        let campaign = campaigns.remove(&k).unwrap_or_else(|| campaign_of(&k.ad_id));
-        write.views.push(funnel::derive_view(k.clone(), campaign, &facts, policy.debounce_ms));
+        let campaign = campaigns
+            .remove(&k)
+            .unwrap_or_else(|| campaign_of(&k.ad_id));
+        write.views.push(funnel::derive_view(
+            k.clone(),
+            campaign,
+            &facts,
+            policy.debounce_ms,
+        ));
         write.view_facts.push((k, facts));
     }
     for k in dirty_carts {

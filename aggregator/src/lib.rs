@@ -33,31 +33,65 @@ use crate::store::{AnyStore, Store};
 #[derive(Debug, Clone, clap::Args)]
 pub struct AggregatorConfig {
     /// Address of the aggregator's health and metrics endpoints.
-    #[arg(id = "aggregator_addr", long = "aggregator-addr", env = "RM_AGGREGATOR_ADDR", default_value = "127.0.0.1:8082")]
+    #[arg(
+        id = "aggregator_addr",
+        long = "aggregator-addr",
+        env = "RM_AGGREGATOR_ADDR",
+        default_value = "127.0.0.1:8082"
+    )]
     pub addr: SocketAddr,
     /// Consumer group (Kafka) or offset name (embedded log).
-    #[arg(id = "aggregator_group", long = "aggregator-group", env = "RM_AGGREGATOR_GROUP", default_value = "rm-aggregator")]
+    #[arg(
+        id = "aggregator_group",
+        long = "aggregator-group",
+        env = "RM_AGGREGATOR_GROUP",
+        default_value = "rm-aggregator"
+    )]
     pub group: String,
     /// Topic the aggregator reads.
     #[arg(id = "aggregator_topic", long = "aggregator-topic", env = "RM_AGGREGATOR_TOPIC", default_value = rm_schemas::topics::AD_INTERACTIONS)]
     pub topic: String,
     /// Most records per batch (and per store insert).
-    #[arg(long = "aggregator-batch-max-records", env = "RM_AGGREGATOR_BATCH_MAX_RECORDS", default_value_t = 20_000)]
+    #[arg(
+        long = "aggregator-batch-max-records",
+        env = "RM_AGGREGATOR_BATCH_MAX_RECORDS",
+        default_value_t = 20_000
+    )]
     pub batch_max_records: usize,
     /// Longest wait in milliseconds after the first record of a batch before it is stored.
-    #[arg(long = "aggregator-batch-max-wait-ms", env = "RM_AGGREGATOR_BATCH_MAX_WAIT_MS", default_value_t = 500)]
+    #[arg(
+        long = "aggregator-batch-max-wait-ms",
+        env = "RM_AGGREGATOR_BATCH_MAX_WAIT_MS",
+        default_value_t = 500
+    )]
     pub batch_max_wait_ms: u64,
     /// Repeats of the same video control closer than this merge into one (rule 2).
-    #[arg(long = "control-debounce-ms", env = "RM_CONTROL_DEBOUNCE_MS", default_value_t = 1_000)]
+    #[arg(
+        long = "control-debounce-ms",
+        env = "RM_CONTROL_DEBOUNCE_MS",
+        default_value_t = 1_000
+    )]
     pub control_debounce_ms: i64,
     /// Events dated more than this many hours before their receipt are not aggregated.
-    #[arg(long = "late-horizon-hours", env = "RM_LATE_HORIZON_HOURS", default_value_t = 720)]
+    #[arg(
+        long = "late-horizon-hours",
+        env = "RM_LATE_HORIZON_HOURS",
+        default_value_t = 720
+    )]
     pub late_horizon_hours: i64,
     /// Events dated more than this many hours after their receipt are not aggregated.
-    #[arg(long = "future-skew-hours", env = "RM_FUTURE_SKEW_HOURS", default_value_t = 24)]
+    #[arg(
+        long = "future-skew-hours",
+        env = "RM_FUTURE_SKEW_HOURS",
+        default_value_t = 24
+    )]
     pub future_skew_hours: i64,
     /// Most entities (views, carts) whose fact sets are kept in memory.
-    #[arg(long = "aggregator-cache-max-entities", env = "RM_AGGREGATOR_CACHE_MAX_ENTITIES", default_value_t = 1_000_000)]
+    #[arg(
+        long = "aggregator-cache-max-entities",
+        env = "RM_AGGREGATOR_CACHE_MAX_ENTITIES",
+        default_value_t = 1_000_000
+    )]
     pub cache_max_entities: usize,
     /// ClickHouse settings.
     #[command(flatten)]
@@ -96,9 +130,14 @@ pub enum AggregatorError {
 
 /// Opens the store the settings select: ClickHouse when a URL is set, else the
 /// embedded store under `data_dir`.
-pub async fn open_store(config: &ClickHouseConfig, data_dir: &Path) -> Result<AnyStore, store::StoreError> {
+pub async fn open_store(
+    config: &ClickHouseConfig,
+    data_dir: &Path,
+) -> Result<AnyStore, store::StoreError> {
     if config.url.is_some() {
-        Ok(AnyStore::ClickHouse(store::clickhouse::ClickHouseStore::connect(config).await?))
+        Ok(AnyStore::ClickHouse(
+            store::clickhouse::ClickHouseStore::connect(config).await?,
+        ))
     } else {
         let path = store::embedded::EmbeddedStore::path(data_dir);
         let s = tokio::task::spawn_blocking(move || store::embedded::EmbeddedStore::open(&path))
@@ -114,7 +153,9 @@ struct OpsHandler(Ops);
 impl Handler for OpsHandler {
     async fn call(&self, req: http::Request<Incoming>) -> Response {
         let path = req.uri().path();
-        self.0.route(req.method(), path).unwrap_or_else(|| response::not_found(path))
+        self.0
+            .route(req.method(), path)
+            .unwrap_or_else(|| response::not_found(path))
     }
 }
 
@@ -133,10 +174,24 @@ pub async fn run(
     let (stopping, ready_store) = (shutdown.clone(), Arc::clone(&store));
     let ops = Ops::new(
         rm_service::telemetry::install(),
-        Arc::new(move || if stopping.is_cancelled() { Err("shutting down".into()) } else { ready_store.readiness() }),
+        Arc::new(move || {
+            if stopping.is_cancelled() {
+                Err("shutting down".into())
+            } else {
+                ready_store.readiness()
+            }
+        }),
     );
     tracing::info!(addr = ?listener.local_addr().ok(), backend, topic = %config.topic, "aggregator listening");
-    let server = rm_service::serve(listener, OpsHandler(ops), shutdown.clone(), ServeOptions { drain_deadline: drain, ..Default::default() });
+    let server = rm_service::serve(
+        listener,
+        OpsHandler(ops),
+        shutdown.clone(),
+        ServeOptions {
+            drain_deadline: drain,
+            ..Default::default()
+        },
+    );
     let work = pipeline::run(source, store, backend, config.pipeline(), shutdown.clone());
     let (served, worked) = tokio::join!(server, async {
         let r = work.await;

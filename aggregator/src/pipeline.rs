@@ -59,7 +59,25 @@ pub async fn run<S: Source, T: Store>(
 ) -> Result<(), crate::AggregatorError> {
     let mut cache = Cache::default();
     let mut newest_ms: Option<i64> = None;
-    let mut last_lag = tokio::time::Instant::now() - Duration::from_secs(60);
+    let probe = source.lag_probe();
+    let stop = shutdown.clone();
+    let _sampler = AbortOnDrop(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            for (p, lag) in probe.lag().await {
+                let label = if p < 0 {
+                    "embedded".to_string()
+                } else {
+                    p.to_string()
+                };
+                ::metrics::gauge!(metrics::LAG, "partition" => label).set(lag as f64);
+            }
+        }
+    }));
     loop {
         let polled = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
@@ -79,7 +97,9 @@ pub async fn run<S: Source, T: Store>(
         }
         if !raw.is_empty() {
             let records = decode(&raw);
-            let Some(outcome) = process(&records, &mut cache, &*store, backend, &opts, &shutdown).await else {
+            let Some(outcome) =
+                process(&records, &mut cache, &*store, backend, &opts, &shutdown).await
+            else {
                 return Ok(()); // shutting down mid-batch: nothing committed, it will be replayed
             };
             newest_ms = newest_ms.max(outcome);
@@ -91,13 +111,14 @@ pub async fn run<S: Source, T: Store>(
             let now = chrono::Utc::now().timestamp_millis();
             ::metrics::gauge!(metrics::FRESHNESS).set((now - ms).max(0) as f64 / 1000.0);
         }
-        if last_lag.elapsed() >= Duration::from_secs(2) {
-            last_lag = tokio::time::Instant::now();
-            for (p, lag) in source.lag().await {
-                let label = if p < 0 { "embedded".to_string() } else { p.to_string() };
-                ::metrics::gauge!(metrics::LAG, "partition" => label).set(lag as f64);
-            }
-        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -120,7 +141,11 @@ fn decode(raw: &[Vec<u8>]) -> Vec<EventRecord> {
 }
 
 /// Retries `op` with backoff until it succeeds, fails for good, or shutdown.
-async fn retry<R, F, Fut>(what: &str, shutdown: &CancellationToken, mut op: F) -> Option<Result<R, StoreError>>
+async fn retry<R, F, Fut>(
+    what: &str,
+    shutdown: &CancellationToken,
+    mut op: F,
+) -> Option<Result<R, StoreError>>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<R, StoreError>>,
@@ -130,7 +155,11 @@ where
         match op().await {
             Ok(r) => return Some(Ok(r)),
             Err(e) => {
-                let kind = if e.is_retryable() { "unavailable" } else { "refused" };
+                let kind = if e.is_retryable() {
+                    "unavailable"
+                } else {
+                    "refused"
+                };
                 ::metrics::counter!(metrics::STORE_ERRORS, "kind" => kind).increment(1);
                 if !e.is_retryable() {
                     return Some(Err(e));
@@ -156,11 +185,23 @@ async fn process<T: Store>(
     shutdown: &CancellationToken,
 ) -> Option<Option<i64>> {
     let (views, carts) = touched(records);
-    let missing_views: HashSet<ViewKey> = views.iter().filter(|k| !cache.views.contains_key(*k)).cloned().collect();
-    let missing_carts: HashSet<CartKey> = carts.iter().filter(|k| !cache.carts.contains_key(*k)).cloned().collect();
+    let missing_views: HashSet<ViewKey> = views
+        .iter()
+        .filter(|k| !cache.views.contains_key(*k))
+        .cloned()
+        .collect();
+    let missing_carts: HashSet<CartKey> = carts
+        .iter()
+        .filter(|k| !cache.carts.contains_key(*k))
+        .cloned()
+        .collect();
     let mut sets = EntitySets::default();
     if !missing_views.is_empty() || !missing_carts.is_empty() {
-        match retry("load", shutdown, || store.load(&missing_views, &missing_carts)).await? {
+        match retry("load", shutdown, || {
+            store.load(&missing_views, &missing_carts)
+        })
+        .await?
+        {
             Ok(loaded) => sets = loaded,
             Err(e) => {
                 // A permanent read error: aggregate from empty sets would double count. Stop.
@@ -192,9 +233,17 @@ async fn process<T: Store>(
             return None;
         }
     }
-    ::metrics::histogram!(metrics::STORE_WRITE, "backend" => backend).record(started.elapsed().as_secs_f64());
-    metrics::batch(records.len(), &stats, after.0 - before.0, after.1 - before.1);
-    if cache.views.len() + cache.carts.len() + sets.views.len() + sets.carts.len() > opts.cache_max_entities {
+    ::metrics::histogram!(metrics::STORE_WRITE, "backend" => backend)
+        .record(started.elapsed().as_secs_f64());
+    metrics::batch(
+        records.len(),
+        &stats,
+        after.0 - before.0,
+        after.1 - before.1,
+    );
+    if cache.views.len() + cache.carts.len() + sets.views.len() + sets.carts.len()
+        > opts.cache_max_entities
+    {
         *cache = Cache::default();
     }
     cache.views.extend(sets.views);
@@ -204,7 +253,15 @@ async fn process<T: Store>(
 
 fn violations(sets: &EntitySets, opts: &PipelineOptions) -> (i64, i64) {
     sets.views.iter().fold((0, 0), |(g, r), (k, facts)| {
-        let v = funnel::derive_view(k.clone(), campaign_of(&k.ad_id), facts, opts.policy.debounce_ms);
-        (g + i64::from(v.funnel_gaps), r + i64::from(v.repeated_milestones))
+        let v = funnel::derive_view(
+            k.clone(),
+            campaign_of(&k.ad_id),
+            facts,
+            opts.policy.debounce_ms,
+        );
+        (
+            g + i64::from(v.funnel_gaps),
+            r + i64::from(v.repeated_milestones),
+        )
     })
 }

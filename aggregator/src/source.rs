@@ -21,7 +21,11 @@ use tokio::time::Instant;
 pub trait Source: Send {
     /// Up to `max` records, waiting at most `wait` after the first one (and at most
     /// `wait` for the first one). May return an empty batch.
-    fn poll(&mut self, max: usize, wait: Duration) -> impl std::future::Future<Output = Result<Vec<Vec<u8>>, LogError>> + Send;
+    fn poll(
+        &mut self,
+        max: usize,
+        wait: Duration,
+    ) -> impl std::future::Future<Output = Result<Vec<Vec<u8>>, LogError>> + Send;
 
     /// Durably records that everything polled so far is stored.
     fn commit(&mut self) -> impl std::future::Future<Output = Result<(), LogError>> + Send;
@@ -29,8 +33,59 @@ pub trait Source: Send {
     /// True once after partitions moved (entity caches must be dropped).
     fn take_rebalanced(&mut self) -> bool;
 
-    /// Records not yet committed, per partition (`-1` for the embedded log).
-    fn lag(&self) -> impl std::future::Future<Output = Vec<(i32, i64)>> + Send;
+    /// A handle that measures the lag from another task, even while the loop waits
+    /// on the store.
+    fn lag_probe(&self) -> LagProbe;
+}
+
+/// Measures records not yet committed, per partition (`-1` for the embedded log).
+#[derive(Clone)]
+pub enum LagProbe {
+    /// A Kafka consumer group's assigned partitions.
+    Kafka(Arc<StreamConsumer<RebalanceFlag>>, String),
+    /// The embedded log and a consumer name.
+    Embedded(EmbeddedLog, String, String),
+}
+
+impl LagProbe {
+    /// The lag now.
+    pub async fn lag(&self) -> Vec<(i32, i64)> {
+        match self.clone() {
+            Self::Embedded(log, group, topic) => tokio::task::spawn_blocking(move || {
+                let end = log.end_offset(&topic).ok()?;
+                let done = log.committed(&group, &topic).ok()?;
+                Some(vec![(-1, end.saturating_sub(done) as i64)])
+            })
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default(),
+            Self::Kafka(c, topic) => tokio::task::spawn_blocking(move || {
+                let Ok(assigned) = c.assignment() else {
+                    return Vec::new();
+                };
+                let committed = c.committed(Duration::from_secs(2)).ok();
+                assigned
+                    .elements_for_topic(&topic)
+                    .iter()
+                    .filter_map(|e| {
+                        let (_, high) = c
+                            .fetch_watermarks(&topic, e.partition(), Duration::from_secs(2))
+                            .ok()?;
+                        let done = committed
+                            .as_ref()
+                            .and_then(|t| t.find_partition(&topic, e.partition()))
+                            .and_then(|p| p.offset().to_raw())
+                            .filter(|o| *o >= 0)
+                            .unwrap_or(0);
+                        Some((e.partition(), (high - done).max(0)))
+                    })
+                    .collect()
+            })
+            .await
+            .unwrap_or_default(),
+        }
+    }
 }
 
 /// The embedded log as a source.
@@ -46,7 +101,13 @@ impl EmbeddedSource {
     /// Resumes `group` on `topic` from its committed offset.
     pub fn new(log: EmbeddedLog, group: &str, topic: &str) -> Result<Self, LogError> {
         let next = log.committed(group, topic)?;
-        Ok(Self { log, group: group.to_owned(), topic: topic.to_owned(), next, polled_to: next })
+        Ok(Self {
+            log,
+            group: group.to_owned(),
+            topic: topic.to_owned(),
+            next,
+            polled_to: next,
+        })
     }
 
     async fn read(&self, from: u64, max: usize) -> Result<Vec<(u64, Vec<u8>)>, LogError> {
@@ -82,7 +143,12 @@ impl Source for EmbeddedSource {
         if self.polled_to == self.next {
             return Ok(());
         }
-        let (log, group, topic, to) = (self.log.clone(), self.group.clone(), self.topic.clone(), self.polled_to);
+        let (log, group, topic, to) = (
+            self.log.clone(),
+            self.group.clone(),
+            self.topic.clone(),
+            self.polled_to,
+        );
         tokio::task::spawn_blocking(move || log.commit(&group, &topic, to))
             .await
             .map_err(|e| LogError::Unavailable(e.to_string()))??;
@@ -94,10 +160,8 @@ impl Source for EmbeddedSource {
         false
     }
 
-    async fn lag(&self) -> Vec<(i32, i64)> {
-        let (log, topic) = (self.log.clone(), self.topic.clone());
-        let end = tokio::task::spawn_blocking(move || log.end_offset(&topic)).await.ok().and_then(Result::ok);
-        end.map(|e| vec![(-1, e.saturating_sub(self.next) as i64)]).unwrap_or_default()
+    fn lag_probe(&self) -> LagProbe {
+        LagProbe::Embedded(self.log.clone(), self.group.clone(), self.topic.clone())
     }
 }
 
@@ -107,7 +171,11 @@ pub struct RebalanceFlag(Arc<AtomicBool>);
 impl ClientContext for RebalanceFlag {}
 
 impl ConsumerContext for RebalanceFlag {
-    fn post_rebalance(&self, _base: &rdkafka::consumer::BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+    fn post_rebalance(
+        &self,
+        _base: &rdkafka::consumer::BaseConsumer<Self>,
+        rebalance: &Rebalance<'_>,
+    ) {
         tracing::info!(?rebalance, "consumer group rebalanced");
         self.0.store(true, Ordering::Relaxed);
     }
@@ -135,8 +203,15 @@ impl KafkaSource {
             .set("heartbeat.interval.ms", "1000")
             .create_with_context(RebalanceFlag(Arc::clone(&rebalanced)))
             .map_err(|e| LogError::Refused(format!("consumer configuration: {e}")))?;
-        consumer.subscribe(&[topic]).map_err(|e| LogError::Unavailable(e.to_string()))?;
-        Ok(Self { consumer: Arc::new(consumer), topic: topic.to_owned(), rebalanced, positions: BTreeMap::new() })
+        consumer
+            .subscribe(&[topic])
+            .map_err(|e| LogError::Unavailable(e.to_string()))?;
+        Ok(Self {
+            consumer: Arc::new(consumer),
+            topic: topic.to_owned(),
+            rebalanced,
+            positions: BTreeMap::new(),
+        })
     }
 }
 
@@ -167,7 +242,9 @@ impl Source for KafkaSource {
             tpl.add_partition_offset(&self.topic, *p, Offset::Offset(*next))
                 .map_err(|e| LogError::Unavailable(e.to_string()))?;
         }
-        self.consumer.commit(&tpl, CommitMode::Async).map_err(|e| rm_eventlog::kafka::classify(&e))?;
+        self.consumer
+            .commit(&tpl, CommitMode::Async)
+            .map_err(|e| rm_eventlog::kafka::classify(&e))?;
         self.positions.clear();
         Ok(())
     }
@@ -176,28 +253,8 @@ impl Source for KafkaSource {
         self.rebalanced.swap(false, Ordering::Relaxed)
     }
 
-    async fn lag(&self) -> Vec<(i32, i64)> {
-        let (c, topic) = (Arc::clone(&self.consumer), self.topic.clone());
-        tokio::task::spawn_blocking(move || {
-            let Ok(assigned) = c.assignment() else { return Vec::new() };
-            let committed = c.committed(Duration::from_secs(2)).ok();
-            assigned
-                .elements_for_topic(&topic)
-                .iter()
-                .filter_map(|e| {
-                    let (_, high) = c.fetch_watermarks(&topic, e.partition(), Duration::from_secs(2)).ok()?;
-                    let done = committed
-                        .as_ref()
-                        .and_then(|t| t.find_partition(&topic, e.partition()))
-                        .and_then(|p| p.offset().to_raw())
-                        .filter(|o| *o >= 0)
-                        .unwrap_or(0);
-                    Some((e.partition(), (high - done).max(0)))
-                })
-                .collect()
-        })
-        .await
-        .unwrap_or_default()
+    fn lag_probe(&self) -> LagProbe {
+        LagProbe::Kafka(Arc::clone(&self.consumer), self.topic.clone())
     }
 }
 
@@ -228,10 +285,10 @@ impl Source for AnySource {
             Self::Embedded(s) => s.take_rebalanced(),
         }
     }
-    async fn lag(&self) -> Vec<(i32, i64)> {
+    fn lag_probe(&self) -> LagProbe {
         match self {
-            Self::Kafka(s) => s.lag().await,
-            Self::Embedded(s) => s.lag().await,
+            Self::Kafka(s) => s.lag_probe(),
+            Self::Embedded(s) => s.lag_probe(),
         }
     }
 }

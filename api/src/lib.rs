@@ -25,7 +25,12 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, clap::Args)]
 pub struct ApiConfig {
     /// Address the api listens on.
-    #[arg(id = "api_addr", long = "api-addr", env = "RM_API_ADDR", default_value = "127.0.0.1:8081")]
+    #[arg(
+        id = "api_addr",
+        long = "api-addr",
+        env = "RM_API_ADDR",
+        default_value = "127.0.0.1:8081"
+    )]
     pub addr: SocketAddr,
 }
 
@@ -54,7 +59,13 @@ impl Handler for ApiHandler {
             if req.method() != Method::GET {
                 return response::method_not_allowed("GET");
             }
-            return reports::answer(&*self.store, path, req.uri().query().unwrap_or(""), req.headers()).await;
+            return reports::answer(
+                &*self.store,
+                path,
+                req.uri().query().unwrap_or(""),
+                req.headers(),
+            )
+            .await;
         }
         response::not_found(path)
     }
@@ -71,10 +82,25 @@ pub async fn run(
     let (stopping, ready_store) = (shutdown.clone(), Arc::clone(&store));
     let ops = Ops::new(
         rm_service::telemetry::install(),
-        Arc::new(move || if stopping.is_cancelled() { Err("shutting down".into()) } else { ready_store.readiness() }),
+        Arc::new(move || {
+            if stopping.is_cancelled() {
+                Err("shutting down".into())
+            } else {
+                ready_store.readiness()
+            }
+        }),
     );
     tracing::info!(addr = ?listener.local_addr().ok(), "api listening");
     let handler = ApiHandler { ops, store };
-    rm_service::serve(listener, handler, shutdown, ServeOptions { drain_deadline: drain, ..Default::default() }).await?;
+    rm_service::serve(
+        listener,
+        handler,
+        shutdown,
+        ServeOptions {
+            drain_deadline: drain,
+            ..Default::default()
+        },
+    )
+    .await?;
     Ok(())
 }

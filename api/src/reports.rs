@@ -20,8 +20,12 @@ use rm_service::{response, Response};
 use serde::Serialize;
 
 /// The report routes.
-pub const ROUTES: [&str; 4] =
-    ["/v1/reports/video-funnel", "/v1/reports/products", "/v1/reports/carts", "/v1/reports/carts/campaigns"];
+pub const ROUTES: [&str; 4] = [
+    "/v1/reports/video-funnel",
+    "/v1/reports/products",
+    "/v1/reports/carts",
+    "/v1/reports/carts/campaigns",
+];
 
 /// A query parameter at fault.
 #[derive(Debug)]
@@ -31,13 +35,19 @@ struct BadParam {
 }
 
 fn bad(field: &str, message: String) -> BadParam {
-    BadParam { field: field.to_owned(), message }
+    BadParam {
+        field: field.to_owned(),
+        message,
+    }
 }
 
 impl BadParam {
     fn response(&self) -> Response {
-        let mut s =
-            RpcStatus::new(Code::InvalidArgument, "invalid_argument", format!("{}: {}", self.field, self.message));
+        let mut s = RpcStatus::new(
+            Code::InvalidArgument,
+            "invalid_argument",
+            format!("{}: {}", self.field, self.message),
+        );
         s.details.push(serde_json::json!({
             "@type": "type.googleapis.com/google.rpc.BadRequest",
             "fieldViolations": [{"field": self.field, "description": self.message}],
@@ -52,13 +62,18 @@ enum Format {
 }
 
 fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format), BadParam> {
-    let pairs: Vec<(String, String)> =
-        serde_urlencoded::from_str(query).map_err(|e| bad("query", format!("not a valid query string: {e}")))?;
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+        .map_err(|e| bad("query", format!("not a valid query string: {e}")))?;
     let mut f = ReportFilter::default();
-    let wants_csv = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/csv"));
+    let wants_csv = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/csv"));
     let mut format = if wants_csv { Format::Csv } else { Format::Json };
     for (k, v) in pairs {
-        let day = |v: &str| parse_day(v).ok_or_else(|| bad(&k, format!("'{v}' is not a date YYYY-MM-DD")));
+        let day = |v: &str| {
+            parse_day(v).ok_or_else(|| bad(&k, format!("'{v}' is not a date YYYY-MM-DD")))
+        };
         match k.as_str() {
             "campaignId" => f.campaign_id = Some(v),
             "adId" => f.ad_id = Some(v),
@@ -72,7 +87,13 @@ fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format
                     other => return Err(bad("format", format!("'{other}' is not json or csv"))),
                 }
             }
-            other => return Err(bad(other, "unknown parameter; expected campaignId, adId, catalogId, from, to, format".into())),
+            other => {
+                return Err(bad(
+                    other,
+                    "unknown parameter; expected campaignId, adId, catalogId, from, to, format"
+                        .into(),
+                ))
+            }
         }
     }
     if let (Some(a), Some(b)) = (f.from_day, f.to_day) {
@@ -85,7 +106,11 @@ fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format
 
 fn store_error(e: &StoreError) -> Response {
     tracing::warn!(error = %e, "report query failed");
-    response::unavailable("store_unavailable", "the report store is unavailable; retry later", 5)
+    response::unavailable(
+        "store_unavailable",
+        "the report store is unavailable; retry later",
+        5,
+    )
 }
 
 fn render<T: Serialize>(rows: &[T], format: &Format) -> Response {
@@ -95,8 +120,12 @@ fn render<T: Serialize>(rows: &[T], format: &Format) -> Response {
             response::json(StatusCode::OK, body)
         }
         Format::Csv => {
-            let mut r = response::with_body(StatusCode::OK, "text/csv; charset=utf-8", to_csv(rows));
-            r.headers_mut().insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment"));
+            let mut r =
+                response::with_body(StatusCode::OK, "text/csv; charset=utf-8", to_csv(rows));
+            r.headers_mut().insert(
+                header::CONTENT_DISPOSITION,
+                HeaderValue::from_static("attachment"),
+            );
             r
         }
     }
@@ -111,7 +140,9 @@ pub fn to_csv<T: Serialize>(rows: &[T]) -> String {
             _ => None,
         })
         .collect();
-    let Some(first) = values.first() else { return String::new() };
+    let Some(first) = values.first() else {
+        return String::new();
+    };
     let names: Vec<&String> = first.keys().collect();
     let mut out = names.iter().map(|n| quote(n)).collect::<Vec<_>>().join(",");
     out.push_str("\r\n");
@@ -145,10 +176,22 @@ pub async fn answer<S: Store>(store: &S, path: &str, query: &str, headers: &Head
         Err(bad) => return bad.response(),
     };
     match path {
-        "/v1/reports/video-funnel" => store.funnel(&f).await.map_or_else(|e| store_error(&e), |r| render(&r, &format)),
-        "/v1/reports/products" => store.products(&f).await.map_or_else(|e| store_error(&e), |r| render(&r, &format)),
-        "/v1/reports/carts" => store.carts(&f).await.map_or_else(|e| store_error(&e), |r| render(&r, &format)),
-        _ => store.cart_campaigns(&f).await.map_or_else(|e| store_error(&e), |r| render(&r, &format)),
+        "/v1/reports/video-funnel" => store
+            .funnel(&f)
+            .await
+            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
+        "/v1/reports/products" => store
+            .products(&f)
+            .await
+            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
+        "/v1/reports/carts" => store
+            .carts(&f)
+            .await
+            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
+        _ => store
+            .cart_campaigns(&f)
+            .await
+            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
     }
 }
 
@@ -167,17 +210,32 @@ mod tests {
     #[test]
     fn csv_quotes_and_keeps_field_order() {
         let rows = vec![
-            Row { product_code: "a,b".into(), ctr: 0.5, value: None },
-            Row { product_code: "q\"x".into(), ctr: 0.0, value: Some(1.25) },
+            Row {
+                product_code: "a,b".into(),
+                ctr: 0.5,
+                value: None,
+            },
+            Row {
+                product_code: "q\"x".into(),
+                ctr: 0.0,
+                value: Some(1.25),
+            },
         ];
         let csv = to_csv(&rows);
-        assert_eq!(csv, "productCode,ctr,value\r\n\"a,b\",0.5,\r\n\"q\"\"x\",0.0,1.25\r\n");
+        assert_eq!(
+            csv,
+            "productCode,ctr,value\r\n\"a,b\",0.5,\r\n\"q\"\"x\",0.0,1.25\r\n"
+        );
         assert_eq!(to_csv::<Row>(&[]), "");
     }
 
     #[test]
     fn filters_parse_and_bad_dates_name_the_field() {
-        let (f, _) = parse_query("campaignId=c1&from=2026-11-01&to=2026-11-02", &HeaderMap::new()).expect("parses");
+        let (f, _) = parse_query(
+            "campaignId=c1&from=2026-11-01&to=2026-11-02",
+            &HeaderMap::new(),
+        )
+        .expect("parses");
         assert_eq!(f.campaign_id.as_deref(), Some("c1"));
         assert_eq!(f.to_day.zip(f.from_day).map(|(t, fr)| t - fr), Some(1));
         assert!(parse_query("from=2026-13-01", &HeaderMap::new()).is_err());

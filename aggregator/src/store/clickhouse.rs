@@ -1,11 +1,53 @@
-//! The ClickHouse report store (being written).
+//! The ClickHouse report store (production).
+//!
+//! Tables and engines are in [`rm_schemas::tables`] (DDL, with why each table is a
+//! `ReplacingMergeTree` keyed by what it stores). In short: a write inserts, per
+//! touched entity, its complete fact set and the rows derived from it, so writing a
+//! batch again inserts equal rows; reads use `FINAL` (replacement at read time, the
+//! highest `version` wins) or count distinct dedup keys, so every answer is exact as
+//! soon as the `INSERT` returned, whether or not the server merged anything since.
+//!
+//! Reports return exactly what [`super::embedded::EmbeddedStore`] returns for the same
+//! writes: the funnel and product reports are aggregated by the server (`GROUP BY`)
+//! and turned into rows by the same constructors ([`FunnelReportRow::new`] +
+//! [`FunnelReportRow::finish`], [`ProductReportRow::new`]); the cart reports read the
+//! newest derived cart rows (narrowed by the filter on the server) and roll them up
+//! with the same pure functions ([`carts::states`], [`carts::campaign_rollup`]).
+//! Rows are sorted by their group key in Rust too, so the order is the embedded
+//! store's `BTreeMap` order whatever the server's collation.
+//!
+//! It is written for ClickHouse 18.16 as well as current releases, through the
+//! `clickhouse` crate with validation off (`RowBinary`): no server-side query
+//! parameters (values go through the crate's client-side `?` binding, which escapes
+//! them), no `Bool`/`DateTime64`/`Map`. Entity keys are looked up with `IN` lists of
+//! tuples, at most [`KEYS_PER_QUERY`] keys and [`KEY_BYTES_PER_QUERY`] bytes of key
+//! text per query (the server's default `max_query_size` is 256 KiB).
+//!
+//! Errors: a network failure, a timeout or a server error that may pass (memory,
+//! too many parts, a restart) is [`StoreError::Unavailable`]; an error a retry cannot
+//! fix (unknown table or column, type mismatch, syntax, bad credentials: see
+//! [`REFUSED_CODES`]) or a row the client cannot decode is [`StoreError::Refused`].
+//! [`Store::readiness`] reads a flag set by the last operation and, when the store is
+//! idle, by a background `SELECT 1` every [`PING_INTERVAL`]: it never waits.
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use clickhouse::query::Query;
+use clickhouse::sql::Identifier;
+use clickhouse::{Client, Row, RowWrite};
+use rm_schemas::{DedupKey, InteractionType};
+use serde::{Deserialize, Serialize};
 
 use super::{ReportFilter, Store, StoreError};
-use crate::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
-use crate::aggregate::funnel::{FunnelReportRow, ViewKey};
-use crate::aggregate::products::ProductReportRow;
+use crate::aggregate::carts::{
+    self, CartCampaignRow, CartEventRow, CartFact, CartKey, CartStateRow, Transition,
+};
+use crate::aggregate::funnel::{self, FunnelReportRow, ViewFact, ViewKey};
+use crate::aggregate::products::{ProductAction, ProductGroup, ProductReportRow};
+use crate::aggregate::DAY_MS;
 use crate::batch::{BatchWrite, EntitySets};
 
 /// ClickHouse connection settings.
@@ -15,49 +57,962 @@ pub struct ClickHouseConfig {
     #[arg(long = "clickhouse-url", env = "RM_CLICKHOUSE_URL")]
     pub url: Option<String>,
     /// Database holding the report tables (created at start).
-    #[arg(long = "clickhouse-database", env = "RM_CLICKHOUSE_DATABASE", default_value = "retail_media")]
+    #[arg(
+        long = "clickhouse-database",
+        env = "RM_CLICKHOUSE_DATABASE",
+        default_value = "retail_media"
+    )]
     pub database: String,
     /// User.
-    #[arg(long = "clickhouse-user", env = "RM_CLICKHOUSE_USER", default_value = "default")]
+    #[arg(
+        long = "clickhouse-user",
+        env = "RM_CLICKHOUSE_USER",
+        default_value = "default"
+    )]
     pub user: String,
     /// Password.
-    #[arg(long = "clickhouse-password", env = "RM_CLICKHOUSE_PASSWORD", default_value = "")]
+    #[arg(
+        long = "clickhouse-password",
+        env = "RM_CLICKHOUSE_PASSWORD",
+        default_value = ""
+    )]
     pub password: String,
 }
 
-/// The ClickHouse store.
+/// Longest a store operation (a load, a write, a report) may take.
+pub const OP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest each statement of [`ClickHouseStore::connect`] may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// How often an idle store checks that the server answers.
+pub const PING_INTERVAL: Duration = Duration::from_secs(5);
+/// Most entity keys in one `IN` list.
+pub const KEYS_PER_QUERY: usize = 1000;
+/// Most bytes of key text in one `IN` list (escaping and quotes not counted).
+pub const KEY_BYTES_PER_QUERY: usize = 128 * 1024;
+
+/// Server error codes a retry cannot fix: the request, the schema or the credentials
+/// are wrong. Any other server error is taken as passing.
+pub const REFUSED_CODES: &[u32] = &[
+    6,   // CANNOT_PARSE_TEXT
+    16,  // NO_SUCH_COLUMN_IN_TABLE
+    20,  // NUMBER_OF_COLUMNS_DOESNT_MATCH
+    26,  // CANNOT_PARSE_QUOTED_STRING
+    27,  // CANNOT_PARSE_INPUT_ASSERTION_FAILED
+    32,  // ATTEMPT_TO_READ_AFTER_EOF (a RowBinary row of the wrong shape)
+    33,  // CANNOT_READ_ALL_DATA
+    36,  // BAD_ARGUMENTS
+    38,  // CANNOT_PARSE_DATE
+    41,  // CANNOT_PARSE_DATETIME
+    42,  // NUMBER_OF_ARGUMENTS_DOESNT_MATCH
+    43,  // ILLEGAL_TYPE_OF_ARGUMENT
+    44,  // ILLEGAL_COLUMN
+    46,  // UNKNOWN_FUNCTION
+    47,  // UNKNOWN_IDENTIFIER
+    48,  // NOT_IMPLEMENTED
+    50,  // UNKNOWN_TYPE
+    53,  // TYPE_MISMATCH
+    60,  // UNKNOWN_TABLE
+    62,  // SYNTAX_ERROR
+    69,  // ARGUMENT_OUT_OF_BOUND
+    70,  // CANNOT_CONVERT_TYPE
+    72,  // CANNOT_PARSE_NUMBER
+    73,  // UNKNOWN_FORMAT
+    80,  // INCORRECT_QUERY
+    81,  // UNKNOWN_DATABASE
+    115, // UNKNOWN_SETTING
+    117, // INCORRECT_DATA
+    131, // TOO_LARGE_STRING_SIZE
+    164, // READONLY
+    181, // ILLEGAL_FINAL
+    184, // ILLEGAL_AGGREGATION
+    192, // UNKNOWN_USER
+    193, // WRONG_PASSWORD
+    194, // REQUIRED_PASSWORD
+    195, // IP_ADDRESS_NOT_ALLOWED
+    215, // NOT_AN_AGGREGATE
+    386, // NO_COMMON_TYPE
+    497, // ACCESS_DENIED
+    516, // AUTHENTICATION_FAILED
+];
+
+const IMPRESSION: &str = "impression";
+const CLICK: &str = "click";
+
+/// The ClickHouse store. Cheap to clone.
 #[derive(Clone)]
 pub struct ClickHouseStore {
-    _config: ClickHouseConfig,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    health: Mutex<Health>,
+}
+
+/// Outcome of the last operation that says something about the server.
+struct Health {
+    at: Instant,
+    problem: Option<String>,
+}
+
+impl Inner {
+    /// Records an outcome: success makes the store ready, an unavailable server not;
+    /// a refused request says nothing about the server.
+    fn note<T>(&self, r: &Result<T, StoreError>) {
+        let problem = match r {
+            Ok(_) => None,
+            Err(StoreError::Unavailable(m)) => Some(m.clone()),
+            Err(StoreError::Refused(_)) => return,
+        };
+        *self.health.lock().unwrap_or_else(PoisonError::into_inner) = Health {
+            at: Instant::now(),
+            problem,
+        };
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .at
+            .elapsed()
+    }
+}
+
+/// Pings the server while the store exists and is idle.
+async fn keep_checking(inner: Weak<Inner>) {
+    loop {
+        tokio::time::sleep(PING_INTERVAL).await;
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.idle_for() >= PING_INTERVAL {
+            let r = bounded("ping", PING_INTERVAL, ping(&inner.client)).await;
+            inner.note(&r);
+        }
+    }
+}
+
+async fn ping(client: &Client) -> Result<(), StoreError> {
+    client.query("SELECT 1").execute().await.map_err(ch("ping"))
+}
+
+/// Runs `fut` for at most `limit`.
+async fn bounded<T>(
+    what: &str,
+    limit: Duration,
+    fut: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(limit, fut).await.unwrap_or_else(|_| {
+        Err(StoreError::Unavailable(format!(
+            "{what}: ClickHouse did not answer within {limit:?}"
+        )))
+    })
+}
+
+/// Maps a client error of operation `what`.
+fn ch(what: &'static str) -> impl Fn(clickhouse::error::Error) -> StoreError {
+    move |e| classify(what, e)
+}
+
+fn classify(what: &str, e: clickhouse::error::Error) -> StoreError {
+    use clickhouse::error::Error as E;
+    let msg = format!("ClickHouse {what}: {e}");
+    match &e {
+        E::Network(_) | E::TimedOut | E::Compression(_) | E::Decompression(_) | E::Other(_) => {
+            StoreError::Unavailable(msg)
+        }
+        E::BadResponse(text) => match exception_code(text) {
+            Some(code) if REFUSED_CODES.contains(&code) => StoreError::Refused(msg),
+            _ => StoreError::Unavailable(msg),
+        },
+        // Bad parameters, rows that do not decode, schema mismatches: a retry sends
+        // or reads the same thing again.
+        _ => StoreError::Refused(msg),
+    }
+}
+
+/// The server's error code in a response: `Code: 60, e.displayText() = ...` (18.x),
+/// `Code: 60. DB::Exception: ...` (later), or just `Code: 60` from the header.
+fn exception_code(text: &str) -> Option<u32> {
+    let rest = &text[text.find("Code: ")? + "Code: ".len()..];
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+fn corrupt(what: &str, value: &str) -> StoreError {
+    StoreError::Refused(format!("corrupt store row: bad {what} {value:?}"))
+}
+
+fn dedup_hex(k: u128) -> String {
+    format!("{k:032x}")
+}
+
+fn parse_dedup(s: &str) -> Result<u128, StoreError> {
+    DedupKey::from_hex(s)
+        .map(|k| k.0)
+        .ok_or_else(|| corrupt("dedup key", s))
+}
+
+fn parse_kind(s: &str) -> Result<InteractionType, StoreError> {
+    InteractionType::from_wire(s).ok_or_else(|| corrupt("interaction type", s))
+}
+
+fn parse_transition(s: &str) -> Result<Transition, StoreError> {
+    [
+        Transition::Add,
+        Transition::Increment,
+        Transition::Decrement,
+        Transition::Removal,
+        Transition::Unchanged,
+    ]
+    .into_iter()
+    .find(|t| t.as_str() == s)
+    .ok_or_else(|| corrupt("transition", s))
+}
+
+fn action_str(a: ProductAction) -> &'static str {
+    match a {
+        ProductAction::Impression => IMPRESSION,
+        ProductAction::Click => CLICK,
+    }
+}
+
+/// First millisecond of `day`.
+fn day_start_ms(day: i32) -> i64 {
+    i64::from(day) * DAY_MS
+}
+
+/// A row of `view_facts`.
+#[derive(Row, Serialize, Deserialize)]
+struct ViewFactCh<'a> {
+    ad_id: &'a str,
+    video_id: &'a str,
+    tracking_id: &'a str,
+    dedup_key: String,
+    kind: &'a str,
+    time_ms: i64,
+}
+
+/// A row of `views`.
+#[derive(Row, Serialize)]
+struct ViewCh<'a> {
+    ad_id: &'a str,
+    video_id: &'a str,
+    tracking_id: &'a str,
+    campaign_id: &'a str,
+    day: i32,
+    version: u32,
+    creative_view: u8,
+    play: u8,
+    first_quartile: u8,
+    midpoint: u8,
+    third_quartile: u8,
+    complete: u8,
+    skips: u32,
+    pauses: u32,
+    resumes: u32,
+    mutes: u32,
+    unmutes: u32,
+    funnel_gaps: u32,
+    repeated_milestones: u32,
+}
+
+/// A row of `product_facts`.
+#[derive(Row, Serialize)]
+struct ProductFactCh<'a> {
+    campaign_id: &'a str,
+    ad_id: &'a str,
+    catalog_id: &'a str,
+    product_code: &'a str,
+    day: i32,
+    action: &'a str,
+    dedup_key: String,
+}
+
+/// A row of `cart_events`.
+#[derive(Row, Serialize, Deserialize)]
+struct CartEventCh<'a> {
+    tracking_id: &'a str,
+    catalog_id: &'a str,
+    product_code: &'a str,
+    dedup_key: String,
+    time_ms: i64,
+    units: u64,
+    value: Option<f64>,
+    campaign_id: &'a str,
+    ad_id: &'a str,
+    prev_units: u64,
+    transition: &'a str,
+    version: u32,
+}
+
+impl CartEventCh<'_> {
+    fn to_row(&self) -> Result<CartEventRow, StoreError> {
+        Ok(CartEventRow {
+            key: CartKey {
+                tracking_id: self.tracking_id.to_owned(),
+                catalog_id: self.catalog_id.to_owned(),
+                product_code: self.product_code.to_owned(),
+            },
+            fact: CartFact {
+                dedup_key: parse_dedup(&self.dedup_key)?,
+                time_ms: self.time_ms,
+                units: self.units,
+                value: self.value,
+                campaign_id: self.campaign_id.to_owned(),
+                ad_id: self.ad_id.to_owned(),
+            },
+            prev_units: self.prev_units,
+            transition: parse_transition(self.transition)?,
+            version: self.version,
+        })
+    }
+}
+
+/// A group of the funnel report, as the server sums it.
+#[derive(Row, Deserialize)]
+struct FunnelAgg {
+    campaign_id: String,
+    ad_id: String,
+    video_id: String,
+    day: i32,
+    views: u64,
+    creative_views: u64,
+    plays: u64,
+    first_quartiles: u64,
+    midpoints: u64,
+    third_quartiles: u64,
+    completes: u64,
+    skips: u64,
+    pauses: u64,
+    resumes: u64,
+    mutes: u64,
+    unmutes: u64,
+    funnel_gaps: u64,
+    repeated_milestones: u64,
+}
+
+/// A group of the product report, as the server counts it.
+#[derive(Row, Deserialize)]
+struct ProductAgg {
+    campaign_id: String,
+    ad_id: String,
+    catalog_id: String,
+    product_code: String,
+    day: i32,
+    impressions: u64,
+    clicks: u64,
+}
+
+/// A bound value.
+enum Arg {
+    Str(String),
+    Int(i64),
+}
+
+/// `WHERE` conditions with their `?` values, in text order.
+#[derive(Default)]
+struct Conds {
+    sql: Vec<String>,
+    args: Vec<Arg>,
+}
+
+impl Conds {
+    fn str(&mut self, cond: &str, v: &Option<String>) {
+        if let Some(v) = v {
+            self.sql.push(cond.to_owned());
+            self.args.push(Arg::Str(v.clone()));
+        }
+    }
+
+    fn int(&mut self, cond: &str, v: Option<i64>) {
+        if let Some(v) = v {
+            self.sql.push(cond.to_owned());
+            self.args.push(Arg::Int(v));
+        }
+    }
+
+    /// Event times within the filter's days (`day_of(t)` in range, exactly).
+    fn event_days(&mut self, f: &ReportFilter) {
+        self.int("time_ms >= ?", f.from_day.map(day_start_ms));
+        self.int("time_ms < ?", f.to_day.map(|d| day_start_ms(d) + DAY_MS));
+    }
+
+    /// Only carts with at least one event matching `sub` (an event of the carts'
+    /// table matching the conditions).
+    fn carts_having(&mut self, sub: Conds) {
+        if sub.sql.is_empty() {
+            return;
+        }
+        self.sql.push(format!(
+            "(tracking_id, catalog_id, product_code) IN \
+             (SELECT tracking_id, catalog_id, product_code FROM cart_events{})",
+            sub.clause()
+        ));
+        self.args.extend(sub.args);
+    }
+
+    fn clause(&self) -> String {
+        if self.sql.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", self.sql.join(" AND "))
+        }
+    }
+
+    fn bind(self, mut q: Query) -> Query {
+        for a in self.args {
+            q = match a {
+                Arg::Str(s) => q.bind(s),
+                Arg::Int(i) => q.bind(i),
+            };
+        }
+        q
+    }
+}
+
+/// Splits keys into `IN` lists of bounded size.
+fn chunks<'k, K>(keys: &'k HashSet<K>, size: impl Fn(&K) -> usize) -> Vec<Vec<&'k K>>
+where
+    K: Ord,
+{
+    let mut sorted: Vec<&K> = keys.iter().collect();
+    sorted.sort();
+    let mut out: Vec<Vec<&K>> = Vec::new();
+    let mut bytes = 0;
+    for k in sorted {
+        let n = size(k) + 16;
+        match out.last_mut() {
+            Some(c) if c.len() < KEYS_PER_QUERY && bytes + n <= KEY_BYTES_PER_QUERY => {
+                bytes += n;
+                c.push(k);
+            }
+            _ => {
+                bytes = n;
+                out.push(vec![k]);
+            }
+        }
+    }
+    out
+}
+
+/// `?,?,...` for `n` values.
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(",")
+}
+
+/// Inserts `rows` into `table` with one `INSERT`.
+async fn insert_rows<R: Row + RowWrite>(
+    client: &Client,
+    table: &'static str,
+    rows: &[R::Value<'_>],
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let fail = ch(table);
+    let mut insert = client.insert::<R>(table).await.map_err(&fail)?;
+    for r in rows {
+        insert.write(r).await.map_err(&fail)?;
+    }
+    insert.end().await.map_err(&fail)
 }
 
 impl ClickHouseStore {
-    /// Connects and applies migrations.
+    /// Connects, creates the database and the tables when missing (idempotent), and
+    /// checks that the server answers.
     pub async fn connect(config: &ClickHouseConfig) -> Result<Self, StoreError> {
-        Err(StoreError::Unavailable(format!("clickhouse store not built yet ({:?})", config.url)))
+        let url = config
+            .url
+            .as_deref()
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| {
+                StoreError::Refused(
+                    "no ClickHouse URL (--clickhouse-url / RM_CLICKHOUSE_URL)".into(),
+                )
+            })?;
+        let server = Client::default()
+            .with_url(url)
+            .with_user(config.user.clone())
+            .with_password(config.password.clone())
+            .with_validation(false);
+        let create = server
+            .query("CREATE DATABASE IF NOT EXISTS ?")
+            .bind(Identifier(&config.database));
+        bounded("create database", CONNECT_TIMEOUT, async {
+            create.execute().await.map_err(ch("create database"))
+        })
+        .await?;
+        let client = server.with_database(config.database.clone());
+        for ddl in rm_schemas::tables::ALL {
+            bounded("create table", CONNECT_TIMEOUT, async {
+                client
+                    .query_raw(ddl)
+                    .execute()
+                    .await
+                    .map_err(ch("create table"))
+            })
+            .await?;
+        }
+        bounded("ping", CONNECT_TIMEOUT, ping(&client)).await?;
+        let inner = Arc::new(Inner {
+            client,
+            health: Mutex::new(Health {
+                at: Instant::now(),
+                problem: None,
+            }),
+        });
+        tokio::spawn(keep_checking(Arc::downgrade(&inner)));
+        Ok(Self { inner })
+    }
+
+    fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// Runs one store operation: bounded in time, its outcome noted for readiness.
+    async fn op<T>(
+        &self,
+        what: &str,
+        fut: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let r = bounded(what, OP_TIMEOUT, fut).await;
+        self.inner.note(&r);
+        r
+    }
+
+    async fn load_views(
+        &self,
+        keys: &HashSet<ViewKey>,
+        sets: &mut EntitySets,
+    ) -> Result<(), StoreError> {
+        let fail = ch("load views");
+        for chunk in chunks(keys, |k| {
+            k.ad_id.len() + k.video_id.len() + k.tracking_id.len()
+        }) {
+            let sql = format!(
+                "SELECT ?fields FROM view_facts FINAL WHERE (ad_id, video_id, tracking_id) IN ({})",
+                placeholders(chunk.len())
+            );
+            let mut q = self.client().query(&sql);
+            for k in chunk {
+                q = q.bind((&k.ad_id, &k.video_id, &k.tracking_id));
+            }
+            let mut cursor = q.fetch::<ViewFactCh<'_>>().map_err(&fail)?;
+            while let Some(r) = cursor.next().await.map_err(&fail)? {
+                let key = ViewKey {
+                    ad_id: r.ad_id.to_owned(),
+                    video_id: r.video_id.to_owned(),
+                    tracking_id: r.tracking_id.to_owned(),
+                };
+                let fact = ViewFact {
+                    dedup_key: parse_dedup(&r.dedup_key)?,
+                    kind: parse_kind(r.kind)?,
+                    time_ms: r.time_ms,
+                };
+                // Keeps the set's order (event time, dedup key) and drops copies.
+                funnel::insert_fact(sets.views.entry(key).or_default(), fact);
+            }
+        }
+        Ok(())
+    }
+
+    async fn load_carts(
+        &self,
+        keys: &HashSet<CartKey>,
+        sets: &mut EntitySets,
+    ) -> Result<(), StoreError> {
+        let fail = ch("load carts");
+        for chunk in chunks(keys, |k| {
+            k.tracking_id.len() + k.catalog_id.len() + k.product_code.len()
+        }) {
+            let sql = format!(
+                "SELECT ?fields FROM cart_events FINAL WHERE (tracking_id, catalog_id, product_code) IN ({})",
+                placeholders(chunk.len())
+            );
+            let mut q = self.client().query(&sql);
+            for k in chunk {
+                q = q.bind((&k.tracking_id, &k.catalog_id, &k.product_code));
+            }
+            let mut cursor = q.fetch::<CartEventCh<'_>>().map_err(&fail)?;
+            while let Some(r) = cursor.next().await.map_err(&fail)? {
+                let row = r.to_row()?;
+                // A fact is the same in every version of its cart, and the newest
+                // version holds every fact: the union is the cart's current set.
+                carts::insert_fact(sets.carts.entry(row.key).or_default(), row.fact);
+            }
+        }
+        Ok(())
+    }
+
+    async fn write_batch(&self, b: &BatchWrite) -> Result<(), StoreError> {
+        let client = self.client();
+        // Facts first: if a crash cuts the batch short, the retried batch folds onto
+        // the stored facts and rewrites every derived row.
+        let view_facts: Vec<ViewFactCh<'_>> = b
+            .view_facts
+            .iter()
+            .flat_map(|(k, facts)| {
+                facts.iter().map(move |f| ViewFactCh {
+                    ad_id: &k.ad_id,
+                    video_id: &k.video_id,
+                    tracking_id: &k.tracking_id,
+                    dedup_key: dedup_hex(f.dedup_key),
+                    kind: f.kind.as_str(),
+                    time_ms: f.time_ms,
+                })
+            })
+            .collect();
+        insert_rows::<ViewFactCh<'_>>(client, "view_facts", &view_facts).await?;
+        let products: Vec<ProductFactCh<'_>> = b
+            .product_facts
+            .iter()
+            .map(|p| ProductFactCh {
+                campaign_id: &p.group.campaign_id,
+                ad_id: &p.group.ad_id,
+                catalog_id: &p.group.catalog_id,
+                product_code: &p.group.product_code,
+                day: p.group.day,
+                action: action_str(p.action),
+                dedup_key: dedup_hex(p.dedup_key),
+            })
+            .collect();
+        insert_rows::<ProductFactCh<'_>>(client, "product_facts", &products).await?;
+        let views: Vec<ViewCh<'_>> = b
+            .views
+            .iter()
+            .map(|v| {
+                let [creative_view, play, first_quartile, midpoint, third_quartile, complete] =
+                    v.milestones;
+                let [skips, pauses, resumes, mutes, unmutes] = v.controls;
+                ViewCh {
+                    ad_id: &v.key.ad_id,
+                    video_id: &v.key.video_id,
+                    tracking_id: &v.key.tracking_id,
+                    campaign_id: &v.campaign_id,
+                    day: v.day,
+                    version: v.version,
+                    creative_view,
+                    play,
+                    first_quartile,
+                    midpoint,
+                    third_quartile,
+                    complete,
+                    skips,
+                    pauses,
+                    resumes,
+                    mutes,
+                    unmutes,
+                    funnel_gaps: v.funnel_gaps,
+                    repeated_milestones: v.repeated_milestones,
+                }
+            })
+            .collect();
+        insert_rows::<ViewCh<'_>>(client, "views", &views).await?;
+        let cart_rows: Vec<CartEventCh<'_>> = b
+            .cart_rows
+            .iter()
+            .map(|r| CartEventCh {
+                tracking_id: &r.key.tracking_id,
+                catalog_id: &r.key.catalog_id,
+                product_code: &r.key.product_code,
+                dedup_key: dedup_hex(r.fact.dedup_key),
+                time_ms: r.fact.time_ms,
+                units: r.fact.units,
+                value: r.fact.value,
+                campaign_id: &r.fact.campaign_id,
+                ad_id: &r.fact.ad_id,
+                prev_units: r.prev_units,
+                transition: r.transition.as_str(),
+                version: r.version,
+            })
+            .collect();
+        insert_rows::<CartEventCh<'_>>(client, "cart_events", &cart_rows).await
+    }
+
+    async fn funnel_report(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
+        let mut w = Conds::default();
+        w.str("campaign_id = ?", &f.campaign_id);
+        w.str("ad_id = ?", &f.ad_id);
+        w.int("day >= ?", f.from_day.map(i64::from));
+        w.int("day <= ?", f.to_day.map(i64::from));
+        // FINAL keeps each view's newest row before the filter: a view's day moves
+        // when an earlier event arrives late.
+        let sql = format!(
+            "SELECT campaign_id, ad_id, video_id, day, \
+             countIf(creative_view + play + first_quartile + midpoint + third_quartile + complete > 0), \
+             sum(creative_view), sum(play), sum(first_quartile), sum(midpoint), sum(third_quartile), sum(complete), \
+             sum(skips), sum(pauses), sum(resumes), sum(mutes), sum(unmutes), \
+             sum(funnel_gaps), sum(repeated_milestones) \
+             FROM views FINAL{} \
+             GROUP BY campaign_id, ad_id, video_id, day \
+             ORDER BY campaign_id, ad_id, video_id, day",
+            w.clause()
+        );
+        let mut groups: Vec<FunnelAgg> = w
+            .bind(self.client().query(&sql))
+            .fetch_all()
+            .await
+            .map_err(ch("funnel report"))?;
+        groups.sort_by(|a, b| {
+            (&a.campaign_id, &a.ad_id, &a.video_id, a.day).cmp(&(
+                &b.campaign_id,
+                &b.ad_id,
+                &b.video_id,
+                b.day,
+            ))
+        });
+        Ok(groups
+            .into_iter()
+            .map(|g| {
+                let mut r = FunnelReportRow::new(g.campaign_id, g.ad_id, g.video_id, g.day);
+                r.views = g.views;
+                r.creative_views = g.creative_views;
+                r.plays = g.plays;
+                r.first_quartiles = g.first_quartiles;
+                r.midpoints = g.midpoints;
+                r.third_quartiles = g.third_quartiles;
+                r.completes = g.completes;
+                r.skips = g.skips;
+                r.pauses = g.pauses;
+                r.resumes = g.resumes;
+                r.mutes = g.mutes;
+                r.unmutes = g.unmutes;
+                r.funnel_gap_violations = g.funnel_gaps;
+                r.repeated_milestone_violations = g.repeated_milestones;
+                r.finish()
+            })
+            .collect())
+    }
+
+    async fn product_report(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
+        let mut w = Conds::default();
+        w.str("campaign_id = ?", &f.campaign_id);
+        w.str("ad_id = ?", &f.ad_id);
+        w.str("catalog_id = ?", &f.catalog_id);
+        w.int("day >= ?", f.from_day.map(i64::from));
+        w.int("day <= ?", f.to_day.map(i64::from));
+        // Distinct dedup keys: exact whether or not copies were merged away.
+        let sql = format!(
+            "SELECT campaign_id, ad_id, catalog_id, product_code, day, \
+             uniqExactIf(dedup_key, action = '{IMPRESSION}'), uniqExactIf(dedup_key, action = '{CLICK}') \
+             FROM product_facts{} \
+             GROUP BY campaign_id, ad_id, catalog_id, product_code, day \
+             ORDER BY campaign_id, ad_id, catalog_id, product_code, day",
+            w.clause()
+        );
+        let groups: Vec<ProductAgg> = w
+            .bind(self.client().query(&sql))
+            .fetch_all()
+            .await
+            .map_err(ch("product report"))?;
+        let mut rows: Vec<(ProductGroup, u64, u64)> = groups
+            .into_iter()
+            .map(|g| {
+                let group = ProductGroup {
+                    campaign_id: g.campaign_id,
+                    ad_id: g.ad_id,
+                    catalog_id: g.catalog_id,
+                    product_code: g.product_code,
+                    day: g.day,
+                };
+                (group, g.impressions, g.clicks)
+            })
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(rows
+            .iter()
+            .map(|(g, i, c)| ProductReportRow::new(g, *i, *c))
+            .collect())
+    }
+
+    /// The newest derived rows of the carts matching `w`.
+    async fn cart_rows(&self, w: Conds) -> Result<Vec<CartEventRow>, StoreError> {
+        let fail = ch("cart report");
+        let sql = format!("SELECT ?fields FROM cart_events FINAL{}", w.clause());
+        let mut cursor = w
+            .bind(self.client().query(&sql))
+            .fetch::<CartEventCh<'_>>()
+            .map_err(&fail)?;
+        let mut rows = Vec::new();
+        while let Some(r) = cursor.next().await.map_err(&fail)? {
+            rows.push(r.to_row()?);
+        }
+        Ok(rows)
+    }
+
+    async fn cart_report(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
+        let mut w = Conds::default();
+        w.str("catalog_id = ?", &f.catalog_id);
+        // A cart passes when its latest event matches the campaign, the ad and the
+        // days: the server keeps only carts with some event that does (a superset),
+        // the exact test runs below on the cart's state.
+        let mut sub = Conds::default();
+        sub.str("campaign_id = ?", &f.campaign_id);
+        sub.str("ad_id = ?", &f.ad_id);
+        sub.event_days(f);
+        if !sub.sql.is_empty() {
+            sub.str("catalog_id = ?", &f.catalog_id);
+        }
+        w.carts_having(sub);
+        let rows = self.cart_rows(w).await?;
+        Ok(carts::states(&rows)
+            .into_iter()
+            .filter(|s| {
+                let day = crate::aggregate::parse_day(&s.last_day).unwrap_or(0);
+                f.matches(&s.campaign_id, Some(&s.ad_id), Some(&s.catalog_id), day)
+            })
+            .collect())
+    }
+
+    async fn cart_campaign_report(
+        &self,
+        f: &ReportFilter,
+    ) -> Result<Vec<CartCampaignRow>, StoreError> {
+        // Events of the filter's days (by their own time), of carts of the catalog.
+        let mut w = Conds::default();
+        w.str("catalog_id = ?", &f.catalog_id);
+        w.event_days(f);
+        // A campaign's rows come only from carts with an event of that campaign in
+        // those days; the ad filter does not apply to this report.
+        if f.campaign_id.is_some() {
+            let mut sub = Conds::default();
+            sub.str("campaign_id = ?", &f.campaign_id);
+            sub.event_days(f);
+            sub.str("catalog_id = ?", &f.catalog_id);
+            w.carts_having(sub);
+        }
+        let rows = self.cart_rows(w).await?;
+        Ok(carts::campaign_rollup(&rows)
+            .into_iter()
+            .filter(|r| f.campaign_id.as_deref().is_none_or(|c| c == r.campaign_id))
+            .collect())
     }
 }
 
 impl Store for ClickHouseStore {
-    async fn load(&self, _v: &HashSet<ViewKey>, _c: &HashSet<CartKey>) -> Result<EntitySets, StoreError> {
-        Err(StoreError::Unavailable("not built".into()))
+    async fn load(
+        &self,
+        views: &HashSet<ViewKey>,
+        carts: &HashSet<CartKey>,
+    ) -> Result<EntitySets, StoreError> {
+        self.op("load", async {
+            let mut sets = EntitySets::default();
+            self.load_views(views, &mut sets).await?;
+            self.load_carts(carts, &mut sets).await?;
+            Ok(sets)
+        })
+        .await
     }
-    async fn write(&self, _b: &BatchWrite) -> Result<(), StoreError> {
-        Err(StoreError::Unavailable("not built".into()))
+
+    async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
+        self.op("write", self.write_batch(batch)).await
     }
-    async fn funnel(&self, _f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
-        Err(StoreError::Unavailable("not built".into()))
+
+    async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
+        self.op("funnel report", self.funnel_report(f)).await
     }
-    async fn products(&self, _f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
-        Err(StoreError::Unavailable("not built".into()))
+
+    async fn products(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
+        self.op("product report", self.product_report(f)).await
     }
-    async fn carts(&self, _f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
-        Err(StoreError::Unavailable("not built".into()))
+
+    async fn carts(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
+        self.op("cart report", self.cart_report(f)).await
     }
-    async fn cart_campaigns(&self, _f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
-        Err(StoreError::Unavailable("not built".into()))
+
+    async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
+        self.op("cart campaign report", self.cart_campaign_report(f))
+            .await
     }
+
     fn readiness(&self) -> Result<(), String> {
-        Err("not built".into())
+        match &self
+            .inner
+            .health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .problem
+        {
+            None => Ok(()),
+            Some(p) => Err(p.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_error_codes_are_read_from_both_formats() {
+        let old = "Code: 60, e.displayText() = DB::Exception: Table x.y doesn't exist., e.what() = DB::Exception";
+        let new =
+            "Code: 241. DB::Exception: Memory limit (total) exceeded. (MEMORY_LIMIT_EXCEEDED)";
+        assert_eq!(exception_code(old), Some(60));
+        assert_eq!(exception_code(new), Some(241));
+        assert_eq!(exception_code("Code: 159"), Some(159));
+        assert_eq!(exception_code("502 Bad Gateway"), None);
+    }
+
+    #[test]
+    fn refused_only_when_a_retry_cannot_help() {
+        let e = |s: &str| classify("t", clickhouse::error::Error::BadResponse(s.into()));
+        assert!(
+            !e("Code: 60, e.displayText() = DB::Exception: Table doesn't exist").is_retryable()
+        );
+        assert!(!e("Code: 53. DB::Exception: Type mismatch").is_retryable());
+        assert!(e("Code: 241. DB::Exception: Memory limit exceeded").is_retryable());
+        assert!(e("Code: 252. DB::Exception: Too many parts").is_retryable());
+        assert!(e("503 Service Unavailable").is_retryable());
+        assert!(classify("t", clickhouse::error::Error::TimedOut).is_retryable());
+        assert!(!classify("t", clickhouse::error::Error::NotEnoughData).is_retryable());
+    }
+
+    #[test]
+    fn dedup_keys_round_trip_as_fixed_width_hex() {
+        for k in [0u128, 1, u128::MAX, 0xabc << 64] {
+            let s = dedup_hex(k);
+            assert_eq!(s.len(), 32);
+            assert_eq!(parse_dedup(&s).expect("hex"), k);
+        }
+        assert!(
+            dedup_hex(2) < dedup_hex(10),
+            "string order is numeric order"
+        );
+        assert!(parse_dedup("xyz").is_err());
+    }
+
+    #[test]
+    fn transitions_round_trip() {
+        for t in [
+            Transition::Add,
+            Transition::Increment,
+            Transition::Decrement,
+            Transition::Removal,
+            Transition::Unchanged,
+        ] {
+            assert_eq!(parse_transition(t.as_str()).expect("known"), t);
+        }
+    }
+
+    #[test]
+    fn key_lists_are_bounded() {
+        let keys: HashSet<String> = (0..2500).map(|i| format!("k{i:05}")).collect();
+        let c = chunks(&keys, String::len);
+        assert_eq!(
+            c.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![1000, 1000, 500]
+        );
+        let big: HashSet<String> = (0..10)
+            .map(|i| format!("{i}{}", "x".repeat(40_000)))
+            .collect();
+        let c = chunks(&big, String::len);
+        assert!(c
+            .iter()
+            .all(|c| c.iter().map(|k| k.len() + 16).sum::<usize>() <= KEY_BYTES_PER_QUERY));
+        assert_eq!(c.iter().map(Vec::len).sum::<usize>(), 10);
+        assert!(chunks(&HashSet::<String>::new(), String::len).is_empty());
     }
 }

@@ -80,10 +80,15 @@ impl EmbeddedStore {
         f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let db = Arc::clone(&self.db);
-        tokio::task::spawn_blocking(move || f(&db)).await.map_err(err)?
+        tokio::task::spawn_blocking(move || f(&db))
+            .await
+            .map_err(err)?
     }
 
-    fn scan<T: DeserializeOwned>(db: &Database, table: TableDefinition<&str, &[u8]>) -> Result<Vec<T>, StoreError> {
+    fn scan<T: DeserializeOwned>(
+        db: &Database,
+        table: TableDefinition<&str, &[u8]>,
+    ) -> Result<Vec<T>, StoreError> {
         let r = db.begin_read().map_err(err)?;
         let t = r.open_table(table).map_err(err)?;
         let mut out = Vec::new();
@@ -98,14 +103,24 @@ impl EmbeddedStore {
         let carts: Vec<Vec<CartEventRow>> = Self::scan(db, CARTS)?;
         Ok(carts
             .into_iter()
-            .filter(|rows| rows.first().is_none_or(|r| f.catalog_id.as_deref().is_none_or(|c| c == r.key.catalog_id)))
+            .filter(|rows| {
+                rows.first().is_none_or(|r| {
+                    f.catalog_id
+                        .as_deref()
+                        .is_none_or(|c| c == r.key.catalog_id)
+                })
+            })
             .flatten()
             .collect())
     }
 }
 
 impl Store for EmbeddedStore {
-    async fn load(&self, views: &HashSet<ViewKey>, carts: &HashSet<CartKey>) -> Result<EntitySets, StoreError> {
+    async fn load(
+        &self,
+        views: &HashSet<ViewKey>,
+        carts: &HashSet<CartKey>,
+    ) -> Result<EntitySets, StoreError> {
         let (views, carts) = (views.clone(), carts.clone());
         self.blocking(move |db| {
             let r = db.begin_read().map_err(err)?;
@@ -121,7 +136,8 @@ impl Store for EmbeddedStore {
             for k in carts {
                 if let Some(v) = ct.get(key(&k).as_str()).map_err(err)? {
                     let rows: Vec<CartEventRow> = parse(v.value())?;
-                    sets.carts.insert(k, rows.into_iter().map(|r| r.fact).collect());
+                    sets.carts
+                        .insert(k, rows.into_iter().map(|r| r.fact).collect());
                 }
             }
             Ok(sets)
@@ -136,11 +152,13 @@ impl Store for EmbeddedStore {
             {
                 let mut vf = w.open_table(VIEW_FACTS).map_err(err)?;
                 for (k, facts) in &batch.view_facts {
-                    vf.insert(key(k).as_str(), val(facts).as_slice()).map_err(err)?;
+                    vf.insert(key(k).as_str(), val(facts).as_slice())
+                        .map_err(err)?;
                 }
                 let mut vt = w.open_table(VIEWS).map_err(err)?;
                 for v in &batch.views {
-                    vt.insert(key(&v.key).as_str(), val(v).as_slice()).map_err(err)?;
+                    vt.insert(key(&v.key).as_str(), val(v).as_slice())
+                        .map_err(err)?;
                 }
                 let mut pf = w.open_table(PRODUCT_FACTS).map_err(err)?;
                 for p in &batch.product_facts {
@@ -148,12 +166,14 @@ impl Store for EmbeddedStore {
                     pf.insert(k.as_str(), val(p).as_slice()).map_err(err)?;
                 }
                 let mut ct = w.open_table(CARTS).map_err(err)?;
-                let mut by_cart: std::collections::BTreeMap<&CartKey, Vec<&CartEventRow>> = Default::default();
+                let mut by_cart: std::collections::BTreeMap<&CartKey, Vec<&CartEventRow>> =
+                    Default::default();
                 for r in &batch.cart_rows {
                     by_cart.entry(&r.key).or_default().push(r);
                 }
                 for (k, rows) in by_cart {
-                    ct.insert(key(k).as_str(), val(&rows).as_slice()).map_err(err)?;
+                    ct.insert(key(k).as_str(), val(&rows).as_slice())
+                        .map_err(err)?;
                 }
             }
             w.commit().map_err(err)
@@ -165,8 +185,10 @@ impl Store for EmbeddedStore {
         let f = f.clone();
         self.blocking(move |db| {
             let views: Vec<ViewRow> = Self::scan(db, VIEWS)?;
-            let kept: Vec<&ViewRow> =
-                views.iter().filter(|v| f.matches(&v.campaign_id, Some(&v.key.ad_id), None, v.day)).collect();
+            let kept: Vec<&ViewRow> = views
+                .iter()
+                .filter(|v| f.matches(&v.campaign_id, Some(&v.key.ad_id), None, v.day))
+                .collect();
             Ok(funnel::report(kept))
         })
         .await

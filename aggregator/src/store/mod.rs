@@ -54,10 +54,22 @@ pub struct ReportFilter {
 
 impl ReportFilter {
     /// True when a row with these values passes the filter (`None` = not applicable).
-    pub fn matches(&self, campaign: &str, ad: Option<&str>, catalog: Option<&str>, day: i32) -> bool {
+    pub fn matches(
+        &self,
+        campaign: &str,
+        ad: Option<&str>,
+        catalog: Option<&str>,
+        day: i32,
+    ) -> bool {
         self.campaign_id.as_deref().is_none_or(|c| c == campaign)
-            && self.ad_id.as_deref().is_none_or(|a| ad.is_none_or(|x| x == a))
-            && self.catalog_id.as_deref().is_none_or(|c| catalog.is_none_or(|x| x == c))
+            && self
+                .ad_id
+                .as_deref()
+                .is_none_or(|a| ad.is_none_or(|x| x == a))
+            && self
+                .catalog_id
+                .as_deref()
+                .is_none_or(|c| catalog.is_none_or(|x| x == c))
             && self.from_day.is_none_or(|d| day >= d)
             && self.to_day.is_none_or(|d| day <= d)
     }
@@ -76,16 +88,28 @@ pub trait Store: Send + Sync + 'static {
     fn write(&self, batch: &BatchWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Video funnel report.
-    fn funnel(&self, f: &ReportFilter) -> impl Future<Output = Result<Vec<FunnelReportRow>, StoreError>> + Send;
+    fn funnel(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<FunnelReportRow>, StoreError>> + Send;
 
     /// Product performance report.
-    fn products(&self, f: &ReportFilter) -> impl Future<Output = Result<Vec<ProductReportRow>, StoreError>> + Send;
+    fn products(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<ProductReportRow>, StoreError>> + Send;
 
     /// Cart states (filtered by the campaign, ad and day of each cart's latest event).
-    fn carts(&self, f: &ReportFilter) -> impl Future<Output = Result<Vec<CartStateRow>, StoreError>> + Send;
+    fn carts(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<CartStateRow>, StoreError>> + Send;
 
     /// Carts per campaign and product.
-    fn cart_campaigns(&self, f: &ReportFilter) -> impl Future<Output = Result<Vec<CartCampaignRow>, StoreError>> + Send;
+    fn cart_campaigns(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<CartCampaignRow>, StoreError>> + Send;
 
     /// `Ok` when the store can take writes, else why not.
     fn readiness(&self) -> Result<(), String>;
@@ -109,7 +133,11 @@ macro_rules! dispatch {
 }
 
 impl Store for AnyStore {
-    async fn load(&self, views: &HashSet<ViewKey>, carts: &HashSet<CartKey>) -> Result<EntitySets, StoreError> {
+    async fn load(
+        &self,
+        views: &HashSet<ViewKey>,
+        carts: &HashSet<CartKey>,
+    ) -> Result<EntitySets, StoreError> {
         dispatch!(self, s => s.load(views, carts).await)
     }
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {

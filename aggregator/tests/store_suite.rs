@@ -1,0 +1,603 @@
+//! One test suite for every report store: the embedded store (redb) and ClickHouse.
+//!
+//! [`suite`] folds synthetic log records into batches exactly as the aggregator does
+//! after a restart (the touched entities' fact sets are loaded from the store, never
+//! kept in memory), writes every batch twice, and checks each report, with and without
+//! each filter, against values written out here. It returns a transcript of the
+//! reports over a sweep of filters; the ClickHouse test runs the suite on both
+//! backends and requires equal transcripts.
+//!
+//! The ClickHouse test needs `RM_CLICKHOUSE_URL` (`deploy/local/up.sh` prints it); it
+//! works in a fresh database `rm_test_<pid>_<nanos>` and drops it at the end. Without
+//! the variable it is skipped, unless `RM_REQUIRE_SERVICES=1`, where it fails.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, FixedOffset, Utc};
+use rm_aggregator::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
+use rm_aggregator::aggregate::funnel::{FunnelReportRow, ViewKey};
+use rm_aggregator::aggregate::products::ProductReportRow;
+use rm_aggregator::aggregate::{format_day, DAY_MS};
+use rm_aggregator::batch::{fold, touched, EntitySets, FoldStats, Policy};
+use rm_aggregator::store::clickhouse::{ClickHouseConfig, ClickHouseStore};
+use rm_aggregator::store::embedded::EmbeddedStore;
+use rm_aggregator::store::{ReportFilter, Store};
+use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+
+/// 2026-11-18 and the day after, as day numbers.
+const D0: i32 = 20_775;
+const D1: i32 = D0 + 1;
+const DAY0: &str = "2026-11-18";
+const DAY1: &str = "2026-11-19";
+
+const AD1: &str = "rm1.c1.x";
+const AD2: &str = "rm1.c2.x";
+/// Tracking ids with a quote, a backslash and a question mark: the store must escape
+/// them when it looks the entity up again.
+const S1: &str = "s'1\\";
+const SHOPPER1: &str = "shopper-1'\\?";
+
+/// Milliseconds at `ms` into `day`.
+fn t(day: i32, ms: i64) -> i64 {
+    i64::from(day) * DAY_MS + ms
+}
+
+/// 10:00 UTC.
+const TEN: i64 = 10 * 3_600_000;
+
+fn at(ms: i64) -> DateTime<FixedOffset> {
+    DateTime::from_timestamp_millis(ms).expect("time in range").fixed_offset()
+}
+
+fn event(kind: T, ad: &str, ms: i64) -> InteractionEvent {
+    InteractionEvent {
+        ad_id: ad.into(),
+        interaction_type: kind,
+        timestamp: at(ms),
+        session_id: None,
+        customer_id: None,
+        dtm_token: None,
+        video_id: None,
+        product_code: None,
+        catalog_id: None,
+        creative_id: None,
+        units: None,
+        conversion_value: None,
+        iab_consent_string: None,
+    }
+}
+
+fn video(kind: T, ad: &str, video: &str, session: &str, ms: i64) -> InteractionEvent {
+    InteractionEvent {
+        session_id: Some(session.into()),
+        video_id: Some(video.into()),
+        ..event(kind, ad, ms)
+    }
+}
+
+fn product(kind: T, ad: &str, catalog: &str, code: &str, ms: i64) -> InteractionEvent {
+    InteractionEvent {
+        session_id: Some("s-shop".into()),
+        catalog_id: Some(catalog.into()),
+        product_code: Some(code.into()),
+        ..event(kind, ad, ms)
+    }
+}
+
+fn cart(ad: &str, shopper: &str, catalog: &str, code: &str, units: u64, value: Option<f64>, ms: i64) -> InteractionEvent {
+    InteractionEvent {
+        customer_id: Some(shopper.into()),
+        catalog_id: Some(catalog.into()),
+        product_code: Some(code.into()),
+        units: Some(units),
+        conversion_value: value,
+        ..event(T::Cart, ad, ms)
+    }
+}
+
+/// The same instant written with another offset: the same event (same dedup key).
+fn refired(e: InteractionEvent) -> InteractionEvent {
+    let east2 = FixedOffset::east_opt(2 * 3600).expect("offset");
+    InteractionEvent { timestamp: e.timestamp.with_timezone(&east2), ..e }
+}
+
+/// Log records as the edge writes them: a fresh event id, received 2 s later.
+fn records(events: Vec<InteractionEvent>) -> Vec<EventRecord> {
+    events
+        .into_iter()
+        .map(|e| {
+            let received = e.timestamp.with_timezone(&Utc) + chrono::Duration::seconds(2);
+            EventRecord::new(e, uuid::Uuid::now_v7(), received)
+        })
+        .collect()
+}
+
+/// First batch.
+fn batch1() -> Vec<EventRecord> {
+    records(vec![
+        // V1: the first half of a full watch (the rest comes in batch 2).
+        video(T::VideoCreativeView, AD1, "vid-1", S1, t(D0, TEN)),
+        video(T::VideoPlay, AD1, "vid-1", S1, t(D0, TEN + 100)),
+        video(T::VideoFirstQuartile, AD1, "vid-1", S1, t(D0, TEN + 1_000)),
+        video(T::VideoMidpoint, AD1, "vid-1", S1, t(D0, TEN + 2_000)),
+        // V2: a seek straight to the midpoint (a gap), rapid pauses (debounced to 2).
+        video(T::VideoCreativeView, AD1, "vid-1", "s2", t(D0, TEN + 10)),
+        video(T::VideoPlay, AD1, "vid-1", "s2", t(D0, TEN + 20)),
+        video(T::VideoPause, AD1, "vid-1", "s2", t(D0, TEN + 100)),
+        video(T::VideoPause, AD1, "vid-1", "s2", t(D0, TEN + 300)),
+        video(T::VideoPause, AD1, "vid-1", "s2", t(D0, TEN + 600)),
+        video(T::VideoMidpoint, AD1, "vid-1", "s2", t(D0, TEN + 700)),
+        video(T::VideoPause, AD1, "vid-1", "s2", t(D0, TEN + 5_000)),
+        video(T::VideoResume, AD1, "vid-1", "s2", t(D0, TEN + 5_100)),
+        // V3: a view on day 0 (V4, same ad and creative, is on day 1).
+        video(T::VideoCreativeView, AD1, "vid-2", "s3", t(D0, TEN + 50)),
+        video(T::VideoPlay, AD1, "vid-2", "s3", t(D0, TEN + 60)),
+        // V7: a play just after midnight; its creativeView, just before, comes late.
+        video(T::VideoPlay, AD2, "vid-1", "s6", t(D1, 500)),
+        // Products: p1 two impressions, p2 one impression and never a click.
+        product(T::ProductImpression, AD1, "cat-1", "p1", t(D0, TEN + 10)),
+        product(T::ProductImpression, AD1, "cat-1", "p1", t(D0, TEN + 20)),
+        product(T::ProductImpression, AD1, "cat-1", "p2", t(D0, TEN + 40)),
+        // Cart A: 3 and 0 arrive first (1 and 2, earlier, in batch 2).
+        cart(AD1, SHOPPER1, "cat-1", "p1", 0, Some(0.0), t(D0, TEN + 4_000)),
+        cart(AD1, SHOPPER1, "cat-1", "p1", 3, Some(30.0), t(D0, TEN + 3_000)),
+        // Cart B: added from campaign c1 (raised from c2 in batch 2).
+        cart(AD1, "shopper-2", "cat-1", "p2", 2, Some(5.0), t(D0, TEN + 5_000)),
+    ])
+}
+
+/// Second batch.
+fn batch2() -> Vec<EventRecord> {
+    records(vec![
+        // V1: the rest of the watch, a loop (second complete), a re-fired play.
+        video(T::VideoComplete, AD1, "vid-1", S1, t(D0, TEN + 8_000)),
+        video(T::VideoThirdQuartile, AD1, "vid-1", S1, t(D0, TEN + 3_000)),
+        video(T::VideoComplete, AD1, "vid-1", S1, t(D0, TEN + 4_000)),
+        refired(video(T::VideoPlay, AD1, "vid-1", S1, t(D0, TEN + 100))),
+        // V4: day 1.
+        video(T::VideoCreativeView, AD1, "vid-2", "s4", t(D1, TEN)),
+        video(T::VideoPlay, AD1, "vid-2", "s4", t(D1, TEN + 10)),
+        video(T::VideoFirstQuartile, AD1, "vid-2", "s4", t(D1, TEN + 1_000)),
+        // V5: campaign c2, skipped.
+        video(T::VideoCreativeView, AD2, "vid-1", "s2", t(D1, TEN + 20)),
+        video(T::VideoPlay, AD2, "vid-1", "s2", t(D1, TEN + 30)),
+        video(T::VideoSkip, AD2, "vid-1", "s2", t(D1, TEN + 2_000)),
+        // V6: controls only, no milestone.
+        video(T::VideoMute, AD2, "vid-3", "s5", t(D1, TEN + 100)),
+        video(T::VideoUnmute, AD2, "vid-3", "s5", t(D1, TEN + 150)),
+        // V7: the late creativeView moves the view to day 0 and closes its gap.
+        video(T::VideoCreativeView, AD2, "vid-1", "s6", t(D0, DAY_MS - 100)),
+        // Products: a re-fired impression, p1's click, p3 on day 1 (one impression
+        // re-fired within the batch, no click), a click without impression.
+        refired(product(T::ProductImpression, AD1, "cat-1", "p1", t(D0, TEN + 10))),
+        product(T::ProductClick, AD1, "cat-1", "p1", t(D0, TEN + 30)),
+        product(T::ProductImpression, AD2, "cat-2", "p3", t(D1, TEN + 1)),
+        product(T::ProductImpression, AD2, "cat-2", "p3", t(D1, TEN + 2)),
+        product(T::ProductImpression, AD2, "cat-2", "p3", t(D1, TEN + 2)),
+        product(T::ProductImpression, AD2, "cat-2", "p3", t(D1, TEN + 3)),
+        product(T::ProductClick, AD2, "cat-1", "p1", t(D1, TEN + 5)),
+        // Cart A: 2 then 1 (event times 1, 2, 3, 0).
+        cart(AD1, SHOPPER1, "cat-1", "p1", 2, Some(20.0), t(D0, TEN + 2_000)),
+        cart(AD1, SHOPPER1, "cat-1", "p1", 1, Some(10.0), t(D0, TEN + 1_000)),
+        // Cart B: raised to 5 from campaign c2 on day 1.
+        cart(AD2, "shopper-2", "cat-1", "p2", 5, Some(12.5), t(D1, TEN + 1_000)),
+        // Cart C: campaign c2, no value.
+        cart(AD2, "shopper-3", "cat-2", "p3", 1, None, t(D1, TEN + 2_000)),
+    ])
+}
+
+/// What a restarted aggregator does with a batch: load the touched entities' sets
+/// from the store, fold, write (here twice: a retried write changes nothing).
+async fn ingest(store: &impl Store, batch: &[EventRecord]) -> (EntitySets, FoldStats) {
+    let (views, carts) = touched(batch);
+    let mut sets = store.load(&views, &carts).await.expect("load");
+    let (write, stats) = fold(batch, &mut sets, &Policy::default());
+    store.write(&write).await.expect("write");
+    store.write(&write).await.expect("write again");
+    (sets, stats)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn funnel_row(
+    campaign: &str,
+    ad: &str,
+    video: &str,
+    day: &str,
+    m: [u64; 7],
+    rates: [f64; 4],
+    c: [u64; 5],
+    violations: [u64; 2],
+) -> FunnelReportRow {
+    FunnelReportRow {
+        campaign_id: campaign.into(),
+        ad_id: ad.into(),
+        video_id: video.into(),
+        day: day.into(),
+        views: m[0],
+        creative_views: m[1],
+        plays: m[2],
+        first_quartiles: m[3],
+        midpoints: m[4],
+        third_quartiles: m[5],
+        completes: m[6],
+        first_quartile_rate: rates[0],
+        midpoint_rate: rates[1],
+        third_quartile_rate: rates[2],
+        completion_rate: rates[3],
+        skips: c[0],
+        pauses: c[1],
+        resumes: c[2],
+        mutes: c[3],
+        unmutes: c[4],
+        funnel_gap_violations: violations[0],
+        repeated_milestone_violations: violations[1],
+    }
+}
+
+fn product_row(campaign: &str, ad: &str, catalog: &str, code: &str, day: &str, i: u64, c: u64, ctr: f64) -> ProductReportRow {
+    ProductReportRow {
+        campaign_id: campaign.into(),
+        ad_id: ad.into(),
+        catalog_id: catalog.into(),
+        product_code: code.into(),
+        day: day.into(),
+        impressions: i,
+        clicks: c,
+        ctr,
+    }
+}
+
+/// `counts` = units, adds, increments, decrements, removals.
+fn cart_row(
+    key: (&str, &str, &str),
+    counts: [u64; 5],
+    value: Option<f64>,
+    latest: (&str, &str, &str),
+) -> CartStateRow {
+    CartStateRow {
+        tracking_id: key.0.into(),
+        catalog_id: key.1.into(),
+        product_code: key.2.into(),
+        units: counts[0],
+        last_conversion_value: value,
+        adds: counts[1],
+        increments: counts[2],
+        decrements: counts[3],
+        removals: counts[4],
+        campaign_id: latest.0.into(),
+        ad_id: latest.1.into(),
+        last_day: latest.2.into(),
+    }
+}
+
+fn rollup_row(campaign: &str, catalog: &str, code: &str, added: u64, units: u64, value: f64) -> CartCampaignRow {
+    CartCampaignRow {
+        campaign_id: campaign.into(),
+        catalog_id: catalog.into(),
+        product_code: code.into(),
+        carts_added: added,
+        units_added: units,
+        value,
+    }
+}
+
+fn filter(campaign: Option<&str>, ad: Option<&str>, catalog: Option<&str>, from: Option<i32>, to: Option<i32>) -> ReportFilter {
+    ReportFilter {
+        campaign_id: campaign.map(Into::into),
+        ad_id: ad.map(Into::into),
+        catalog_id: catalog.map(Into::into),
+        from_day: from,
+        to_day: to,
+    }
+}
+
+fn all() -> ReportFilter {
+    ReportFilter::default()
+}
+
+fn campaign(c: &str) -> ReportFilter {
+    filter(Some(c), None, None, None, None)
+}
+
+fn ad(a: &str) -> ReportFilter {
+    filter(None, Some(a), None, None, None)
+}
+
+fn catalog(c: &str) -> ReportFilter {
+    filter(None, None, Some(c), None, None)
+}
+
+fn days(from: Option<i32>, to: Option<i32>) -> ReportFilter {
+    filter(None, None, None, from, to)
+}
+
+fn pick<R: Clone>(rows: &[R], which: &[usize]) -> Vec<R> {
+    which.iter().map(|i| rows[*i].clone()).collect()
+}
+
+/// Every report under a sweep of filters, for comparing backends.
+async fn transcript(store: &impl Store) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in [None, Some("c1"), Some("c2")] {
+        for a in [None, Some(AD2)] {
+            for cat in [None, Some("cat-2")] {
+                for from in [None, Some(D1)] {
+                    for to in [None, Some(D0)] {
+                        let f = filter(c, a, cat, from, to);
+                        let label = format!("{f:?}");
+                        out.push(format!("{label} funnel {:?}", store.funnel(&f).await.expect("funnel")));
+                        out.push(format!("{label} products {:?}", store.products(&f).await.expect("products")));
+                        out.push(format!("{label} carts {:?}", store.carts(&f).await.expect("carts")));
+                        out.push(format!("{label} rollup {:?}", store.cart_campaigns(&f).await.expect("rollup")));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The shared suite. Returns the transcript of the final reports.
+async fn suite(store: &impl Store) -> Vec<String> {
+    assert_eq!(format_day(D0), DAY0);
+    assert_eq!(format_day(D1), DAY1);
+    store.readiness().expect("ready");
+
+    // An empty store knows no entity, including many absent keys (several IN lists).
+    let absent_views: HashSet<ViewKey> = (0..2_500)
+        .map(|i| ViewKey { ad_id: format!("rm1.none.{i}"), video_id: "v'\\".repeat(20), tracking_id: format!("t-{i}") })
+        .collect();
+    let absent_carts: HashSet<CartKey> = (0..2_500)
+        .map(|i| CartKey { tracking_id: format!("t-{i}"), catalog_id: "c".repeat(60), product_code: format!("p{i}") })
+        .collect();
+    let none = store.load(&absent_views, &absent_carts).await.expect("load absent");
+    assert!(none.views.is_empty() && none.carts.is_empty());
+
+    // ---- Batch 1.
+    let b1 = batch1();
+    let (sets1, stats1) = ingest(store, &b1).await;
+    assert_eq!(stats1.duplicates, 0);
+    // The store gives back exactly the sets the batch was folded into.
+    let (v1, c1) = touched(&b1);
+    let loaded = store.load(&v1, &c1).await.expect("load batch 1 entities");
+    assert_eq!(loaded.views, sets1.views);
+    assert_eq!(loaded.carts, sets1.carts);
+    let view1 = ViewKey { ad_id: AD1.into(), video_id: "vid-1".into(), tracking_id: S1.into() };
+    let kinds: Vec<T> = loaded.views[&view1].iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [T::VideoCreativeView, T::VideoPlay, T::VideoFirstQuartile, T::VideoMidpoint]);
+    let cart_a = CartKey { tracking_id: SHOPPER1.into(), catalog_id: "cat-1".into(), product_code: "p1".into() };
+    let units: Vec<u64> = loaded.carts[&cart_a].iter().map(|f| f.units).collect();
+    assert_eq!(units, [3, 0], "in event-time order");
+
+    let z4 = [0.0; 4];
+    assert_eq!(
+        store.funnel(&all()).await.expect("funnel"),
+        vec![
+            funnel_row("c1", AD1, "vid-1", DAY0, [2, 2, 2, 1, 2, 0, 0], [0.5, 1.0, 0.0, 0.0], [0, 2, 1, 0, 0], [1, 0]),
+            funnel_row("c1", AD1, "vid-2", DAY0, [1, 1, 1, 0, 0, 0, 0], z4, [0; 5], [0, 0]),
+            funnel_row("c2", AD2, "vid-1", DAY1, [1, 0, 1, 0, 0, 0, 0], z4, [0; 5], [1, 0]),
+        ]
+    );
+    assert_eq!(
+        store.products(&all()).await.expect("products"),
+        vec![
+            product_row("c1", AD1, "cat-1", "p1", DAY0, 2, 0, 0.0),
+            product_row("c1", AD1, "cat-1", "p2", DAY0, 1, 0, 0.0),
+        ]
+    );
+    assert_eq!(
+        store.carts(&all()).await.expect("carts"),
+        vec![
+            cart_row((SHOPPER1, "cat-1", "p1"), [0, 1, 0, 0, 1], Some(0.0), ("c1", AD1, DAY0)),
+            cart_row(("shopper-2", "cat-1", "p2"), [2, 1, 0, 0, 0], Some(5.0), ("c1", AD1, DAY0)),
+        ]
+    );
+    assert_eq!(
+        store.cart_campaigns(&all()).await.expect("rollup"),
+        vec![rollup_row("c1", "cat-1", "p1", 1, 3, 0.0), rollup_row("c1", "cat-1", "p2", 1, 2, 5.0)]
+    );
+
+    // ---- Batch 2, folded onto the sets loaded back from the store.
+    let b2 = batch2();
+    let (_, stats2) = ingest(store, &b2).await;
+    assert_eq!(stats2.duplicates, 1, "the re-fired play");
+    let (v2, c2) = touched(&b2);
+    let loaded = store.load(&v2, &c2).await.expect("load batch 2 entities");
+    assert_eq!(loaded.views[&view1].len(), 7);
+    let units: Vec<u64> = loaded.carts[&cart_a].iter().map(|f| f.units).collect();
+    assert_eq!(units, [1, 2, 3, 0]);
+
+    let funnel = vec![
+        funnel_row("c1", AD1, "vid-1", DAY0, [2, 2, 2, 1, 2, 1, 1], [0.5, 1.0, 0.5, 0.5], [0, 2, 1, 0, 0], [1, 1]),
+        funnel_row("c1", AD1, "vid-2", DAY0, [1, 1, 1, 0, 0, 0, 0], z4, [0; 5], [0, 0]),
+        funnel_row("c1", AD1, "vid-2", DAY1, [1, 1, 1, 1, 0, 0, 0], [1.0, 0.0, 0.0, 0.0], [0; 5], [0, 0]),
+        funnel_row("c2", AD2, "vid-1", DAY0, [1, 1, 1, 0, 0, 0, 0], z4, [0; 5], [0, 0]),
+        funnel_row("c2", AD2, "vid-1", DAY1, [1, 1, 1, 0, 0, 0, 0], z4, [1, 0, 0, 0, 0], [0, 0]),
+        funnel_row("c2", AD2, "vid-3", DAY1, [0; 7], z4, [0, 0, 0, 1, 1], [0, 0]),
+    ];
+    let products = vec![
+        product_row("c1", AD1, "cat-1", "p1", DAY0, 2, 1, 0.5),
+        product_row("c1", AD1, "cat-1", "p2", DAY0, 1, 0, 0.0),
+        product_row("c2", AD2, "cat-1", "p1", DAY1, 0, 1, 0.0),
+        product_row("c2", AD2, "cat-2", "p3", DAY1, 3, 0, 0.0),
+    ];
+    let carts = vec![
+        cart_row((SHOPPER1, "cat-1", "p1"), [0, 1, 2, 0, 1], Some(0.0), ("c1", AD1, DAY0)),
+        cart_row(("shopper-2", "cat-1", "p2"), [5, 1, 1, 0, 0], Some(12.5), ("c2", AD2, DAY1)),
+        cart_row(("shopper-3", "cat-2", "p3"), [1, 1, 0, 0, 0], None, ("c2", AD2, DAY1)),
+    ];
+    let rollup = vec![
+        rollup_row("c1", "cat-1", "p1", 1, 3, 0.0),
+        rollup_row("c1", "cat-1", "p2", 1, 2, 0.0),
+        rollup_row("c2", "cat-1", "p2", 0, 3, 12.5),
+        rollup_row("c2", "cat-2", "p3", 1, 1, 0.0),
+    ];
+
+    let check = |_: ()| async {
+        // Funnel: the catalog filter does not apply to views.
+        let cases: Vec<(ReportFilter, Vec<usize>)> = vec![
+            (all(), vec![0, 1, 2, 3, 4, 5]),
+            (campaign("c1"), vec![0, 1, 2]),
+            (campaign("c2"), vec![3, 4, 5]),
+            (campaign("nope"), vec![]),
+            (ad(AD2), vec![3, 4, 5]),
+            (catalog("cat-2"), vec![0, 1, 2, 3, 4, 5]),
+            (days(Some(D1), None), vec![2, 4, 5]),
+            (days(None, Some(D0)), vec![0, 1, 3]),
+            (days(Some(D0), Some(D0)), vec![0, 1, 3]),
+            (filter(Some("c2"), None, None, None, Some(D0)), vec![3]),
+        ];
+        for (f, want) in cases {
+            assert_eq!(store.funnel(&f).await.expect("funnel"), pick(&funnel, &want), "funnel {f:?}");
+        }
+        let cases: Vec<(ReportFilter, Vec<usize>)> = vec![
+            (all(), vec![0, 1, 2, 3]),
+            (campaign("c2"), vec![2, 3]),
+            (ad(AD1), vec![0, 1]),
+            (catalog("cat-1"), vec![0, 1, 2]),
+            (catalog("cat-2"), vec![3]),
+            (days(Some(D1), None), vec![2, 3]),
+            (days(None, Some(D0)), vec![0, 1]),
+            (filter(None, None, Some("cat-1"), Some(D1), None), vec![2]),
+        ];
+        for (f, want) in cases {
+            assert_eq!(store.products(&f).await.expect("products"), pick(&products, &want), "products {f:?}");
+        }
+        // Carts: filtered by the campaign, ad and day of each cart's latest event.
+        let cases: Vec<(ReportFilter, Vec<usize>)> = vec![
+            (all(), vec![0, 1, 2]),
+            (campaign("c1"), vec![0]),
+            (campaign("c2"), vec![1, 2]),
+            (ad(AD1), vec![0]),
+            (ad(AD2), vec![1, 2]),
+            (catalog("cat-1"), vec![0, 1]),
+            (catalog("cat-2"), vec![2]),
+            (days(Some(D1), None), vec![1, 2]),
+            (days(None, Some(D0)), vec![0]),
+            (filter(Some("c1"), None, None, Some(D1), None), vec![]),
+            (filter(Some("c2"), None, Some("cat-1"), None, None), vec![1]),
+        ];
+        for (f, want) in cases {
+            assert_eq!(store.carts(&f).await.expect("carts"), pick(&carts, &want), "carts {f:?}");
+        }
+        // Rollup: events of the days only; the ad filter does not apply.
+        let cases: Vec<(ReportFilter, Vec<CartCampaignRow>)> = vec![
+            (all(), rollup.clone()),
+            (campaign("c2"), pick(&rollup, &[2, 3])),
+            (catalog("cat-1"), pick(&rollup, &[0, 1, 2])),
+            (ad(AD1), rollup.clone()),
+            (
+                days(None, Some(D0)),
+                vec![rollup_row("c1", "cat-1", "p1", 1, 3, 0.0), rollup_row("c1", "cat-1", "p2", 1, 2, 5.0)],
+            ),
+            (
+                days(Some(D1), None),
+                vec![rollup_row("c2", "cat-1", "p2", 0, 3, 12.5), rollup_row("c2", "cat-2", "p3", 1, 1, 0.0)],
+            ),
+            (filter(Some("c1"), None, None, Some(D1), None), vec![]),
+            (filter(Some("c2"), None, None, None, Some(D0)), vec![]),
+        ];
+        for (f, want) in cases {
+            assert_eq!(store.cart_campaigns(&f).await.expect("rollup"), want, "rollup {f:?}");
+        }
+    };
+    check(()).await;
+    let before = transcript(store).await;
+
+    // ---- A restarted aggregator consuming batch 1 again (from an older offset):
+    // every event is already in its entity's set, nothing changes.
+    let (_, replay) = ingest(store, &b1).await;
+    let entity_records = b1.iter().filter(|r| !matches!(r.event.interaction_type, T::ProductImpression)).count();
+    assert_eq!(replay.duplicates as usize, entity_records);
+    check(()).await;
+    let after = transcript(store).await;
+    assert_eq!(before, after);
+    store.readiness().expect("still ready");
+    after
+}
+
+#[tokio::test]
+async fn embedded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    let transcript = suite(&store).await;
+    assert_eq!(transcript.len(), 3 * 2 * 2 * 2 * 2 * 4);
+}
+
+async fn drop_database(url: &str, db: &str) {
+    let client = clickhouse::Client::default().with_url(url).with_validation(false);
+    client
+        .query("DROP DATABASE IF EXISTS ?")
+        .bind(clickhouse::sql::Identifier(db))
+        .execute()
+        .await
+        .expect("drop test database");
+}
+
+#[tokio::test]
+async fn clickhouse() {
+    let url = match std::env::var("RM_CLICKHOUSE_URL") {
+        Ok(u) if !u.is_empty() => u,
+        _ => {
+            if std::env::var("RM_REQUIRE_SERVICES").as_deref() == Ok("1") {
+                panic!("RM_CLICKHOUSE_URL is not set but RM_REQUIRE_SERVICES=1: ClickHouse must be running (deploy/local/up.sh starts it)");
+            }
+            eprintln!("SKIPPED: RM_CLICKHOUSE_URL is not set; start ClickHouse with deploy/local/up.sh to run this test");
+            return;
+        }
+    };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_nanos();
+    let database = format!("rm_test_{}_{nanos}", std::process::id());
+    let config = ClickHouseConfig {
+        url: Some(url.clone()),
+        database: database.clone(),
+        user: "default".into(),
+        password: String::new(),
+    };
+    let run = tokio::spawn(async move {
+        // Connecting twice applies the DDL twice: harmless.
+        ClickHouseStore::connect(&config).await.expect("connect");
+        let store = ClickHouseStore::connect(&config).await.expect("connect again");
+        let from_clickhouse = suite(&store).await;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let embedded = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+        let from_embedded = suite(&embedded).await;
+        assert_eq!(from_clickhouse.len(), from_embedded.len());
+        for (c, e) in from_clickhouse.iter().zip(&from_embedded) {
+            assert_eq!(c, e, "the backends disagree");
+        }
+
+        // A schema problem is refused (a retry will not help) and the store stays
+        // ready; an unreachable server is retryable.
+        drop_table(&config, "views").await;
+        let batch = batch1();
+        let (views, carts) = touched(&batch);
+        let mut sets = store.load(&views, &carts).await.expect("load");
+        let (write, _) = fold(&batch, &mut sets, &Policy::default());
+        let e = store.write(&write).await.expect_err("views table is gone");
+        assert!(!e.is_retryable(), "{e}");
+        store.readiness().expect("a refused write says nothing about the server");
+        let nowhere = ClickHouseConfig { url: Some("http://127.0.0.1:1".into()), ..config.clone() };
+        let e = ClickHouseStore::connect(&nowhere).await.err().expect("nothing listens on port 1");
+        assert!(e.is_retryable(), "{e}");
+    })
+    .await;
+    drop_database(&url, &database).await;
+    if let Err(e) = run {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+async fn drop_table(config: &ClickHouseConfig, table: &str) {
+    let client = clickhouse::Client::default()
+        .with_url(config.url.clone().expect("url"))
+        .with_database(config.database.clone())
+        .with_validation(false);
+    client
+        .query("DROP TABLE ?")
+        .bind(clickhouse::sql::Identifier(table))
+        .execute()
+        .await
+        .expect("drop table");
+}

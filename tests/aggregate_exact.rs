@@ -1,0 +1,240 @@
+//! The whole pipeline counts exactly: realistic sessions with duplicates and
+//! out-of-order delivery go through the real edge into the log; the aggregator is
+//! `kill -9`ed at random points at least ten times and restarted; the reports the api
+//! serves must equal the expectation computed independently by the generator.
+//! Run on the embedded log and store, and on Kafka + ClickHouse (with ClickHouse
+//! stopped for a while: no loss, the lag rises and then recovers).
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{beacon, get, required_setting, Service};
+use sessions::{Params, Rng};
+
+#[path = "common/sessions.rs"]
+mod sessions;
+
+fn fire_all(addr: SocketAddr, beacons: &[Params]) {
+    let chunks: Vec<Vec<Params>> = beacons
+        .chunks(beacons.len().div_ceil(4).max(1))
+        .map(<[Params]>::to_vec)
+        .collect();
+    let threads: Vec<_> = chunks
+        .into_iter()
+        .map(|chunk| {
+            std::thread::spawn(move || {
+                for p in chunk {
+                    let q: Vec<(&str, &str)> = p.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    let path = beacon(&q);
+                    let mut tries = 0;
+                    loop {
+                        match get(addr, &path) {
+                            Ok(r) if r.status == 200 => break,
+                            Ok(r) if r.status == 503 && tries < 50 => {}
+                            other => {
+                                panic!("beacon refused: {:?} {:?}", other.map(|r| r.status), p)
+                            }
+                        }
+                        tries += 1;
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+fn metric(addr: SocketAddr, prefix: &str) -> Option<f64> {
+    let body = String::from_utf8(get(addr, "/metrics").ok()?.body).ok()?;
+    let mut sum = None;
+    for line in body.lines().filter(|l| l.starts_with(prefix)) {
+        let v: f64 = line.rsplit(' ').next()?.parse().ok()?;
+        sum = Some(sum.unwrap_or(0.0) + v);
+    }
+    sum
+}
+
+fn reports(api: SocketAddr) -> Option<(serde_json::Value, serde_json::Value, serde_json::Value)> {
+    let one = |p: &str| {
+        let r = get(api, p).ok()?;
+        (r.status == 200).then(|| r.json())
+    };
+    Some((
+        one("/v1/reports/video-funnel")?,
+        one("/v1/reports/products")?,
+        one("/v1/reports/carts")?,
+    ))
+}
+
+/// Starts the aggregator and `kill -9`s it at random points until it was killed
+/// `kills` times with records still to aggregate.
+fn aggregate_with_kills(dir: &Path, env: &[(&str, String)], kills: usize, rng: &mut Rng) {
+    let mut mid_stream = 0;
+    for attempt in 0..kills * 4 {
+        let agg = Service::start("aggregate", dir, env);
+        std::thread::sleep(Duration::from_millis(100 + rng.below(300)));
+        let lag = metric(agg.aggregator, "aggregator_consumer_lag_records").unwrap_or(0.0);
+        agg.kill9();
+        if lag > 0.0 {
+            mid_stream += 1;
+        }
+        eprintln!(
+            "kill -9 #{} of the aggregator with {lag} records left",
+            attempt + 1
+        );
+        if mid_stream >= kills {
+            return;
+        }
+    }
+    panic!("only {mid_stream} of {kills} kills landed mid-stream: make the stream longer");
+}
+
+/// Waits until the aggregator's lag is 0 and the reports equal the expectation.
+fn converge(api: SocketAddr, exp: &sessions::Expected, within: Duration) {
+    let t = Instant::now();
+    let mut last = Vec::new();
+    while t.elapsed() < within {
+        if let Some((f, p, c)) = reports(api) {
+            last = sessions::diff(exp, &f, &p, &c);
+            if last.is_empty() {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!(
+        "reports never matched the expectation:\n{}",
+        last.join("\n")
+    );
+}
+
+#[test]
+fn embedded_backends_count_exactly_through_ten_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let (beacons, exp) = sessions::generate(7, 300, 200);
+    let half = beacons.len() / 2;
+    // Two edge runs: the restart empties the edge's dedup window, so duplicates of
+    // the first half reach the log and only the aggregator can drop them.
+    let edge = Service::start("ingest", dir.path(), &[]);
+    fire_all(edge.ingest, &beacons[..half]);
+    assert_eq!(edge.terminate(), Some(0));
+    let edge = Service::start("ingest", dir.path(), &[]);
+    fire_all(edge.ingest, &beacons[half..]);
+    fire_all(edge.ingest, &beacons[..half / 3]);
+    assert_eq!(edge.terminate(), Some(0));
+
+    let env = [
+        ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "2".to_string()),
+        ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "5".to_string()),
+    ];
+    let mut rng = Rng::new(11);
+    aggregate_with_kills(dir.path(), &env, 10, &mut rng);
+    let agg = Service::start("aggregate", dir.path(), &env);
+    let t = Instant::now();
+    while metric(agg.aggregator, "aggregator_consumer_lag_records") != Some(0.0) {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "aggregator never caught up"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(agg.terminate(), Some(0));
+    let api = Service::start("api", dir.path(), &[]);
+    converge(api.api, &exp, Duration::from_secs(10));
+}
+
+fn local(cmd: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/local/up.sh");
+    let st = Command::new("bash").args([script, cmd]).status().unwrap();
+    assert!(st.success(), "deploy/local/up.sh {cmd} failed");
+}
+
+struct ClickHouseBack;
+
+impl Drop for ClickHouseBack {
+    fn drop(&mut self) {
+        local("clickhouse-start");
+    }
+}
+
+#[test]
+fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
+    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker") else {
+        return;
+    };
+    let Some(ch) = required_setting("RM_CLICKHOUSE_URL", "a ClickHouse server") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let topic = format!("test-exact-{}-{nanos}", std::process::id());
+    let env = vec![
+        ("RM_KAFKA_BROKERS", brokers),
+        ("RM_KAFKA_PARTITIONS", "3".to_string()),
+        ("RM_INGEST_TOPIC", topic.clone()),
+        ("RM_INGEST_REJECTED_TOPIC_NAME", format!("{topic}-rejected")),
+        ("RM_AGGREGATOR_TOPIC", topic.clone()),
+        ("RM_AGGREGATOR_GROUP", format!("{topic}-group")),
+        ("RM_CLICKHOUSE_URL", ch),
+        (
+            "RM_CLICKHOUSE_DATABASE",
+            format!("rm_exact_{}_{}", std::process::id(), nanos % 1_000_000_000),
+        ),
+        ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "25".to_string()),
+        ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),
+    ];
+    let (beacons, exp) = sessions::generate(23, 120, 100);
+    let third = beacons.len() / 3;
+    let edge = Service::start("ingest", dir.path(), &env);
+    fire_all(edge.ingest, &beacons[..third]);
+    let mut rng = Rng::new(5);
+    // Kill the aggregator ten times while beacons keep arriving.
+    let edge_addr = edge.ingest;
+    let second: Vec<Params> = beacons[third..2 * third].to_vec();
+    let feeder = std::thread::spawn(move || fire_all(edge_addr, &second));
+    aggregate_with_kills(dir.path(), &env, 10, &mut rng);
+    feeder.join().unwrap();
+
+    // Store outage: ClickHouse stops, beacons keep flowing, the lag rises.
+    let agg = Service::start("aggregate", dir.path(), &env);
+    local("clickhouse-stop");
+    let back = ClickHouseBack;
+    fire_all(edge.ingest, &beacons[2 * third..]);
+    fire_all(edge.ingest, &beacons[..third / 2]); // duplicates again
+    let t = Instant::now();
+    let mut peak = 0.0;
+    while t.elapsed() < Duration::from_secs(6) {
+        peak = metric(agg.aggregator, "aggregator_consumer_lag_records")
+            .unwrap_or(0.0)
+            .max(peak);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(peak > 0.0, "the lag did not rise while the store was down");
+    let errors = metric(agg.aggregator, "aggregator_store_errors_total").unwrap_or(0.0);
+    assert!(errors > 0.0, "no store errors counted during the outage");
+    drop(back); // ClickHouse starts again
+    let t = Instant::now();
+    while metric(agg.aggregator, "aggregator_consumer_lag_records") != Some(0.0) {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "lag did not recover after the store returned"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    eprintln!("lag peaked at {peak} records during the outage and recovered to 0");
+    let api = Service::start("api", dir.path(), &env);
+    converge(api.api, &exp, Duration::from_secs(30));
+    assert_eq!(agg.terminate(), Some(0));
+    assert_eq!(edge.terminate(), Some(0));
+}
