@@ -46,7 +46,9 @@ fn t(day: i32, ms: i64) -> i64 {
 const TEN: i64 = 10 * 3_600_000;
 
 fn at(ms: i64) -> DateTime<FixedOffset> {
-    DateTime::from_timestamp_millis(ms).expect("time in range").fixed_offset()
+    DateTime::from_timestamp_millis(ms)
+        .expect("time in range")
+        .fixed_offset()
 }
 
 fn event(kind: T, ad: &str, ms: i64) -> InteractionEvent {
@@ -84,7 +86,15 @@ fn product(kind: T, ad: &str, catalog: &str, code: &str, ms: i64) -> Interaction
     }
 }
 
-fn cart(ad: &str, shopper: &str, catalog: &str, code: &str, units: u64, value: Option<f64>, ms: i64) -> InteractionEvent {
+fn cart(
+    ad: &str,
+    shopper: &str,
+    catalog: &str,
+    code: &str,
+    units: u64,
+    value: Option<f64>,
+    ms: i64,
+) -> InteractionEvent {
     InteractionEvent {
         customer_id: Some(shopper.into()),
         catalog_id: Some(catalog.into()),
@@ -98,7 +108,10 @@ fn cart(ad: &str, shopper: &str, catalog: &str, code: &str, units: u64, value: O
 /// The same instant written with another offset: the same event (same dedup key).
 fn refired(e: InteractionEvent) -> InteractionEvent {
     let east2 = FixedOffset::east_opt(2 * 3600).expect("offset");
-    InteractionEvent { timestamp: e.timestamp.with_timezone(&east2), ..e }
+    InteractionEvent {
+        timestamp: e.timestamp.with_timezone(&east2),
+        ..e
+    }
 }
 
 /// Log records as the edge writes them: a fresh event id, received 2 s later.
@@ -139,10 +152,34 @@ fn batch1() -> Vec<EventRecord> {
         product(T::ProductImpression, AD1, "cat-1", "p1", t(D0, TEN + 20)),
         product(T::ProductImpression, AD1, "cat-1", "p2", t(D0, TEN + 40)),
         // Cart A: 3 and 0 arrive first (1 and 2, earlier, in batch 2).
-        cart(AD1, SHOPPER1, "cat-1", "p1", 0, Some(0.0), t(D0, TEN + 4_000)),
-        cart(AD1, SHOPPER1, "cat-1", "p1", 3, Some(30.0), t(D0, TEN + 3_000)),
+        cart(
+            AD1,
+            SHOPPER1,
+            "cat-1",
+            "p1",
+            0,
+            Some(0.0),
+            t(D0, TEN + 4_000),
+        ),
+        cart(
+            AD1,
+            SHOPPER1,
+            "cat-1",
+            "p1",
+            3,
+            Some(30.0),
+            t(D0, TEN + 3_000),
+        ),
         // Cart B: added from campaign c1 (raised from c2 in batch 2).
-        cart(AD1, "shopper-2", "cat-1", "p2", 2, Some(5.0), t(D0, TEN + 5_000)),
+        cart(
+            AD1,
+            "shopper-2",
+            "cat-1",
+            "p2",
+            2,
+            Some(5.0),
+            t(D0, TEN + 5_000),
+        ),
     ])
 }
 
@@ -157,7 +194,13 @@ fn batch2() -> Vec<EventRecord> {
         // V4: day 1.
         video(T::VideoCreativeView, AD1, "vid-2", "s4", t(D1, TEN)),
         video(T::VideoPlay, AD1, "vid-2", "s4", t(D1, TEN + 10)),
-        video(T::VideoFirstQuartile, AD1, "vid-2", "s4", t(D1, TEN + 1_000)),
+        video(
+            T::VideoFirstQuartile,
+            AD1,
+            "vid-2",
+            "s4",
+            t(D1, TEN + 1_000),
+        ),
         // V5: campaign c2, skipped.
         video(T::VideoCreativeView, AD2, "vid-1", "s2", t(D1, TEN + 20)),
         video(T::VideoPlay, AD2, "vid-1", "s2", t(D1, TEN + 30)),
@@ -166,10 +209,22 @@ fn batch2() -> Vec<EventRecord> {
         video(T::VideoMute, AD2, "vid-3", "s5", t(D1, TEN + 100)),
         video(T::VideoUnmute, AD2, "vid-3", "s5", t(D1, TEN + 150)),
         // V7: the late creativeView moves the view to day 0 and closes its gap.
-        video(T::VideoCreativeView, AD2, "vid-1", "s6", t(D0, DAY_MS - 100)),
+        video(
+            T::VideoCreativeView,
+            AD2,
+            "vid-1",
+            "s6",
+            t(D0, DAY_MS - 100),
+        ),
         // Products: a re-fired impression, p1's click, p3 on day 1 (one impression
         // re-fired within the batch, no click), a click without impression.
-        refired(product(T::ProductImpression, AD1, "cat-1", "p1", t(D0, TEN + 10))),
+        refired(product(
+            T::ProductImpression,
+            AD1,
+            "cat-1",
+            "p1",
+            t(D0, TEN + 10),
+        )),
         product(T::ProductClick, AD1, "cat-1", "p1", t(D0, TEN + 30)),
         product(T::ProductImpression, AD2, "cat-2", "p3", t(D1, TEN + 1)),
         product(T::ProductImpression, AD2, "cat-2", "p3", t(D1, TEN + 2)),
@@ -177,10 +232,34 @@ fn batch2() -> Vec<EventRecord> {
         product(T::ProductImpression, AD2, "cat-2", "p3", t(D1, TEN + 3)),
         product(T::ProductClick, AD2, "cat-1", "p1", t(D1, TEN + 5)),
         // Cart A: 2 then 1 (event times 1, 2, 3, 0).
-        cart(AD1, SHOPPER1, "cat-1", "p1", 2, Some(20.0), t(D0, TEN + 2_000)),
-        cart(AD1, SHOPPER1, "cat-1", "p1", 1, Some(10.0), t(D0, TEN + 1_000)),
+        cart(
+            AD1,
+            SHOPPER1,
+            "cat-1",
+            "p1",
+            2,
+            Some(20.0),
+            t(D0, TEN + 2_000),
+        ),
+        cart(
+            AD1,
+            SHOPPER1,
+            "cat-1",
+            "p1",
+            1,
+            Some(10.0),
+            t(D0, TEN + 1_000),
+        ),
         // Cart B: raised to 5 from campaign c2 on day 1.
-        cart(AD2, "shopper-2", "cat-1", "p2", 5, Some(12.5), t(D1, TEN + 1_000)),
+        cart(
+            AD2,
+            "shopper-2",
+            "cat-1",
+            "p2",
+            5,
+            Some(12.5),
+            t(D1, TEN + 1_000),
+        ),
         // Cart C: campaign c2, no value.
         cart(AD2, "shopper-3", "cat-2", "p3", 1, None, t(D1, TEN + 2_000)),
     ])
@@ -234,7 +313,16 @@ fn funnel_row(
     }
 }
 
-fn product_row(campaign: &str, ad: &str, catalog: &str, code: &str, day: &str, i: u64, c: u64, ctr: f64) -> ProductReportRow {
+fn product_row(
+    campaign: &str,
+    ad: &str,
+    catalog: &str,
+    code: &str,
+    day: &str,
+    i: u64,
+    c: u64,
+    ctr: f64,
+) -> ProductReportRow {
     ProductReportRow {
         campaign_id: campaign.into(),
         ad_id: ad.into(),
@@ -270,7 +358,14 @@ fn cart_row(
     }
 }
 
-fn rollup_row(campaign: &str, catalog: &str, code: &str, added: u64, units: u64, value: f64) -> CartCampaignRow {
+fn rollup_row(
+    campaign: &str,
+    catalog: &str,
+    code: &str,
+    added: u64,
+    units: u64,
+    value: f64,
+) -> CartCampaignRow {
     CartCampaignRow {
         campaign_id: campaign.into(),
         catalog_id: catalog.into(),
@@ -281,7 +376,13 @@ fn rollup_row(campaign: &str, catalog: &str, code: &str, added: u64, units: u64,
     }
 }
 
-fn filter(campaign: Option<&str>, ad: Option<&str>, catalog: Option<&str>, from: Option<i32>, to: Option<i32>) -> ReportFilter {
+fn filter(
+    campaign: Option<&str>,
+    ad: Option<&str>,
+    catalog: Option<&str>,
+    from: Option<i32>,
+    to: Option<i32>,
+) -> ReportFilter {
     ReportFilter {
         campaign_id: campaign.map(Into::into),
         ad_id: ad.map(Into::into),
@@ -325,16 +426,128 @@ async fn transcript(store: &impl Store) -> Vec<String> {
                     for to in [None, Some(D0)] {
                         let f = filter(c, a, cat, from, to);
                         let label = format!("{f:?}");
-                        out.push(format!("{label} funnel {:?}", store.funnel(&f).await.expect("funnel")));
-                        out.push(format!("{label} products {:?}", store.products(&f).await.expect("products")));
-                        out.push(format!("{label} carts {:?}", store.carts(&f).await.expect("carts")));
-                        out.push(format!("{label} rollup {:?}", store.cart_campaigns(&f).await.expect("rollup")));
+                        out.push(format!(
+                            "{label} funnel {:?}",
+                            store.funnel(&f).await.expect("funnel")
+                        ));
+                        out.push(format!(
+                            "{label} products {:?}",
+                            store.products(&f).await.expect("products")
+                        ));
+                        out.push(format!(
+                            "{label} carts {:?}",
+                            store.carts(&f).await.expect("carts")
+                        ));
+                        out.push(format!(
+                            "{label} rollup {:?}",
+                            store.cart_campaigns(&f).await.expect("rollup")
+                        ));
                     }
                 }
             }
         }
     }
     out
+}
+
+/// The final reports, in full.
+struct Expected {
+    funnel: Vec<FunnelReportRow>,
+    products: Vec<ProductReportRow>,
+    carts: Vec<CartStateRow>,
+    rollup: Vec<CartCampaignRow>,
+}
+
+/// Checks every report, with and without each filter, against `x`.
+async fn check_final(store: &impl Store, x: &Expected) {
+    // Funnel: the catalog filter does not apply to views.
+    let cases: Vec<(ReportFilter, Vec<usize>)> = vec![
+        (all(), vec![0, 1, 2, 3, 4, 5]),
+        (campaign("c1"), vec![0, 1, 2]),
+        (campaign("c2"), vec![3, 4, 5]),
+        (campaign("nope"), vec![]),
+        (ad(AD2), vec![3, 4, 5]),
+        (catalog("cat-2"), vec![0, 1, 2, 3, 4, 5]),
+        (days(Some(D1), None), vec![2, 4, 5]),
+        (days(None, Some(D0)), vec![0, 1, 3]),
+        (days(Some(D0), Some(D0)), vec![0, 1, 3]),
+        (filter(Some("c2"), None, None, None, Some(D0)), vec![3]),
+    ];
+    for (f, want) in cases {
+        assert_eq!(
+            store.funnel(&f).await.expect("funnel"),
+            pick(&x.funnel, &want),
+            "funnel {f:?}"
+        );
+    }
+    let cases: Vec<(ReportFilter, Vec<usize>)> = vec![
+        (all(), vec![0, 1, 2, 3]),
+        (campaign("c2"), vec![2, 3]),
+        (ad(AD1), vec![0, 1]),
+        (catalog("cat-1"), vec![0, 1, 2]),
+        (catalog("cat-2"), vec![3]),
+        (days(Some(D1), None), vec![2, 3]),
+        (days(None, Some(D0)), vec![0, 1]),
+        (filter(None, None, Some("cat-1"), Some(D1), None), vec![2]),
+    ];
+    for (f, want) in cases {
+        assert_eq!(
+            store.products(&f).await.expect("products"),
+            pick(&x.products, &want),
+            "products {f:?}"
+        );
+    }
+    // Carts: filtered by the campaign, ad and day of each cart's latest event.
+    let cases: Vec<(ReportFilter, Vec<usize>)> = vec![
+        (all(), vec![0, 1, 2]),
+        (campaign("c1"), vec![0]),
+        (campaign("c2"), vec![1, 2]),
+        (ad(AD1), vec![0]),
+        (ad(AD2), vec![1, 2]),
+        (catalog("cat-1"), vec![0, 1]),
+        (catalog("cat-2"), vec![2]),
+        (days(Some(D1), None), vec![1, 2]),
+        (days(None, Some(D0)), vec![0]),
+        (filter(Some("c1"), None, None, Some(D1), None), vec![]),
+        (filter(Some("c2"), None, Some("cat-1"), None, None), vec![1]),
+    ];
+    for (f, want) in cases {
+        assert_eq!(
+            store.carts(&f).await.expect("carts"),
+            pick(&x.carts, &want),
+            "carts {f:?}"
+        );
+    }
+    // Rollup: events of the days only; the ad filter does not apply.
+    let cases: Vec<(ReportFilter, Vec<CartCampaignRow>)> = vec![
+        (all(), x.rollup.clone()),
+        (campaign("c2"), pick(&x.rollup, &[2, 3])),
+        (catalog("cat-1"), pick(&x.rollup, &[0, 1, 2])),
+        (ad(AD1), x.rollup.clone()),
+        (
+            days(None, Some(D0)),
+            vec![
+                rollup_row("c1", "cat-1", "p1", 1, 3, 0.0),
+                rollup_row("c1", "cat-1", "p2", 1, 2, 5.0),
+            ],
+        ),
+        (
+            days(Some(D1), None),
+            vec![
+                rollup_row("c2", "cat-1", "p2", 0, 3, 12.5),
+                rollup_row("c2", "cat-2", "p3", 1, 1, 0.0),
+            ],
+        ),
+        (filter(Some("c1"), None, None, Some(D1), None), vec![]),
+        (filter(Some("c2"), None, None, None, Some(D0)), vec![]),
+    ];
+    for (f, want) in cases {
+        assert_eq!(
+            store.cart_campaigns(&f).await.expect("rollup"),
+            want,
+            "rollup {f:?}"
+        );
+    }
 }
 
 /// The shared suite. Returns the transcript of the final reports.
@@ -345,12 +558,23 @@ async fn suite(store: &impl Store) -> Vec<String> {
 
     // An empty store knows no entity, including many absent keys (several IN lists).
     let absent_views: HashSet<ViewKey> = (0..2_500)
-        .map(|i| ViewKey { ad_id: format!("rm1.none.{i}"), video_id: "v'\\".repeat(20), tracking_id: format!("t-{i}") })
+        .map(|i| ViewKey {
+            ad_id: format!("rm1.none.{i}"),
+            video_id: "v'\\".repeat(20),
+            tracking_id: format!("t-{i}"),
+        })
         .collect();
     let absent_carts: HashSet<CartKey> = (0..2_500)
-        .map(|i| CartKey { tracking_id: format!("t-{i}"), catalog_id: "c".repeat(60), product_code: format!("p{i}") })
+        .map(|i| CartKey {
+            tracking_id: format!("t-{i}"),
+            catalog_id: "c".repeat(60),
+            product_code: format!("p{i}"),
+        })
         .collect();
-    let none = store.load(&absent_views, &absent_carts).await.expect("load absent");
+    let none = store
+        .load(&absent_views, &absent_carts)
+        .await
+        .expect("load absent");
     assert!(none.views.is_empty() && none.carts.is_empty());
 
     // ---- Batch 1.
@@ -362,10 +586,26 @@ async fn suite(store: &impl Store) -> Vec<String> {
     let loaded = store.load(&v1, &c1).await.expect("load batch 1 entities");
     assert_eq!(loaded.views, sets1.views);
     assert_eq!(loaded.carts, sets1.carts);
-    let view1 = ViewKey { ad_id: AD1.into(), video_id: "vid-1".into(), tracking_id: S1.into() };
+    let view1 = ViewKey {
+        ad_id: AD1.into(),
+        video_id: "vid-1".into(),
+        tracking_id: S1.into(),
+    };
     let kinds: Vec<T> = loaded.views[&view1].iter().map(|f| f.kind).collect();
-    assert_eq!(kinds, [T::VideoCreativeView, T::VideoPlay, T::VideoFirstQuartile, T::VideoMidpoint]);
-    let cart_a = CartKey { tracking_id: SHOPPER1.into(), catalog_id: "cat-1".into(), product_code: "p1".into() };
+    assert_eq!(
+        kinds,
+        [
+            T::VideoCreativeView,
+            T::VideoPlay,
+            T::VideoFirstQuartile,
+            T::VideoMidpoint
+        ]
+    );
+    let cart_a = CartKey {
+        tracking_id: SHOPPER1.into(),
+        catalog_id: "cat-1".into(),
+        product_code: "p1".into(),
+    };
     let units: Vec<u64> = loaded.carts[&cart_a].iter().map(|f| f.units).collect();
     assert_eq!(units, [3, 0], "in event-time order");
 
@@ -373,9 +613,36 @@ async fn suite(store: &impl Store) -> Vec<String> {
     assert_eq!(
         store.funnel(&all()).await.expect("funnel"),
         vec![
-            funnel_row("c1", AD1, "vid-1", DAY0, [2, 2, 2, 1, 2, 0, 0], [0.5, 1.0, 0.0, 0.0], [0, 2, 1, 0, 0], [1, 0]),
-            funnel_row("c1", AD1, "vid-2", DAY0, [1, 1, 1, 0, 0, 0, 0], z4, [0; 5], [0, 0]),
-            funnel_row("c2", AD2, "vid-1", DAY1, [1, 0, 1, 0, 0, 0, 0], z4, [0; 5], [1, 0]),
+            funnel_row(
+                "c1",
+                AD1,
+                "vid-1",
+                DAY0,
+                [2, 2, 2, 1, 2, 0, 0],
+                [0.5, 1.0, 0.0, 0.0],
+                [0, 2, 1, 0, 0],
+                [1, 0]
+            ),
+            funnel_row(
+                "c1",
+                AD1,
+                "vid-2",
+                DAY0,
+                [1, 1, 1, 0, 0, 0, 0],
+                z4,
+                [0; 5],
+                [0, 0]
+            ),
+            funnel_row(
+                "c2",
+                AD2,
+                "vid-1",
+                DAY1,
+                [1, 0, 1, 0, 0, 0, 0],
+                z4,
+                [0; 5],
+                [1, 0]
+            ),
         ]
     );
     assert_eq!(
@@ -388,13 +655,26 @@ async fn suite(store: &impl Store) -> Vec<String> {
     assert_eq!(
         store.carts(&all()).await.expect("carts"),
         vec![
-            cart_row((SHOPPER1, "cat-1", "p1"), [0, 1, 0, 0, 1], Some(0.0), ("c1", AD1, DAY0)),
-            cart_row(("shopper-2", "cat-1", "p2"), [2, 1, 0, 0, 0], Some(5.0), ("c1", AD1, DAY0)),
+            cart_row(
+                (SHOPPER1, "cat-1", "p1"),
+                [0, 1, 0, 0, 1],
+                Some(0.0),
+                ("c1", AD1, DAY0)
+            ),
+            cart_row(
+                ("shopper-2", "cat-1", "p2"),
+                [2, 1, 0, 0, 0],
+                Some(5.0),
+                ("c1", AD1, DAY0)
+            ),
         ]
     );
     assert_eq!(
         store.cart_campaigns(&all()).await.expect("rollup"),
-        vec![rollup_row("c1", "cat-1", "p1", 1, 3, 0.0), rollup_row("c1", "cat-1", "p2", 1, 2, 5.0)]
+        vec![
+            rollup_row("c1", "cat-1", "p1", 1, 3, 0.0),
+            rollup_row("c1", "cat-1", "p2", 1, 2, 5.0)
+        ]
     );
 
     // ---- Batch 2, folded onto the sets loaded back from the store.
@@ -408,12 +688,66 @@ async fn suite(store: &impl Store) -> Vec<String> {
     assert_eq!(units, [1, 2, 3, 0]);
 
     let funnel = vec![
-        funnel_row("c1", AD1, "vid-1", DAY0, [2, 2, 2, 1, 2, 1, 1], [0.5, 1.0, 0.5, 0.5], [0, 2, 1, 0, 0], [1, 1]),
-        funnel_row("c1", AD1, "vid-2", DAY0, [1, 1, 1, 0, 0, 0, 0], z4, [0; 5], [0, 0]),
-        funnel_row("c1", AD1, "vid-2", DAY1, [1, 1, 1, 1, 0, 0, 0], [1.0, 0.0, 0.0, 0.0], [0; 5], [0, 0]),
-        funnel_row("c2", AD2, "vid-1", DAY0, [1, 1, 1, 0, 0, 0, 0], z4, [0; 5], [0, 0]),
-        funnel_row("c2", AD2, "vid-1", DAY1, [1, 1, 1, 0, 0, 0, 0], z4, [1, 0, 0, 0, 0], [0, 0]),
-        funnel_row("c2", AD2, "vid-3", DAY1, [0; 7], z4, [0, 0, 0, 1, 1], [0, 0]),
+        funnel_row(
+            "c1",
+            AD1,
+            "vid-1",
+            DAY0,
+            [2, 2, 2, 1, 2, 1, 1],
+            [0.5, 1.0, 0.5, 0.5],
+            [0, 2, 1, 0, 0],
+            [1, 1],
+        ),
+        funnel_row(
+            "c1",
+            AD1,
+            "vid-2",
+            DAY0,
+            [1, 1, 1, 0, 0, 0, 0],
+            z4,
+            [0; 5],
+            [0, 0],
+        ),
+        funnel_row(
+            "c1",
+            AD1,
+            "vid-2",
+            DAY1,
+            [1, 1, 1, 1, 0, 0, 0],
+            [1.0, 0.0, 0.0, 0.0],
+            [0; 5],
+            [0, 0],
+        ),
+        funnel_row(
+            "c2",
+            AD2,
+            "vid-1",
+            DAY0,
+            [1, 1, 1, 0, 0, 0, 0],
+            z4,
+            [0; 5],
+            [0, 0],
+        ),
+        funnel_row(
+            "c2",
+            AD2,
+            "vid-1",
+            DAY1,
+            [1, 1, 1, 0, 0, 0, 0],
+            z4,
+            [1, 0, 0, 0, 0],
+            [0, 0],
+        ),
+        funnel_row(
+            "c2",
+            AD2,
+            "vid-3",
+            DAY1,
+            [0; 7],
+            z4,
+            [0, 0, 0, 1, 1],
+            [0, 0],
+        ),
     ];
     let products = vec![
         product_row("c1", AD1, "cat-1", "p1", DAY0, 2, 1, 0.5),
@@ -422,9 +756,24 @@ async fn suite(store: &impl Store) -> Vec<String> {
         product_row("c2", AD2, "cat-2", "p3", DAY1, 3, 0, 0.0),
     ];
     let carts = vec![
-        cart_row((SHOPPER1, "cat-1", "p1"), [0, 1, 2, 0, 1], Some(0.0), ("c1", AD1, DAY0)),
-        cart_row(("shopper-2", "cat-1", "p2"), [5, 1, 1, 0, 0], Some(12.5), ("c2", AD2, DAY1)),
-        cart_row(("shopper-3", "cat-2", "p3"), [1, 1, 0, 0, 0], None, ("c2", AD2, DAY1)),
+        cart_row(
+            (SHOPPER1, "cat-1", "p1"),
+            [0, 1, 2, 0, 1],
+            Some(0.0),
+            ("c1", AD1, DAY0),
+        ),
+        cart_row(
+            ("shopper-2", "cat-1", "p2"),
+            [5, 1, 1, 0, 0],
+            Some(12.5),
+            ("c2", AD2, DAY1),
+        ),
+        cart_row(
+            ("shopper-3", "cat-2", "p3"),
+            [1, 1, 0, 0, 0],
+            None,
+            ("c2", AD2, DAY1),
+        ),
     ];
     let rollup = vec![
         rollup_row("c1", "cat-1", "p1", 1, 3, 0.0),
@@ -433,83 +782,29 @@ async fn suite(store: &impl Store) -> Vec<String> {
         rollup_row("c2", "cat-2", "p3", 1, 1, 0.0),
     ];
 
-    let check = |_: ()| async {
-        // Funnel: the catalog filter does not apply to views.
-        let cases: Vec<(ReportFilter, Vec<usize>)> = vec![
-            (all(), vec![0, 1, 2, 3, 4, 5]),
-            (campaign("c1"), vec![0, 1, 2]),
-            (campaign("c2"), vec![3, 4, 5]),
-            (campaign("nope"), vec![]),
-            (ad(AD2), vec![3, 4, 5]),
-            (catalog("cat-2"), vec![0, 1, 2, 3, 4, 5]),
-            (days(Some(D1), None), vec![2, 4, 5]),
-            (days(None, Some(D0)), vec![0, 1, 3]),
-            (days(Some(D0), Some(D0)), vec![0, 1, 3]),
-            (filter(Some("c2"), None, None, None, Some(D0)), vec![3]),
-        ];
-        for (f, want) in cases {
-            assert_eq!(store.funnel(&f).await.expect("funnel"), pick(&funnel, &want), "funnel {f:?}");
-        }
-        let cases: Vec<(ReportFilter, Vec<usize>)> = vec![
-            (all(), vec![0, 1, 2, 3]),
-            (campaign("c2"), vec![2, 3]),
-            (ad(AD1), vec![0, 1]),
-            (catalog("cat-1"), vec![0, 1, 2]),
-            (catalog("cat-2"), vec![3]),
-            (days(Some(D1), None), vec![2, 3]),
-            (days(None, Some(D0)), vec![0, 1]),
-            (filter(None, None, Some("cat-1"), Some(D1), None), vec![2]),
-        ];
-        for (f, want) in cases {
-            assert_eq!(store.products(&f).await.expect("products"), pick(&products, &want), "products {f:?}");
-        }
-        // Carts: filtered by the campaign, ad and day of each cart's latest event.
-        let cases: Vec<(ReportFilter, Vec<usize>)> = vec![
-            (all(), vec![0, 1, 2]),
-            (campaign("c1"), vec![0]),
-            (campaign("c2"), vec![1, 2]),
-            (ad(AD1), vec![0]),
-            (ad(AD2), vec![1, 2]),
-            (catalog("cat-1"), vec![0, 1]),
-            (catalog("cat-2"), vec![2]),
-            (days(Some(D1), None), vec![1, 2]),
-            (days(None, Some(D0)), vec![0]),
-            (filter(Some("c1"), None, None, Some(D1), None), vec![]),
-            (filter(Some("c2"), None, Some("cat-1"), None, None), vec![1]),
-        ];
-        for (f, want) in cases {
-            assert_eq!(store.carts(&f).await.expect("carts"), pick(&carts, &want), "carts {f:?}");
-        }
-        // Rollup: events of the days only; the ad filter does not apply.
-        let cases: Vec<(ReportFilter, Vec<CartCampaignRow>)> = vec![
-            (all(), rollup.clone()),
-            (campaign("c2"), pick(&rollup, &[2, 3])),
-            (catalog("cat-1"), pick(&rollup, &[0, 1, 2])),
-            (ad(AD1), rollup.clone()),
-            (
-                days(None, Some(D0)),
-                vec![rollup_row("c1", "cat-1", "p1", 1, 3, 0.0), rollup_row("c1", "cat-1", "p2", 1, 2, 5.0)],
-            ),
-            (
-                days(Some(D1), None),
-                vec![rollup_row("c2", "cat-1", "p2", 0, 3, 12.5), rollup_row("c2", "cat-2", "p3", 1, 1, 0.0)],
-            ),
-            (filter(Some("c1"), None, None, Some(D1), None), vec![]),
-            (filter(Some("c2"), None, None, None, Some(D0)), vec![]),
-        ];
-        for (f, want) in cases {
-            assert_eq!(store.cart_campaigns(&f).await.expect("rollup"), want, "rollup {f:?}");
-        }
+    let expected = Expected {
+        funnel,
+        products,
+        carts,
+        rollup,
     };
-    check(()).await;
+    check_final(store, &expected).await;
     let before = transcript(store).await;
 
     // ---- A restarted aggregator consuming batch 1 again (from an older offset):
     // every event is already in its entity's set, nothing changes.
     let (_, replay) = ingest(store, &b1).await;
-    let entity_records = b1.iter().filter(|r| !matches!(r.event.interaction_type, T::ProductImpression)).count();
+    let entity_records = b1
+        .iter()
+        .filter(|r| {
+            !matches!(
+                r.event.interaction_type,
+                T::ProductImpression | T::ProductClick | T::CreativeClick
+            )
+        })
+        .count();
     assert_eq!(replay.duplicates as usize, entity_records);
-    check(()).await;
+    check_final(store, &expected).await;
     let after = transcript(store).await;
     assert_eq!(before, after);
     store.readiness().expect("still ready");
@@ -525,7 +820,9 @@ async fn embedded() {
 }
 
 async fn drop_database(url: &str, db: &str) {
-    let client = clickhouse::Client::default().with_url(url).with_validation(false);
+    let client = clickhouse::Client::default()
+        .with_url(url)
+        .with_validation(false);
     client
         .query("DROP DATABASE IF EXISTS ?")
         .bind(clickhouse::sql::Identifier(db))
@@ -546,7 +843,10 @@ async fn clickhouse() {
             return;
         }
     };
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_nanos();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos();
     let database = format!("rm_test_{}_{nanos}", std::process::id());
     let config = ClickHouseConfig {
         url: Some(url.clone()),
@@ -557,7 +857,9 @@ async fn clickhouse() {
     let run = tokio::spawn(async move {
         // Connecting twice applies the DDL twice: harmless.
         ClickHouseStore::connect(&config).await.expect("connect");
-        let store = ClickHouseStore::connect(&config).await.expect("connect again");
+        let store = ClickHouseStore::connect(&config)
+            .await
+            .expect("connect again");
         let from_clickhouse = suite(&store).await;
 
         let dir = tempfile::tempdir().expect("tempdir");
@@ -577,9 +879,17 @@ async fn clickhouse() {
         let (write, _) = fold(&batch, &mut sets, &Policy::default());
         let e = store.write(&write).await.expect_err("views table is gone");
         assert!(!e.is_retryable(), "{e}");
-        store.readiness().expect("a refused write says nothing about the server");
-        let nowhere = ClickHouseConfig { url: Some("http://127.0.0.1:1".into()), ..config.clone() };
-        let e = ClickHouseStore::connect(&nowhere).await.err().expect("nothing listens on port 1");
+        store
+            .readiness()
+            .expect("a refused write says nothing about the server");
+        let nowhere = ClickHouseConfig {
+            url: Some("http://127.0.0.1:1".into()),
+            ..config.clone()
+        };
+        let e = ClickHouseStore::connect(&nowhere)
+            .await
+            .err()
+            .expect("nothing listens on port 1");
         assert!(e.is_retryable(), "{e}");
     })
     .await;

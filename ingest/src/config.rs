@@ -35,7 +35,7 @@ pub struct IngestConfig {
         default_value_t = 300
     )]
     pub dedup_ttl_secs: u64,
-    /// Most dedup keys remembered (memory bound; about 50 bytes a key).
+    /// Most dedup keys remembered (memory bound; 29 to 57 bytes a key).
     #[arg(
         long = "dedup-max-keys",
         env = "RM_DEDUP_MAX_KEYS",

@@ -473,10 +473,7 @@ impl Conds {
 }
 
 /// Splits keys into `IN` lists of bounded size.
-fn chunks<'k, K>(keys: &'k HashSet<K>, size: impl Fn(&K) -> usize) -> Vec<Vec<&'k K>>
-where
-    K: Ord,
-{
+fn chunks<K: Ord>(keys: &HashSet<K>, size: impl Fn(&K) -> usize) -> Vec<Vec<&K>> {
     let mut sorted: Vec<&K> = keys.iter().collect();
     sorted.sort();
     let mut out: Vec<Vec<&K>> = Vec::new();

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every test: installs and starts the real servers the tests need (a
+# Kafka-protocol broker and ClickHouse, through deploy/local/up.sh), exports their
+# RM_* settings with RM_REQUIRE_SERVICES=1 (a test whose server is missing fails
+# instead of skipping), then `cargo test --workspace --all-targets "$@"`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+services_env=$(bash deploy/local/up.sh)
+while IFS='=' read -r key value; do
+    if [[ $key =~ ^RM_[A-Z0-9_]+$ ]]; then
+        export "$key=$value"
+        echo "$key=$value" >&2
+    fi
+done <<<"$services_env"
+: "${RM_KAFKA_BROKERS:?up.sh did not print RM_KAFKA_BROKERS}"
+: "${RM_CLICKHOUSE_URL:?up.sh did not print RM_CLICKHOUSE_URL}"
+export RM_REQUIRE_SERVICES=1
+exec cargo test --workspace --all-targets "$@"
