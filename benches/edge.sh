@@ -13,6 +13,9 @@
 # Usage: benches/edge.sh            (from anywhere; builds release binaries first)
 # Settings (environment):
 #   CONNECTIONS=64 DURATION=15 WARMUP=3 RATE_DURATION=15 RATE_FRACTION=0.5
+#   RATE_CONNECTIONS=$CONNECTIONS   connections of the open-loop run (each holds one
+#                               request at a time, so the rate needs
+#                               RATE_CONNECTIONS / latency >= rate to keep up)
 #   LOADGEN_THREADS=1           load-generator worker threads
 #   TARGETS="edge-embedded edge-kafka bare-hyper nginx-empty-gif"
 #   RM_KAFKA_BROKERS=127.0.0.1:9092   broker for edge-kafka (fresh topic bench-<time>)
@@ -32,6 +35,7 @@ DURATION=${DURATION:-15}
 WARMUP=${WARMUP:-3}
 RATE_DURATION=${RATE_DURATION:-15}
 RATE_FRACTION=${RATE_FRACTION:-0.5}
+RATE_CONNECTIONS=${RATE_CONNECTIONS:-$CONNECTIONS}
 LOADGEN_THREADS=${LOADGEN_THREADS:-1}
 TARGETS=${TARGETS:-"edge-embedded edge-kafka bare-hyper nginx-empty-gif"}
 KAFKA_BROKERS=${RM_KAFKA_BROKERS:-127.0.0.1:9092}
@@ -42,7 +46,7 @@ RESULTS_DIR=${RESULTS_DIR:-$ROOT/benches/results}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 DATE=$(date -u +%Y-%m-%d)
 COMMAND="benches/edge.sh $*"
-for v in CONNECTIONS DURATION WARMUP RATE_DURATION RATE_FRACTION LOADGEN_THREADS; do
+for v in CONNECTIONS DURATION WARMUP RATE_DURATION RATE_FRACTION RATE_CONNECTIONS LOADGEN_THREADS; do
     COMMAND="$v=${!v} $COMMAND"
 done
 
@@ -95,6 +99,17 @@ machine_info() {
     echo "- git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- ingest eventlog service schemas src 2>/dev/null || echo ' (edge sources modified)')"
 }
 
+# Pid of a broker on this machine listening on the first broker's port (for its
+# CPU time), empty when it is remote or not found. BROKER_PID overrides.
+broker_pid() {
+    local first=${KAFKA_BROKERS%%,*}
+    if [ -n "${BROKER_PID:-}" ]; then
+        echo "$BROKER_PID"
+    elif [[ "${first%:*}" =~ ^(127\.0\.0\.1|localhost)$ ]] && command -v ss >/dev/null; then
+        ss -ltnpH "sport = :${first##*:}" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true
+    fi
+}
+
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # Waits until GET $1 answers 200 while process $PID lives.
@@ -130,7 +145,7 @@ start_target() {
     case "$name" in
     edge-embedded)
         env -u RM_KAFKA_BROKERS -u RM_CONFIG \
-            RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" \
+            RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
             "$RM_BIN" ingest >"$dir/server.log" 2>&1 &
         PID=$!
         READY_PATH=/readyz
@@ -138,7 +153,7 @@ start_target() {
     edge-kafka)
         env -u RM_CONFIG \
             RM_KAFKA_BROKERS="$KAFKA_BROKERS" RM_INGEST_TOPIC="bench-$STAMP" \
-            RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" \
+            RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
             "$RM_BIN" ingest >"$dir/server.log" 2>&1 &
         PID=$!
         READY_PATH=/readyz
@@ -192,13 +207,20 @@ for name in $TARGETS; do
     log "$name: starting on 127.0.0.1:$port"
     start_target "$name" "$port"
     url=http://127.0.0.1:$port
-    common=(--name "$name" --url "$url" --connections "$CONNECTIONS" --warmup "$WARMUP"
+    common=(--name "$name" --url "$url" --warmup "$WARMUP"
         --threads "$LOADGEN_THREADS" --server-pid "$PID")
+    if [ "$name" = edge-kafka ]; then
+        broker=$(broker_pid)
+        if [ -n "$broker" ]; then
+            common+=(--aux-pid "$broker")
+        fi
+    fi
     log "$name: max throughput, $CONNECTIONS connections, ${WARMUP}s warm-up + ${DURATION}s"
-    "$LOADGEN" "${common[@]}" --duration "$DURATION" --json "$WORK/$name-max.json"
+    "$LOADGEN" "${common[@]}" --connections "$CONNECTIONS" --duration "$DURATION" \
+        --json "$WORK/$name-max.json"
     sleep 1
-    log "$name: open loop at $RATE_FRACTION x max for ${RATE_DURATION}s"
-    "$LOADGEN" "${common[@]}" --duration "$RATE_DURATION" \
+    log "$name: open loop at $RATE_FRACTION x max, $RATE_CONNECTIONS connections, ${RATE_DURATION}s"
+    "$LOADGEN" "${common[@]}" --connections "$RATE_CONNECTIONS" --duration "$RATE_DURATION" \
         --rate-from "$WORK/$name-max.json" --rate-fraction "$RATE_FRACTION" \
         --json "$WORK/$name-rate.json"
     RUNS+=("$WORK/$name-max.json" "$WORK/$name-rate.json")
@@ -214,8 +236,11 @@ for name in $TARGETS; do
         NOTES+=("- $name: topic bench-$STAMP on $KAFKA_BROKERS")
         ;;
     esac
-    errors=$(grep -c -E ' (WARN|ERROR) ' "$WORK/$name/server.log" || true)
-    [ "${errors:-0}" != 0 ] && NOTES+=("- $name: $errors WARN/ERROR lines in its log, first: $(grep -m1 -E ' (WARN|ERROR) ' "$WORK/$name/server.log" | cut -c1-200)")
+    sed -i 's/\x1b\[[0-9;]*m//g' "$WORK/$name/server.log"
+    errors=$(grep -c -E '\b(WARN|ERROR)\b' "$WORK/$name/server.log" || true)
+    if [ "${errors:-0}" != 0 ]; then
+        NOTES+=("- $name: $errors WARN/ERROR lines in its log, first: $(grep -m1 -E '\b(WARN|ERROR)\b' "$WORK/$name/server.log" | cut -c1-200)")
+    fi
     sleep 1
 done
 [ ${#RUNS[@]} -gt 0 ] || die "no target ran"
@@ -240,8 +265,9 @@ TABLE=$("$LOADGEN" report --json "$base.json" "${RUNS[@]}")
     echo "$MACHINE"
     echo
     echo "Closed loop: $CONNECTIONS keep-alive connections, ${WARMUP}s warm-up + ${DURATION}s;" \
-        "open loop: $RATE_FRACTION x the target's max for ${RATE_DURATION}s (after ${WARMUP}s)," \
-        "latency from the scheduled send time. Every request is a distinct beacon; all targets" \
+        "open loop: $RATE_FRACTION x the target's max over $RATE_CONNECTIONS connections for ${RATE_DURATION}s" \
+        "(after ${WARMUP}s), latency corrected for coordinated omission (from the scheduled send" \
+        "time when the previous answer held a request back). Every request is a distinct beacon; all targets" \
         "get the same URLs. req/s counts 200 answers; srv CPU is the server process tree's" \
         "CPU time per 200 answer in the closed-loop run. Load generator: $LOADGEN_THREADS thread(s)" \
         "on the same machine."

@@ -74,27 +74,35 @@ fn reports(api: SocketAddr) -> Option<(serde_json::Value, serde_json::Value, ser
     ))
 }
 
-/// Starts the aggregator and `kill -9`s it at random points until it was killed
-/// `kills` times with records still to aggregate.
+/// Starts the aggregator and `kill -9`s it at random points while it works (its lag
+/// is above zero), until it was killed `kills` times mid-stream.
 fn aggregate_with_kills(dir: &Path, env: &[(&str, String)], kills: usize, rng: &mut Rng) {
-    let mut mid_stream = 0;
-    for attempt in 0..kills * 4 {
+    for i in 0..kills {
         let agg = Service::start("aggregate", dir, env);
-        std::thread::sleep(Duration::from_millis(100 + rng.below(300)));
-        let lag = metric(agg.aggregator, "aggregator_consumer_lag_records").unwrap_or(0.0);
-        agg.kill9();
-        if lag > 0.0 {
-            mid_stream += 1;
+        // Wait until it consumes (a Kafka consumer first has to join its group).
+        let t = Instant::now();
+        let mut lag = 0.0;
+        while t.elapsed() < Duration::from_secs(60) {
+            lag = metric(agg.aggregator, "aggregator_consumer_lag_records").unwrap_or(0.0);
+            if lag > 0.0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        eprintln!(
-            "kill -9 #{} of the aggregator with {lag} records left",
-            attempt + 1
+        assert!(
+            lag > 0.0,
+            "kill {}: no lag seen within {:?}; make the stream longer",
+            i + 1,
+            t.elapsed()
         );
-        if mid_stream >= kills {
-            return;
-        }
+        eprintln!("aggregator consuming after {:?}", t.elapsed());
+        std::thread::sleep(Duration::from_millis(50 + rng.below(250)));
+        agg.kill9();
+        eprintln!(
+            "kill -9 #{} of the aggregator mid-stream ({lag} records behind)",
+            i + 1
+        );
     }
-    panic!("only {mid_stream} of {kills} kills landed mid-stream: make the stream longer");
 }
 
 /// Waits until the aggregator's lag is 0 and the reports equal the expectation.
@@ -157,6 +165,22 @@ fn local(cmd: &str) {
     assert!(st.success(), "deploy/local/up.sh {cmd} failed");
 }
 
+/// Drops the test's ClickHouse database at the end, pass or fail.
+struct DropDatabase(String, String);
+
+impl Drop for DropDatabase {
+    fn drop(&mut self) {
+        let _ = Command::new("curl")
+            .args([
+                "-sf",
+                &self.0,
+                "--data-binary",
+                &format!("DROP DATABASE IF EXISTS {}", self.1),
+            ])
+            .status();
+    }
+}
+
 struct ClickHouseBack;
 
 impl Drop for ClickHouseBack {
@@ -179,9 +203,17 @@ fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
         .unwrap()
         .as_nanos();
     let topic = format!("test-exact-{}-{nanos}", std::process::id());
+    let database = format!("rm_exact_{}_{}", std::process::id(), nanos % 1_000_000_000);
+    let _drop_database = DropDatabase(ch.clone(), database.clone());
     let env = vec![
         ("RM_KAFKA_BROKERS", brokers),
         ("RM_KAFKA_PARTITIONS", "3".to_string()),
+        // Tansu 0.6 returns nothing when a fetch starts inside a record batch, so a
+        // consumer resuming from a committed offset in the middle of a producer batch
+        // would skip the batch's tail (a broker bug: Kafka returns the whole batch and
+        // the client skips ahead). One record per batch keeps every offset at a batch
+        // start on the test broker; production brokers need no such setting.
+        ("RM_KAFKA_PROPERTIES", "batch.num.messages=1".to_string()),
         ("RM_INGEST_TOPIC", topic.clone()),
         ("RM_INGEST_REJECTED_TOPIC_NAME", format!("{topic}-rejected")),
         ("RM_AGGREGATOR_TOPIC", topic.clone()),
@@ -191,27 +223,27 @@ fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
             "RM_CLICKHOUSE_DATABASE",
             format!("rm_exact_{}_{}", std::process::id(), nanos % 1_000_000_000),
         ),
-        ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "25".to_string()),
+        ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "5".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),
     ];
-    let (beacons, exp) = sessions::generate(23, 120, 100);
+    let (beacons, exp) = sessions::generate(23, 700, 500);
     let third = beacons.len() / 3;
     let edge = Service::start("ingest", dir.path(), &env);
-    fire_all(edge.ingest, &beacons[..third]);
+    fire_all(edge.ingest, &beacons);
+    // Kill the aggregator ten times while it works through the backlog.
     let mut rng = Rng::new(5);
-    // Kill the aggregator ten times while beacons keep arriving.
-    let edge_addr = edge.ingest;
-    let second: Vec<Params> = beacons[third..2 * third].to_vec();
-    let feeder = std::thread::spawn(move || fire_all(edge_addr, &second));
     aggregate_with_kills(dir.path(), &env, 10, &mut rng);
-    feeder.join().unwrap();
 
     // Store outage: ClickHouse stops, beacons keep flowing, the lag rises.
     let agg = Service::start("aggregate", dir.path(), &env);
     local("clickhouse-stop");
     let back = ClickHouseBack;
-    fire_all(edge.ingest, &beacons[2 * third..]);
-    fire_all(edge.ingest, &beacons[..third / 2]); // duplicates again
+    // Duplicates (identical re-fires, past the edge's window only when it restarts:
+    // these are answered 200 without a write) and the same beacons through a second
+    // edge, whose empty window lets them into the log: the aggregator must drop them.
+    fire_all(edge.ingest, &beacons[..third]);
+    let edge2 = Service::start("ingest", dir.path(), &env);
+    fire_all(edge2.ingest, &beacons[..third]);
     let t = Instant::now();
     let mut peak = 0.0;
     while t.elapsed() < Duration::from_secs(6) {
@@ -237,4 +269,5 @@ fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
     converge(api.api, &exp, Duration::from_secs(30));
     assert_eq!(agg.terminate(), Some(0));
     assert_eq!(edge.terminate(), Some(0));
+    assert_eq!(edge2.terminate(), Some(0));
 }

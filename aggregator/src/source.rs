@@ -201,6 +201,7 @@ impl KafkaSource {
             .set("auto.offset.reset", "earliest")
             .set("session.timeout.ms", "6000")
             .set("heartbeat.interval.ms", "1000")
+            .set("max.poll.interval.ms", "20000")
             .create_with_context(RebalanceFlag(Arc::clone(&rebalanced)))
             .map_err(|e| LogError::Refused(format!("consumer configuration: {e}")))?;
         consumer
@@ -222,7 +223,13 @@ impl Source for KafkaSource {
         while out.len() < max {
             let msg = match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
                 Err(_) => break,
-                Ok(Err(e)) => return Err(rm_eventlog::kafka::classify(&e)),
+                // Records already taken are returned (their positions are recorded);
+                // the error comes back on the next poll.
+                Ok(Err(e)) if out.is_empty() => return Err(rm_eventlog::kafka::classify(&e)),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "consumer error after a partial batch");
+                    break;
+                }
                 Ok(Ok(m)) => m,
             };
             self.positions.insert(msg.partition(), msg.offset() + 1);

@@ -313,16 +313,9 @@ fn funnel_row(
     }
 }
 
-fn product_row(
-    campaign: &str,
-    ad: &str,
-    catalog: &str,
-    code: &str,
-    day: &str,
-    i: u64,
-    c: u64,
-    ctr: f64,
-) -> ProductReportRow {
+/// `g` = campaign, ad, catalog, product, day.
+fn product_row(g: (&str, &str, &str, &str, &str), i: u64, c: u64, ctr: f64) -> ProductReportRow {
+    let (campaign, ad, catalog, code, day) = g;
     ProductReportRow {
         campaign_id: campaign.into(),
         ad_id: ad.into(),
@@ -648,8 +641,8 @@ async fn suite(store: &impl Store) -> Vec<String> {
     assert_eq!(
         store.products(&all()).await.expect("products"),
         vec![
-            product_row("c1", AD1, "cat-1", "p1", DAY0, 2, 0, 0.0),
-            product_row("c1", AD1, "cat-1", "p2", DAY0, 1, 0, 0.0),
+            product_row(("c1", AD1, "cat-1", "p1", DAY0), 2, 0, 0.0),
+            product_row(("c1", AD1, "cat-1", "p2", DAY0), 1, 0, 0.0),
         ]
     );
     assert_eq!(
@@ -750,10 +743,10 @@ async fn suite(store: &impl Store) -> Vec<String> {
         ),
     ];
     let products = vec![
-        product_row("c1", AD1, "cat-1", "p1", DAY0, 2, 1, 0.5),
-        product_row("c1", AD1, "cat-1", "p2", DAY0, 1, 0, 0.0),
-        product_row("c2", AD2, "cat-1", "p1", DAY1, 0, 1, 0.0),
-        product_row("c2", AD2, "cat-2", "p3", DAY1, 3, 0, 0.0),
+        product_row(("c1", AD1, "cat-1", "p1", DAY0), 2, 1, 0.5),
+        product_row(("c1", AD1, "cat-1", "p2", DAY0), 1, 0, 0.0),
+        product_row(("c2", AD2, "cat-1", "p1", DAY1), 0, 1, 0.0),
+        product_row(("c2", AD2, "cat-2", "p3", DAY1), 3, 0, 0.0),
     ];
     let carts = vec![
         cart_row(

@@ -72,13 +72,16 @@ pub struct RunResult {
     pub non_200: BTreeMap<String, u64>,
     /// 200 answers per second of the measured window.
     pub throughput_rps: f64,
-    /// Latency of every answer; in open loop measured from the scheduled send time
-    /// (corrected for coordinated omission).
+    /// Latency of every answer; in open loop corrected for coordinated omission
+    /// (timed from the scheduled send when the previous answer held it back).
     pub latency_ms: Latency,
     /// Open loop only: latency from the actual send (service time, uncorrected).
     pub service_latency_ms: Option<Latency>,
     /// CPU seconds the server process tree used in the measured window.
     pub server_cpu_s: Option<f64>,
+    /// CPU seconds an auxiliary process tree (the Kafka broker) used in the window.
+    #[serde(default)]
+    pub aux_cpu_s: Option<f64>,
     /// CPU seconds the load generator used in the measured window.
     pub loadgen_cpu_s: Option<f64>,
     /// `/proc/loadavg` when the run started.
@@ -97,6 +100,21 @@ impl RunResult {
     pub fn server_cpu_us_per_req(&self) -> Option<f64> {
         let cpu = self.server_cpu_s?;
         (self.ok > 0).then(|| cpu * 1e6 / self.ok as f64)
+    }
+
+    /// Auxiliary (broker) CPU microseconds per 200 answer, when it was sampled.
+    pub fn aux_cpu_us_per_req(&self) -> Option<f64> {
+        let cpu = self.aux_cpu_s?;
+        (self.ok > 0).then(|| cpu * 1e6 / self.ok as f64)
+    }
+
+    /// Server CPU per request, with the auxiliary process's in parentheses.
+    pub fn cpu_text(&self) -> String {
+        match (self.server_cpu_us_per_req(), self.aux_cpu_us_per_req()) {
+            (Some(s), Some(a)) => format!("{s:.1} (+{a:.1} broker)"),
+            (Some(s), None) => format!("{s:.1}"),
+            _ => "-".into(),
+        }
     }
 
     /// `status:count` pairs, or `0`.
@@ -204,6 +222,11 @@ pub struct Ratio {
     pub vs_bare: Option<f64>,
     /// p99 (ms) of the edge's open-loop run.
     pub p99_ms_open_loop: Option<f64>,
+    /// Requests per server CPU-second, edge / nginx (closed-loop runs): the
+    /// throughput ratio were both CPU-bound on dedicated cores.
+    pub cpu_vs_nginx: Option<f64>,
+    /// Requests per server CPU-second, edge / bare hyper.
+    pub cpu_vs_bare: Option<f64>,
     /// Every goal met (missing data counts as missed).
     pub meets_goals: bool,
 }
@@ -247,6 +270,15 @@ pub fn compare(runs: &[RunResult], base: &Baselines, goals: Goals) -> Comparison
             .filter(|v| *v > 0.0)
     };
     let (nginx, bare) = (max_of(&base.nginx), max_of(&base.bare));
+    let cpu_of = |name: &str| {
+        targets
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.max.as_ref())
+            .and_then(RunResult::server_cpu_us_per_req)
+            .filter(|v| *v > 0.0)
+    };
+    let (nginx_cpu, bare_cpu) = (cpu_of(&base.nginx), cpu_of(&base.bare));
     let ratios = targets
         .iter()
         .filter(|t| t.name != base.nginx && t.name != base.bare)
@@ -255,6 +287,7 @@ pub fn compare(runs: &[RunResult], base: &Baselines, goals: Goals) -> Comparison
             let vs_nginx = own.zip(nginx).map(|(a, b)| a / b);
             let vs_bare = own.zip(bare).map(|(a, b)| a / b);
             let p99 = t.rate.as_ref().map(|r| r.latency_ms.p99);
+            let own_cpu = cpu_of(&t.name);
             let meets_goals = vs_nginx.is_some_and(|v| v >= goals.vs_nginx)
                 && vs_bare.is_some_and(|v| v >= goals.vs_bare)
                 && p99.is_some_and(|p| p < goals.p99_ms);
@@ -263,6 +296,8 @@ pub fn compare(runs: &[RunResult], base: &Baselines, goals: Goals) -> Comparison
                 vs_nginx,
                 vs_bare,
                 p99_ms_open_loop: p99,
+                cpu_vs_nginx: own_cpu.zip(nginx_cpu).map(|(a, b)| b / a),
+                cpu_vs_bare: own_cpu.zip(bare_cpu).map(|(a, b)| b / a),
                 meets_goals,
             }
         })
@@ -298,7 +333,7 @@ pub fn markdown(c: &Comparison, goals: Goals) -> String {
             m.map_or_else(|| "-".into(), RunResult::non_200_text),
             cell(m.map(|m| m.latency_ms.p50), 3),
             cell(m.map(|m| m.latency_ms.p99), 3),
-            cell(m.and_then(RunResult::server_cpu_us_per_req), 1),
+            m.map_or_else(|| "-".into(), RunResult::cpu_text),
             match r {
                 Some(r) => format!(
                     "{:.0} (of {:.0})",
@@ -316,13 +351,13 @@ pub fn markdown(c: &Comparison, goals: Goals) -> String {
         ));
     }
     out.push_str(&format!(
-        "\n| edge | vs nginx (goal >= {:.1}x) | vs bare hyper (goal >= {:.1}x) | open-loop p99 ms (goal < {}) | all goals met |\n\
-         |---|---:|---:|---:|---|\n",
+        "\n| edge | vs nginx (goal >= {:.1}x) | vs bare hyper (goal >= {:.1}x) | open-loop p99 ms (goal < {}) | all goals met | req per CPU-s vs nginx | vs bare hyper |\n\
+         |---|---:|---:|---:|---|---:|---:|\n",
         goals.vs_nginx, goals.vs_bare, goals.p99_ms
     ));
     for r in &c.ratios {
         out.push_str(&format!(
-            "| {} | {} {} | {} {} | {} {} | {} |\n",
+            "| {} | {} {} | {} {} | {} {} | {} | {} | {} |\n",
             r.name,
             cell(r.vs_nginx, 2),
             mark(r.vs_nginx.is_some_and(|v| v >= goals.vs_nginx)),
@@ -331,6 +366,8 @@ pub fn markdown(c: &Comparison, goals: Goals) -> String {
             cell(r.p99_ms_open_loop, 3),
             mark(r.p99_ms_open_loop.is_some_and(|p| p < goals.p99_ms)),
             mark(r.meets_goals),
+            cell(r.cpu_vs_nginx, 2),
+            cell(r.cpu_vs_bare, 2),
         ));
     }
     out
@@ -361,6 +398,7 @@ mod tests {
             },
             service_latency_ms: None,
             server_cpu_s: Some(1.0),
+            aux_cpu_s: None,
             loadgen_cpu_s: None,
             loadavg_start: String::new(),
             started_unix: 0,
@@ -387,7 +425,7 @@ mod tests {
         assert!(r.vs_bare.is_some_and(|v| (v - 50.0 / 120.0).abs() < 1e-9));
         assert!(!r.meets_goals, "0.42x bare hyper misses 0.5x");
         let md = markdown(&c, Goals::default());
-        assert!(md.contains("| edge | 1.25 yes | 0.42 **no** | 4.000 yes | **no** |"));
+        assert!(md.contains("| edge | 1.25 yes | 0.42 **no** | 4.000 yes | **no** | 1.25 | 0.42 |"));
         assert!(summary_table(&runs).contains("nginx-empty-gif"));
     }
 }

@@ -89,7 +89,7 @@ listener_pid() {
 # PID 1, which may take a while: a zombie has already closed its sockets).
 alive() {
     local stat
-    read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
     stat=${stat##*) }
     [[ ${stat%% *} != Z ]]
 }
@@ -263,8 +263,9 @@ kafka_start() {
         --advertised-listener-url "tcp://$HOST:$KAFKA_PORT" \
         --storage-engine "$TANSU_STORAGE"
     if ! wait_ready kafka 30 "$pidfile" "$logfile" port_open "$HOST" "$KAFKA_PORT"; then
-        log "kafka: if the log says the storage engine is not enabled, rebuild with:"
-        log "  cargo install tansu --locked --force --no-default-features --features $TANSU_FEATURES"
+        log "kafka: if the log says FeatureNotEnabled, the storage engine of $TANSU_STORAGE is not"
+        log "  compiled into $TANSU_BIN; rebuild it (e.g. RM_TANSU_FEATURES=dynostore,libsql for sqlite://):"
+        log "  cargo install tansu --version =$TANSU_VERSION --locked --force --no-default-features --features $TANSU_FEATURES"
         die "kafka: broker did not start"
     fi
     log "kafka: ready (pid $(<"$pidfile"))"

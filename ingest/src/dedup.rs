@@ -225,11 +225,17 @@ mod tests {
         let w = DedupWindow::new(u64::MAX / 4, 1_000_000, 64);
         let mut x = 0x9E37_79B9_7F4A_7C15_u128;
         for i in 0..400_000u64 {
-            x = x.wrapping_mul(0x2545_F491_4F6C_DD1D_2545_F491_4F6C_DD1D).wrapping_add(u128::from(i));
+            x = x
+                .wrapping_mul(0x2545_F491_4F6C_DD1D_2545_F491_4F6C_DD1D)
+                .wrapping_add(u128::from(i));
             w.check(x, 0);
         }
         let per_key = w.memory_bytes() as f64 / w.len() as f64;
-        eprintln!("dedup window: {} keys, {} bytes, {per_key:.1} bytes/key", w.len(), w.memory_bytes());
+        eprintln!(
+            "dedup window: {} keys, {} bytes, {per_key:.1} bytes/key",
+            w.len(),
+            w.memory_bytes()
+        );
         assert!(per_key < 64.0, "{per_key} bytes per key");
     }
 

@@ -255,6 +255,29 @@ pub fn generate(seed: u64, players: usize, shoppers: usize) -> (Vec<Params>, Exp
     (beacons, exp)
 }
 
+fn mismatches<K: std::fmt::Debug + Ord, V: std::fmt::Debug + PartialEq>(
+    what: &str,
+    got: &BTreeMap<K, V>,
+    want: &BTreeMap<K, V>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (k, w) in want {
+        match got.get(k) {
+            Some(g) if g == w => {}
+            g => out.push(format!("{what} {k:?}: got {g:?}, want {w:?}")),
+        }
+    }
+    for k in got.keys().filter(|k| !want.contains_key(*k)) {
+        out.push(format!("{what} {k:?}: unexpected row {:?}", got.get(k)));
+    }
+    if out.len() > 12 {
+        let n = out.len();
+        out.truncate(12);
+        out.push(format!("... {n} {what} mismatches in all"));
+    }
+    out
+}
+
 /// Checks reports (JSON bodies of the api) against the expectation; returns the
 /// differences, empty when equal.
 pub fn diff(
@@ -301,12 +324,7 @@ pub fn diff(
         }
         got_f.insert(k, f);
     }
-    if got_f != exp.funnels {
-        out.push(format!(
-            "funnel differs:\n got {got_f:?}\nwant {:?}",
-            exp.funnels
-        ));
-    }
+    out.extend(mismatches("funnel", &got_f, &exp.funnels));
     let mut got_p = BTreeMap::new();
     for r in products["rows"].as_array().cloned().unwrap_or_default() {
         let k = (
@@ -324,12 +342,7 @@ pub fn diff(
             },
         );
     }
-    if got_p != exp.products {
-        out.push(format!(
-            "products differ:\n got {got_p:?}\nwant {:?}",
-            exp.products
-        ));
-    }
+    out.extend(mismatches("product", &got_p, &exp.products));
     let mut got_c = BTreeMap::new();
     for r in carts["rows"].as_array().cloned().unwrap_or_default() {
         let k = (
@@ -348,11 +361,6 @@ pub fn diff(
             },
         );
     }
-    if got_c != exp.carts {
-        out.push(format!(
-            "carts differ:\n got {got_c:?}\nwant {:?}",
-            exp.carts
-        ));
-    }
+    out.extend(mismatches("cart", &got_c, &exp.carts));
     out
 }

@@ -995,6 +995,31 @@ mod tests {
     }
 
     #[test]
+    fn readiness_follows_the_last_outcome_that_concerns_the_server() {
+        let store = ClickHouseStore {
+            inner: Arc::new(Inner {
+                client: Client::default(),
+                health: Mutex::new(Health {
+                    at: Instant::now(),
+                    problem: None,
+                }),
+            }),
+        };
+        assert_eq!(store.readiness(), Ok(()));
+        store
+            .inner
+            .note::<()>(&Err(StoreError::Unavailable("connection refused".into())));
+        assert_eq!(store.readiness(), Err("connection refused".into()));
+        store
+            .inner
+            .note::<()>(&Err(StoreError::Refused("unknown table".into())));
+        assert_eq!(store.readiness(), Err("connection refused".into()));
+        store.inner.note(&Ok(()));
+        assert_eq!(store.readiness(), Ok(()));
+        assert!(store.inner.idle_for() < PING_INTERVAL);
+    }
+
+    #[test]
     fn key_lists_are_bounded() {
         let keys: HashSet<String> = (0..2500).map(|i| format!("k{i:05}")).collect();
         let c = chunks(&keys, String::len);
