@@ -171,17 +171,8 @@ pub async fn run(
 ) -> Result<(), AggregatorError> {
     let backend = store.backend();
     metrics::register(backend);
-    let (stopping, ready_store) = (shutdown.clone(), Arc::clone(&store));
-    let ops = Ops::new(
-        rm_service::telemetry::install(),
-        Arc::new(move || {
-            if stopping.is_cancelled() {
-                Err("shutting down".into())
-            } else {
-                ready_store.readiness()
-            }
-        }),
-    );
+    let ready_store = Arc::clone(&store);
+    let ops = Ops::until_shutdown(shutdown.clone(), move || ready_store.readiness());
     tracing::info!(addr = ?listener.local_addr().ok(), backend, topic = %config.topic, "aggregator listening");
     let server = rm_service::serve(
         listener,

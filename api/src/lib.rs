@@ -79,17 +79,8 @@ pub async fn run(
     shutdown: CancellationToken,
     drain: Duration,
 ) -> Result<(), ApiError> {
-    let (stopping, ready_store) = (shutdown.clone(), Arc::clone(&store));
-    let ops = Ops::new(
-        rm_service::telemetry::install(),
-        Arc::new(move || {
-            if stopping.is_cancelled() {
-                Err("shutting down".into())
-            } else {
-                ready_store.readiness()
-            }
-        }),
-    );
+    let ready_store = Arc::clone(&store);
+    let ops = Ops::until_shutdown(shutdown.clone(), move || ready_store.readiness());
     tracing::info!(addr = ?listener.local_addr().ok(), "api listening");
     let handler = ApiHandler { ops, store };
     rm_service::serve(

@@ -33,18 +33,8 @@ pub async fn run<L: EventLog>(
     shutdown: CancellationToken,
     drain: Duration,
 ) -> Result<(), IngestError> {
-    let prometheus = rm_service::telemetry::install();
     let ready_log = Arc::clone(&log);
-    let ready_shutdown = shutdown.clone();
-    let ops = Ops::new(
-        prometheus,
-        Arc::new(move || {
-            if ready_shutdown.is_cancelled() {
-                return Err("shutting down".into());
-            }
-            ready_log.readiness()
-        }),
-    );
+    let ops = Ops::until_shutdown(shutdown.clone(), move || ready_log.readiness());
     let edge = Arc::new(edge::Edge::new(
         config,
         Arc::clone(&log),

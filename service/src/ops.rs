@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use http::{Method, StatusCode};
 use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::{response, Response};
 
@@ -26,6 +27,23 @@ impl Ops {
     /// Ops endpoints rendering `metrics` and asking `ready`.
     pub fn new(metrics: PrometheusHandle, ready: ReadinessCheck) -> Self {
         Self { metrics, ready }
+    }
+
+    /// Ops endpoints of a service on the process registry: not ready once `shutdown`
+    /// is cancelled (so load balancers stop sending work while it drains), else as
+    /// `ready` says.
+    pub fn until_shutdown(
+        shutdown: CancellationToken,
+        ready: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        let check = move || {
+            if shutdown.is_cancelled() {
+                Err("shutting down".to_owned())
+            } else {
+                ready()
+            }
+        };
+        Self::new(crate::telemetry::install(), Arc::new(check))
     }
 
     /// Answers the request when its path is one of the ops endpoints.
