@@ -1,0 +1,341 @@
+//! Aggregator benchmark: events per second from the event log into the report store,
+//! against a consume-only pass over the same records (the ceiling for reading them),
+//! and end-to-end freshness (beacon appended to the log -> the report shows it).
+//!
+//! Runs on the embedded log and store (default), or on Kafka + ClickHouse when
+//! `RM_KAFKA_BROKERS` and `RM_CLICKHOUSE_URL` are set. `cargo run --release -p
+//! rm-benches --bin aggbench -- --records 300000` prints a summary table.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rm_aggregator::pipeline::{self, PipelineOptions};
+use rm_aggregator::source::{AnySource, EmbeddedSource, KafkaSource, Source};
+use rm_aggregator::store::{AnyStore, ReportFilter, Store};
+use rm_eventlog::{EmbeddedLogConfig, EventLog, KafkaConfig};
+use rm_schemas::{EventRecord, InteractionEvent, InteractionType};
+use tokio_util::sync::CancellationToken;
+
+/// Settings.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Records in the throughput runs.
+    #[arg(long, default_value_t = 300_000)]
+    records: usize,
+    /// Freshness probes.
+    #[arg(long, default_value_t = 200)]
+    probes: usize,
+    /// Background events per second during the freshness run.
+    #[arg(long, default_value_t = 2_000)]
+    steady_rate: u64,
+    /// Batch bound of the aggregator, records.
+    #[arg(long, default_value_t = 20_000)]
+    batch_max_records: usize,
+    /// Batch bound of the aggregator, milliseconds.
+    #[arg(long, default_value_t = 200)]
+    batch_max_wait_ms: u64,
+    #[command(flatten)]
+    kafka: KafkaConfig,
+    #[command(flatten)]
+    clickhouse: rm_aggregator::store::clickhouse::ClickHouseConfig,
+}
+
+/// A realistic record: video funnels, product tiles and carts over many sessions.
+fn record(i: usize, now: chrono::DateTime<chrono::Utc>) -> EventRecord {
+    const VIDEO: [InteractionType; 6] = [
+        InteractionType::VideoCreativeView,
+        InteractionType::VideoPlay,
+        InteractionType::VideoFirstQuartile,
+        InteractionType::VideoMidpoint,
+        InteractionType::VideoThirdQuartile,
+        InteractionType::VideoComplete,
+    ];
+    let session = format!("s-{}", i / 8);
+    let (kind, video, product, units) = match i % 8 {
+        k @ 0..=5 => (VIDEO[k], Some(format!("v-{}", i % 3)), None, None),
+        6 => (
+            InteractionType::ProductImpression,
+            None,
+            Some(format!("sku-{}", i % 97)),
+            None,
+        ),
+        _ => (
+            InteractionType::Cart,
+            None,
+            Some(format!("sku-{}", i % 97)),
+            Some((i % 4) as u64),
+        ),
+    };
+    let ts = now - chrono::Duration::milliseconds(((1_000_000 - (i % 1_000_000)) * 7) as i64);
+    let event = InteractionEvent {
+        ad_id: format!("rm1.camp-{}.ad-{}", i % 11, i % 29),
+        interaction_type: kind,
+        timestamp: ts.fixed_offset(),
+        session_id: Some(session),
+        customer_id: None,
+        dtm_token: None,
+        video_id: video,
+        catalog_id: product.as_ref().map(|_| "cat-1".to_owned()),
+        product_code: product,
+        creative_id: None,
+        units,
+        conversion_value: units.map(|u| u as f64 * 9.5),
+        iab_consent_string: None,
+    };
+    EventRecord::new(event, uuid::Uuid::now_v7(), now)
+}
+
+fn options(a: &Args) -> PipelineOptions {
+    PipelineOptions {
+        batch_max_records: a.batch_max_records,
+        batch_max_wait: Duration::from_millis(a.batch_max_wait_ms),
+        policy: rm_aggregator::batch::Policy::default(),
+        cache_max_entities: 1_000_000,
+    }
+}
+
+struct Backends {
+    log: Arc<rm_eventlog::AnyLog>,
+    store: Arc<AnyStore>,
+    topic: String,
+    _dir: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A directory removed on drop.
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+async fn backends(a: &Args, name: &str) -> anyhow::Result<Backends> {
+    let dir = std::env::temp_dir().join(format!("rm-aggbench-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let topic = format!("aggbench-{}-{name}", std::process::id());
+    let log = rm_eventlog::open(
+        &a.kafka,
+        &EmbeddedLogConfig::default(),
+        &dir,
+        &[topic.clone()],
+    )
+    .await?;
+    let mut ch = a.clickhouse.clone();
+    ch.database = format!("rm_aggbench_{}_{name}", std::process::id());
+    let store = rm_aggregator::open_store(&ch, &dir).await?;
+    Ok(Backends {
+        log: Arc::new(log),
+        store: Arc::new(store),
+        topic,
+        _dir: tempdir::Dir(dir),
+    })
+}
+
+fn source(b: &Backends, a: &Args, group: &str) -> anyhow::Result<AnySource> {
+    Ok(match b.log.as_ref() {
+        rm_eventlog::AnyLog::Embedded(l) => {
+            AnySource::Embedded(EmbeddedSource::new(l.clone(), group, &b.topic)?)
+        }
+        rm_eventlog::AnyLog::Kafka(_) => {
+            AnySource::Kafka(KafkaSource::connect(&a.kafka, group, &b.topic)?)
+        }
+    })
+}
+
+async fn fill(b: &Backends, n: usize) -> anyhow::Result<Duration> {
+    let now = chrono::Utc::now();
+    let t = Instant::now();
+    let mut pending = Vec::with_capacity(4096);
+    for i in 0..n {
+        let r = record(i, now);
+        let log = Arc::clone(&b.log);
+        let topic = b.topic.clone();
+        pending.push(tokio::spawn(async move {
+            log.append(&topic, r.event.ad_id.as_bytes(), r.to_bytes())
+                .await
+        }));
+        if pending.len() == 4096 {
+            for p in pending.drain(..) {
+                p.await??;
+            }
+        }
+    }
+    for p in pending {
+        p.await??;
+    }
+    Ok(t.elapsed())
+}
+
+/// Reads and decodes every record once, storing nothing: the ceiling.
+async fn consume_only(b: &Backends, a: &Args, n: usize) -> anyhow::Result<f64> {
+    let mut src = source(b, a, "consume-only")?;
+    let t = Instant::now();
+    let mut seen = 0;
+    let mut first = None;
+    while seen < n {
+        let raw = src
+            .poll(
+                a.batch_max_records,
+                Duration::from_millis(a.batch_max_wait_ms),
+            )
+            .await?;
+        if !raw.is_empty() && first.is_none() {
+            first = Some(Instant::now());
+        }
+        for r in &raw {
+            std::hint::black_box(EventRecord::from_bytes(r)?);
+        }
+        seen += raw.len();
+        src.commit().await?;
+    }
+    let start = first.unwrap_or(t);
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The real pipeline until the lag is zero.
+async fn aggregate(b: &Backends, a: &Args, n: usize) -> anyhow::Result<f64> {
+    let src = source(b, a, "aggregator")?;
+    let probe = src.lag_probe();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pipeline::run(
+        src,
+        Arc::clone(&b.store),
+        "bench",
+        options(a),
+        stop.clone(),
+    ));
+    let t = Instant::now();
+    let mut started = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let lag: i64 = probe.lag().await.iter().map(|(_, l)| l).sum();
+        let parts = probe.lag().await.len();
+        if started.is_none() && parts > 0 && lag < n as i64 {
+            started = Some(Instant::now());
+        }
+        if parts > 0 && lag == 0 {
+            break;
+        }
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(900),
+            "aggregation did not finish"
+        );
+    }
+    let secs = started.unwrap_or(t).elapsed().as_secs_f64();
+    stop.cancel();
+    task.await??;
+    Ok(n as f64 / secs)
+}
+
+/// Steady background load; for each probe, a fresh view appended, then the funnel
+/// report polled until it shows it.
+async fn freshness(b: &Backends, a: &Args) -> anyhow::Result<Vec<f64>> {
+    let src = source(b, a, "aggregator")?;
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pipeline::run(
+        src,
+        Arc::clone(&b.store),
+        "bench",
+        options(a),
+        stop.clone(),
+    ));
+    let (log, topic, rate) = (Arc::clone(&b.log), b.topic.clone(), a.steady_rate.max(1));
+    let bg_stop = stop.clone();
+    let background = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
+        let mut i = 10_000_000;
+        while !bg_stop.is_cancelled() {
+            tick.tick().await;
+            let r = record(i, chrono::Utc::now());
+            let (log, topic) = (Arc::clone(&log), topic.clone());
+            tokio::spawn(async move {
+                log.append(&topic, r.event.ad_id.as_bytes(), r.to_bytes())
+                    .await
+            });
+            i += 1;
+        }
+    });
+    let mut lat = Vec::with_capacity(a.probes);
+    for p in 0..a.probes {
+        let mut r = record(p * 8, chrono::Utc::now());
+        r.event.ad_id = format!("rm1.probe.{p}-{}", std::process::id());
+        let r = EventRecord::new(r.event, uuid::Uuid::now_v7(), chrono::Utc::now());
+        let filter = ReportFilter {
+            ad_id: Some(r.event.ad_id.clone()),
+            campaign_id: Some("probe".into()),
+            ..Default::default()
+        };
+        let sent = Instant::now();
+        b.log
+            .append(&b.topic, r.event.ad_id.as_bytes(), r.to_bytes())
+            .await?;
+        loop {
+            if !b.store.funnel(&filter).await?.is_empty() {
+                break;
+            }
+            anyhow::ensure!(
+                sent.elapsed() < Duration::from_secs(60),
+                "probe {p} never showed up"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        lat.push(sent.elapsed().as_secs_f64() * 1000.0);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    background.abort();
+    task.await??;
+    lat.sort_by(f64::total_cmp);
+    Ok(lat)
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    v.get(
+        ((v.len() as f64 * p).ceil() as usize)
+            .saturating_sub(1)
+            .min(v.len().saturating_sub(1)),
+    )
+    .copied()
+    .unwrap_or(0.0)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let backend = if a.kafka.brokers.is_some() {
+        "kafka + clickhouse"
+    } else {
+        "embedded log + embedded store"
+    };
+    eprintln!("aggbench: {backend}, {} records", a.records);
+    let b = backends(&a, "throughput").await?;
+    let fill_time = fill(&b, a.records).await?;
+    eprintln!("filled the log in {:.1}s", fill_time.as_secs_f64());
+    let read = consume_only(&b, &a, a.records).await?;
+    eprintln!("consume-only: {read:.0} records/s");
+    let agg = aggregate(&b, &a, a.records).await?;
+    eprintln!("log -> store: {agg:.0} records/s");
+    drop(b);
+    let f = backends(&a, "freshness").await?;
+    let lat = freshness(&f, &a).await?;
+    println!();
+    println!("| backend | records | consume-only rec/s | log->store rec/s | ratio (goal >= 0.5) | freshness p50 ms | p99 ms (goal < 2000) | max ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {backend} | {} | {read:.0} | {agg:.0} | {:.2} | {:.0} | {:.0} | {:.0} |",
+        a.records,
+        agg / read,
+        pct(&lat, 0.5),
+        pct(&lat, 0.99),
+        lat.last().copied().unwrap_or(0.0)
+    );
+    println!(
+        "(freshness: {} probes under a steady {} events/s)",
+        lat.len(),
+        a.steady_rate
+    );
+    Ok(())
+}
