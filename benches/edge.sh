@@ -49,6 +49,11 @@ COMMAND="benches/edge.sh $*"
 for v in CONNECTIONS DURATION WARMUP RATE_DURATION RATE_FRACTION RATE_CONNECTIONS LOADGEN_THREADS; do
     COMMAND="$v=${!v} $COMMAND"
 done
+# RM_* settings passed through to the edge belong to the command too.
+for v in $(compgen -e | grep '^RM_' | sort -r); do
+    COMMAND="$v=${!v} $COMMAND"
+done
+[ "$TARGETS" = "edge-embedded edge-kafka bare-hyper nginx-empty-gif" ] || COMMAND="TARGETS=\"$TARGETS\" $COMMAND"
 
 log() { printf '\n=== %s\n' "$*" >&2; }
 die() { printf 'edge.sh: %s\n' "$*" >&2; exit 1; }
@@ -59,8 +64,8 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
         log "cargo build --release --bin retail-media -p retail-media"
         cargo build --release --bin retail-media -p retail-media
     fi
-    log "cargo build --release -p rm-benches"
-    cargo build --release -p rm-benches
+    log "cargo build --release -p rm-benches --bin loadgen --bin bare-hyper"
+    cargo build --release -p rm-benches --bin loadgen --bin bare-hyper
 fi
 RM_BIN=${RM_BIN:-$TARGET_DIR/release/retail-media}
 LOADGEN=$TARGET_DIR/release/loadgen

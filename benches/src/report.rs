@@ -320,14 +320,14 @@ fn mark(ok: bool) -> &'static str {
 /// The comparison as Markdown tables (readable as plain text too).
 pub fn markdown(c: &Comparison, goals: Goals) -> String {
     let mut out = String::from(
-        "| target | max req/s | non-200 (max) | p50 ms @max | p99 ms @max | srv CPU us/req | open-loop req/s | non-200 (open) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| target | max req/s | non-200 (max) | p50 ms @max | p99 ms @max | srv CPU us/req | open-loop req/s | non-200 (open) | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | service p99 ms |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for t in &c.targets {
         let m = t.max.as_ref();
         let r = t.rate.as_ref();
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             t.name,
             cell(m.map(|m| m.throughput_rps), 0),
             m.map_or_else(|| "-".into(), RunResult::non_200_text),
@@ -348,6 +348,10 @@ pub fn markdown(c: &Comparison, goals: Goals) -> String {
             cell(r.map(|r| r.latency_ms.p99), 3),
             cell(r.map(|r| r.latency_ms.p999), 3),
             cell(r.map(|r| r.latency_ms.max), 3),
+            cell(
+                r.and_then(|r| r.service_latency_ms.as_ref()).map(|l| l.p99),
+                3
+            ),
         ));
     }
     out.push_str(&format!(
