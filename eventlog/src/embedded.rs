@@ -28,6 +28,11 @@ use tokio::sync::{oneshot, Notify};
 use crate::config::EmbeddedLogConfig;
 use crate::{EventLog, LogError};
 
+/// Time of one group commit (insert + fsync).
+pub const COMMIT_SECONDS: &str = "eventlog_commit_seconds";
+/// Records per group commit.
+pub const COMMIT_RECORDS: &str = "eventlog_commit_records";
+
 const OFFSETS: TableDefinition<&str, u64> = TableDefinition::new("__consumer_offsets");
 
 fn topic_table(topic: &str) -> TableDefinition<'_, u64, &'static [u8]> {
@@ -239,7 +244,11 @@ impl Writer {
     }
 
     fn write_batch(&mut self, batch: &mut Vec<Append>) {
-        match self.commit(batch) {
+        let started = std::time::Instant::now();
+        let committed = self.commit(batch);
+        metrics::histogram!(COMMIT_SECONDS).record(started.elapsed().as_secs_f64());
+        metrics::histogram!(COMMIT_RECORDS).record(batch.len() as f64);
+        match committed {
             Ok(offsets) => {
                 self.shared.healthy.store(true, Ordering::Relaxed);
                 for (a, off) in batch.drain(..).zip(offsets) {
