@@ -120,7 +120,7 @@ async fn backends(a: &Args, name: &str) -> anyhow::Result<Backends> {
         &a.kafka,
         &EmbeddedLogConfig::default(),
         &dir,
-        &[topic.clone()],
+        std::slice::from_ref(&topic),
     )
     .await?;
     let mut ch = a.clickhouse.clone();
