@@ -45,7 +45,7 @@ TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/benches/results}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 DATE=$(date -u +%Y-%m-%d)
-COMMAND="benches/edge.sh $*"
+COMMAND="benches/edge.sh${*:+ $*}"
 for v in CONNECTIONS DURATION WARMUP RATE_DURATION RATE_FRACTION RATE_CONNECTIONS LOADGEN_THREADS; do
     COMMAND="$v=${!v} $COMMAND"
 done

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{beacon, get, read_embedded, request_raw, Service};
+use common::{beacon, get, read_embedded, read_embedded_raw, request_raw, Service};
 
 const TOPIC: &str = "ad-interactions";
 
@@ -248,4 +248,48 @@ fn kill_9_loses_no_acknowledged_event() {
         acked.len(),
         records.len()
     );
+}
+
+/// With `RM_REJECTED_TOPIC` on, rejected beacons land as "bad rows" (reason, field,
+/// truncated query) in `ad-interactions-rejected`, rate-limited.
+#[test]
+fn rejected_beacons_become_bad_rows_when_enabled() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("RM_REJECTED_TOPIC", "true".to_string()),
+        ("RM_REJECTED_ROWS_PER_SEC", "5".to_string()),
+    ];
+    let svc = Service::start("ingest", dir.path(), &env);
+    let long = format!(
+        "/v1/events/ad/interaction?adId=a&interactionType=nope&cb={}",
+        "x".repeat(3000)
+    );
+    assert_eq!(get(svc.ingest, &long).unwrap().status, 400);
+    for i in 0..20 {
+        let r = get(
+            svc.ingest,
+            &format!("/v1/events/ad/interaction?adId=a{i}&interactionType=videoPlay"),
+        )
+        .unwrap();
+        assert_eq!(r.status, 400);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let metrics = String::from_utf8(get(svc.ingest, "/metrics").unwrap().body).unwrap();
+    assert_eq!(svc.terminate(), Some(0));
+    let rows: Vec<serde_json::Value> = read_embedded_raw(dir.path(), "ad-interactions-rejected")
+        .iter()
+        .map(|v| serde_json::from_slice(v).unwrap())
+        .collect();
+    // 21 rejections within about a second, at most 5 rows a second.
+    assert!(!rows.is_empty() && rows.len() <= 10, "{} rows", rows.len());
+    let first = &rows[0];
+    assert_eq!(first["reason"], "unknown_interaction_type");
+    assert_eq!(first["field"], "interactionType");
+    assert_eq!(first["truncated"], true);
+    assert_eq!(first["query"].as_str().unwrap().len(), 2048);
+    assert!(
+        metrics.contains("ingest_rejected_rows_dropped_total"),
+        "{metrics}"
+    );
+    assert!(read_embedded(dir.path(), "ad-interactions").is_empty());
 }

@@ -229,16 +229,39 @@ pub fn required_setting(var: &str, what: &str) -> Option<String> {
     }
 }
 
+/// Reads every raw value of `topic` from the embedded log under `data_dir` (the
+/// process that wrote it must have exited).
+pub fn read_embedded_raw(data_dir: &Path, topic: &str) -> Vec<Vec<u8>> {
+    open_log(data_dir)
+        .read(topic, 0, usize::MAX)
+        .expect("read")
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// Opens the embedded log, waiting briefly for a previous handle's writer thread in
+/// this process to release the file.
+fn open_log(data_dir: &Path) -> rm_eventlog::embedded::EmbeddedLog {
+    let path = rm_eventlog::EmbeddedLogConfig::path(data_dir);
+    let t = Instant::now();
+    loop {
+        match rm_eventlog::embedded::EmbeddedLog::open(
+            &path,
+            &rm_eventlog::EmbeddedLogConfig::default(),
+        ) {
+            Ok(log) => return log,
+            Err(e) if t.elapsed() > Duration::from_secs(5) => panic!("open embedded log: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
 /// Reads every record of `topic` from the embedded log under `data_dir` (the process
 /// that wrote it must have exited).
 pub fn read_embedded(data_dir: &Path, topic: &str) -> Vec<rm_schemas::EventRecord> {
-    let path = rm_eventlog::EmbeddedLogConfig::path(data_dir);
-    let log =
-        rm_eventlog::embedded::EmbeddedLog::open(&path, &rm_eventlog::EmbeddedLogConfig::default())
-            .expect("open embedded log");
-    log.read(topic, 0, usize::MAX)
-        .expect("read")
-        .into_iter()
-        .map(|(_, v)| rm_schemas::EventRecord::from_bytes(&v).expect("record"))
+    read_embedded_raw(data_dir, topic)
+        .iter()
+        .map(|v| rm_schemas::EventRecord::from_bytes(v).expect("record"))
         .collect()
 }
