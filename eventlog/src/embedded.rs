@@ -2,8 +2,13 @@
 //!
 //! Why redb: a pure-Rust, well-kept, crash-safe B-tree store with ACID transactions
 //! and a stable file format, so no hand-written file format or recovery code is
-//! needed here. Each topic is a table `u64 offset -> record bytes`; consumer offsets
-//! are a table `"group/topic" -> next offset`.
+//! needed here. Each topic is a table `log/<topic>`: one row per group commit, keyed
+//! by the offset of its first record, holding the records as a **segment**: a `u32`
+//! count, then per record a `u32` length and the bytes (little-endian). One row per
+//! commit rather than one per record keeps the B-tree pages a commit rewrites (and
+//! fsyncs) few: the measured write amplification of a row per record was about 10x.
+//! Every record still has its own offset (first offset + position in the segment).
+//! Consumer offsets are a table `"group/topic" -> next offset`.
 //!
 //! **Group commit.** Appends go through a bounded queue to one writer thread, which
 //! takes everything waiting (up to `batch_max`), inserts it in one write transaction
@@ -35,8 +40,52 @@ pub const COMMIT_RECORDS: &str = "eventlog_commit_records";
 
 const OFFSETS: TableDefinition<&str, u64> = TableDefinition::new("__consumer_offsets");
 
-fn topic_table(topic: &str) -> TableDefinition<'_, u64, &'static [u8]> {
-    TableDefinition::new(topic)
+fn topic_table(name: &str) -> TableDefinition<'_, u64, &'static [u8]> {
+    TableDefinition::new(name)
+}
+
+fn table_name(topic: &str) -> String {
+    format!("log/{topic}")
+}
+
+/// Encodes records as one segment.
+fn encode_segment(records: &[&[u8]]) -> Vec<u8> {
+    let size: usize = records.iter().map(|r| r.len() + 4).sum();
+    let mut out = Vec::with_capacity(4 + size);
+    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    for r in records {
+        out.extend_from_slice(&(r.len() as u32).to_le_bytes());
+        out.extend_from_slice(r);
+    }
+    out
+}
+
+/// The records of a segment, in order.
+fn decode_segment(seg: &[u8]) -> Result<Vec<&[u8]>, LogError> {
+    let corrupt = || LogError::Unavailable("corrupt log segment".into());
+    let word = |at: usize| -> Result<usize, LogError> {
+        let b: [u8; 4] = seg
+            .get(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(corrupt)?;
+        Ok(u32::from_le_bytes(b) as usize)
+    };
+    let count = word(0)?;
+    let mut out = Vec::with_capacity(count);
+    let mut at = 4;
+    for _ in 0..count {
+        let len = word(at)?;
+        out.push(seg.get(at + 4..at + 4 + len).ok_or_else(corrupt)?);
+        at += 4 + len;
+    }
+    Ok(out)
+}
+
+/// Records in a segment, without decoding them.
+fn segment_count(seg: &[u8]) -> u64 {
+    seg.get(0..4)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map_or(0, |b| u64::from(u32::from_le_bytes(b)))
 }
 
 struct Append {
@@ -108,15 +157,29 @@ impl EmbeddedLog {
         max: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>, LogError> {
         let r = self.shared.db.begin_read().map_err(unavailable)?;
-        let table = match r.open_table(topic_table(topic)) {
+        let name = table_name(topic);
+        let table = match r.open_table(topic_table(&name)) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(e) => return Err(unavailable(e)),
         };
         let mut out = Vec::with_capacity(max.min(4096));
-        for row in table.range(from..).map_err(unavailable)?.take(max) {
+        // The segment holding `from` starts at or before it.
+        let first = match table.range(..=from).map_err(unavailable)?.next_back() {
+            Some(row) => row.map_err(unavailable)?.0.value(),
+            None => from,
+        };
+        for row in table.range(first..).map_err(unavailable)? {
             let (k, v) = row.map_err(unavailable)?;
-            out.push((k.value(), v.value().to_vec()));
+            for (i, rec) in decode_segment(v.value())?.into_iter().enumerate() {
+                let off = k.value() + i as u64;
+                if off >= from {
+                    if out.len() >= max {
+                        return Ok(out);
+                    }
+                    out.push((off, rec.to_vec()));
+                }
+            }
         }
         Ok(out)
     }
@@ -124,11 +187,12 @@ impl EmbeddedLog {
     /// The offset the next appended record of `topic` will get (0 when empty).
     pub fn end_offset(&self, topic: &str) -> Result<u64, LogError> {
         let r = self.shared.db.begin_read().map_err(unavailable)?;
-        match r.open_table(topic_table(topic)) {
+        let name = table_name(topic);
+        match r.open_table(topic_table(&name)) {
             Ok(t) => Ok(t
                 .last()
                 .map_err(unavailable)?
-                .map_or(0, |(k, _)| k.value() + 1)),
+                .map_or(0, |(k, v)| k.value() + segment_count(v.value()))),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
             Err(e) => Err(unavailable(e)),
         }
@@ -275,30 +339,30 @@ impl Writer {
         let mut w = self.shared.db.begin_write().map_err(unavailable)?;
         w.set_durability(Durability::Immediate)
             .map_err(unavailable)?;
-        let mut offsets = Vec::with_capacity(batch.len());
+        let mut offsets = vec![0; batch.len()];
         {
-            let mut tables = HashMap::new();
-            for a in batch {
-                if !tables.contains_key(a.topic.as_str()) {
-                    let t = w.open_table(topic_table(&a.topic)).map_err(unavailable)?;
-                    if !self.next.contains_key(&a.topic) {
-                        let end = t
-                            .last()
-                            .map_err(unavailable)?
-                            .map_or(0, |(k, _)| k.value() + 1);
-                        self.next.insert(a.topic.clone(), end);
-                    }
-                    tables.insert(a.topic.as_str(), t);
-                }
-                let (Some(t), Some(next)) = (
-                    tables.get_mut(a.topic.as_str()),
-                    self.next.get_mut(&a.topic),
-                ) else {
-                    return Err(LogError::Unavailable("table vanished".into()));
+            // One segment per topic of the batch, records in arrival order.
+            let mut by_topic: HashMap<&str, Vec<usize>> = HashMap::new();
+            for (i, a) in batch.iter().enumerate() {
+                by_topic.entry(a.topic.as_str()).or_default().push(i);
+            }
+            for (topic, idx) in by_topic {
+                let name = table_name(topic);
+                let mut t = w.open_table(topic_table(&name)).map_err(unavailable)?;
+                let first = match self.next.get(topic) {
+                    Some(n) => *n,
+                    None => t
+                        .last()
+                        .map_err(unavailable)?
+                        .map_or(0, |(k, v)| k.value() + segment_count(v.value())),
                 };
-                t.insert(*next, a.value.as_slice()).map_err(unavailable)?;
-                offsets.push(*next);
-                *next += 1;
+                let records: Vec<&[u8]> = idx.iter().map(|i| batch[*i].value.as_slice()).collect();
+                t.insert(first, encode_segment(&records).as_slice())
+                    .map_err(unavailable)?;
+                for (n, i) in idx.iter().enumerate() {
+                    offsets[*i] = first + n as u64;
+                }
+                self.next.insert(topic.to_owned(), first + idx.len() as u64);
             }
         }
         w.commit().map_err(unavailable)?;
@@ -309,6 +373,16 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segments_round_trip_and_refuse_truncation() {
+        let recs: Vec<&[u8]> = vec![b"a", b"", b"hello"];
+        let seg = encode_segment(&recs);
+        assert_eq!(segment_count(&seg), 3);
+        assert_eq!(decode_segment(&seg).expect("decodes"), recs);
+        assert!(decode_segment(&seg[..seg.len() - 1]).is_err());
+        assert!(decode_segment(&[]).is_err());
+    }
 
     #[tokio::test]
     async fn appends_are_read_back_in_order_and_survive_reopen() {
