@@ -120,18 +120,20 @@ pub fn parse_beacon(query: &str) -> Result<InteractionEvent, Rejection> {
             "at least one tracking id (sessionId, customerId or dtmToken) is required",
         ));
     }
-    let why = format!("for interactionType {interaction_type}");
-    match interaction_type.requirement() {
-        Requirement::Video if video_id.is_none() => return Err(missing("videoId", &why)),
-        Requirement::Creative if creative_id.is_none() => return Err(missing("creativeId", &why)),
-        Requirement::Product | Requirement::Cart if product_code.is_none() => {
-            return Err(missing("productCode", &why))
-        }
-        Requirement::Product | Requirement::Cart if catalog_id.is_none() => {
-            return Err(missing("catalogId", &why))
-        }
-        Requirement::Cart if units.is_none() => return Err(missing("units", &why)),
-        _ => {}
+    let absent = match interaction_type.requirement() {
+        Requirement::Video if video_id.is_none() => Some("videoId"),
+        Requirement::Creative if creative_id.is_none() => Some("creativeId"),
+        Requirement::Product | Requirement::Cart if product_code.is_none() => Some("productCode"),
+        Requirement::Product | Requirement::Cart if catalog_id.is_none() => Some("catalogId"),
+        Requirement::Cart if units.is_none() => Some("units"),
+        _ => None,
+    };
+    if let Some(field) = absent {
+        // The message is built only for a rejection: valid beacons allocate nothing here.
+        return Err(missing(
+            field,
+            &format!("for interactionType {interaction_type}"),
+        ));
     }
     let units = units.map(|u| parse_units(&u)).transpose()?;
     let conversion_value = conversion_value
