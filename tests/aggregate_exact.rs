@@ -223,7 +223,7 @@ fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
             "RM_CLICKHOUSE_DATABASE",
             format!("rm_exact_{}_{}", std::process::id(), nanos % 1_000_000_000),
         ),
-        ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "5".to_string()),
+        ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "50".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),
     ];
     let (beacons, exp) = sessions::generate(23, 700, 500);
@@ -232,7 +232,10 @@ fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
     fire_all(edge.ingest, &beacons);
     // Kill the aggregator ten times while it works through the backlog.
     let mut rng = Rng::new(5);
-    aggregate_with_kills(dir.path(), &env, 10, &mut rng);
+    // Two records a batch while killing, so that ten kills land before the end.
+    let mut slow = env.clone();
+    slow.push(("RM_AGGREGATOR_BATCH_MAX_RECORDS", "2".to_string()));
+    aggregate_with_kills(dir.path(), &slow, 10, &mut rng);
 
     // Store outage: ClickHouse stops, beacons keep flowing, the lag rises.
     let agg = Service::start("aggregate", dir.path(), &env);

@@ -121,17 +121,33 @@ pub struct Service {
 impl Service {
     /// Starts `retail-media <sub>` with `data_dir` and extra environment.
     pub fn start(sub: &str, data_dir: &Path, env: &[(&str, String)]) -> Service {
+        Self::start_with_args(sub, data_dir, env, &[], None)
+    }
+
+    /// Like [`Service::start`], with extra command-line arguments; `edge_port` is where
+    /// the edge will listen when the arguments or a settings file decide it.
+    pub fn start_with_args(
+        sub: &str,
+        data_dir: &Path,
+        env: &[(&str, String)],
+        args: &[&str],
+        edge_port: Option<u16>,
+    ) -> Service {
         let (ingest, api, aggregator) = (free_port(), free_port(), free_port());
         let log_path = data_dir.join(format!("service-{ingest}.log"));
         std::fs::create_dir_all(data_dir).unwrap();
         let log = std::fs::File::create(&log_path).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_retail-media"));
         cmd.arg(sub)
+            .args(args)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RM_DATA_DIR", data_dir)
-            .env("RM_INGEST_ADDR", format!("127.0.0.1:{ingest}"))
-            .env("RM_API_ADDR", format!("127.0.0.1:{api}"))
+            .env("RM_DATA_DIR", data_dir);
+        if edge_port.is_none() {
+            cmd.env("RM_INGEST_ADDR", format!("127.0.0.1:{ingest}"));
+        }
+        let ingest = edge_port.unwrap_or(ingest);
+        cmd.env("RM_API_ADDR", format!("127.0.0.1:{api}"))
             .env("RM_AGGREGATOR_ADDR", format!("127.0.0.1:{aggregator}"))
             .env("RM_LOG", "info")
             .stdin(Stdio::null())
