@@ -16,7 +16,7 @@
 #
 # Progress goes to stderr; stdout carries only KEY=VALUE lines, so
 #   out=$(deploy/local/up.sh) && export $out
-# works. Environment: RM_LOCAL_DIR (state dir, default <repo>/.local),
+# works. Environment: RM_LOCAL_DIR (state dir, default /var/tmp/retail-media-local),
 # RM_TANSU_STORAGE (default memory://tansu/), RM_KAFKA_PORT (9092),
 # RM_CLICKHOUSE_HTTP_PORT (8123), RM_CLICKHOUSE_TCP_PORT (9000),
 # RM_TANSU_VERSION (0.6.0), RM_TANSU_FEATURES (dynostore).
@@ -24,7 +24,10 @@ set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/../.." && pwd)
-STATE_DIR=${RM_LOCAL_DIR:-$REPO_DIR/.local}
+# Machine-wide, like the ports the services listen on: every checkout on this machine
+# (a CI clone beside a working copy) then stops and restarts the same servers with the
+# same data.
+STATE_DIR=${RM_LOCAL_DIR:-/var/tmp/retail-media-local}
 
 HOST=127.0.0.1
 KAFKA_PORT=${RM_KAFKA_PORT:-9092}
