@@ -33,6 +33,9 @@ const VIEWS: TableDefinition<&str, &[u8]> = TableDefinition::new("views");
 const PRODUCT_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("product_facts");
 const CARTS: TableDefinition<&str, &[u8]> = TableDefinition::new("carts");
 
+/// Encoded rows of one table: key and value.
+type Rows = Vec<(String, Vec<u8>)>;
+
 /// The embedded store. Cheap to clone.
 #[derive(Clone)]
 pub struct EmbeddedStore {
@@ -146,34 +149,39 @@ impl Store for EmbeddedStore {
     }
 
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
-        let batch = batch.clone();
+        // Encode here and move only the bytes to the blocking thread: no copy of the
+        // batch itself.
+        let view_facts: Rows = batch
+            .view_facts
+            .iter()
+            .map(|(k, facts)| (key(k), val(facts)))
+            .collect();
+        let views: Rows = batch.views.iter().map(|v| (key(&v.key), val(v))).collect();
+        let product_facts: Rows = batch
+            .product_facts
+            .iter()
+            .map(|p| (key(&(&p.group, p.action, p.dedup_key.to_string())), val(p)))
+            .collect();
+        let mut by_cart: std::collections::BTreeMap<&CartKey, Vec<&CartEventRow>> =
+            Default::default();
+        for r in &batch.cart_rows {
+            by_cart.entry(&r.key).or_default().push(r);
+        }
+        let carts: Rows = by_cart
+            .into_iter()
+            .map(|(k, rows)| (key(k), val(&rows)))
+            .collect();
         self.blocking(move |db| {
             let w = db.begin_write().map_err(err)?;
-            {
-                let mut vf = w.open_table(VIEW_FACTS).map_err(err)?;
-                for (k, facts) in &batch.view_facts {
-                    vf.insert(key(k).as_str(), val(facts).as_slice())
-                        .map_err(err)?;
-                }
-                let mut vt = w.open_table(VIEWS).map_err(err)?;
-                for v in &batch.views {
-                    vt.insert(key(&v.key).as_str(), val(v).as_slice())
-                        .map_err(err)?;
-                }
-                let mut pf = w.open_table(PRODUCT_FACTS).map_err(err)?;
-                for p in &batch.product_facts {
-                    let k = key(&(&p.group, p.action, p.dedup_key.to_string()));
-                    pf.insert(k.as_str(), val(p).as_slice()).map_err(err)?;
-                }
-                let mut ct = w.open_table(CARTS).map_err(err)?;
-                let mut by_cart: std::collections::BTreeMap<&CartKey, Vec<&CartEventRow>> =
-                    Default::default();
-                for r in &batch.cart_rows {
-                    by_cart.entry(&r.key).or_default().push(r);
-                }
-                for (k, rows) in by_cart {
-                    ct.insert(key(k).as_str(), val(&rows).as_slice())
-                        .map_err(err)?;
+            for (table, rows) in [
+                (VIEW_FACTS, view_facts),
+                (VIEWS, views),
+                (PRODUCT_FACTS, product_facts),
+                (CARTS, carts),
+            ] {
+                let mut t = w.open_table(table).map_err(err)?;
+                for (k, v) in &rows {
+                    t.insert(k.as_str(), v.as_slice()).map_err(err)?;
                 }
             }
             w.commit().map_err(err)
