@@ -223,7 +223,14 @@ async fn process<T: Store>(
     }
     let before = violations(&sets, opts);
     let (write, stats) = fold(records, &mut sets, &opts.policy);
-    let after = violations(&sets, opts);
+    // Only the views the batch re-derived can have changed; fold already derived them.
+    let delta = write.views.iter().fold((0, 0), |(g, r), v| {
+        let (bg, br) = before.get(&v.key).copied().unwrap_or_default();
+        (
+            g + i64::from(v.funnel_gaps) - bg,
+            r + i64::from(v.repeated_milestones) - br,
+        )
+    });
     let started = std::time::Instant::now();
     match retry("write", shutdown, || store.write(&write)).await? {
         Ok(()) => {}
@@ -235,12 +242,7 @@ async fn process<T: Store>(
     }
     ::metrics::histogram!(metrics::STORE_WRITE, "backend" => backend)
         .record(started.elapsed().as_secs_f64());
-    metrics::batch(
-        records.len(),
-        &stats,
-        after.0 - before.0,
-        after.1 - before.1,
-    );
+    metrics::batch(records.len(), &stats, delta.0, delta.1);
     if cache.views.len() + cache.carts.len() + sets.views.len() + sets.carts.len()
         > opts.cache_max_entities
     {
@@ -251,17 +253,21 @@ async fn process<T: Store>(
     Some(write.newest_event_ms)
 }
 
-fn violations(sets: &EntitySets, opts: &PipelineOptions) -> (i64, i64) {
-    sets.views.iter().fold((0, 0), |(g, r), (k, facts)| {
-        let v = funnel::derive_view(
-            k.clone(),
-            campaign_of(&k.ad_id),
-            facts,
-            opts.policy.debounce_ms,
-        );
-        (
-            g + i64::from(v.funnel_gaps),
-            r + i64::from(v.repeated_milestones),
-        )
-    })
+/// Rule violations (funnel gaps, repeated milestones) of each view's current set.
+fn violations(sets: &EntitySets, opts: &PipelineOptions) -> HashMap<ViewKey, (i64, i64)> {
+    sets.views
+        .iter()
+        .map(|(k, facts)| {
+            let v = funnel::derive_view(
+                k.clone(),
+                campaign_of(&k.ad_id),
+                facts,
+                opts.policy.debounce_ms,
+            );
+            (
+                k.clone(),
+                (i64::from(v.funnel_gaps), i64::from(v.repeated_milestones)),
+            )
+        })
+        .collect()
 }
