@@ -41,7 +41,7 @@ TANSU_FEATURES=${RM_TANSU_FEATURES:-dynostore}
 # build (cmake only recommends gcc/make, and we skip recommends).
 # prometheus: for promtool. libxml2-utils: xmllint.
 APT_PACKAGES=(build-essential pkg-config cmake libcurl4-openssl-dev clickhouse-server
-    clickhouse-client nginx wrk libxml2-utils curl prometheus)
+    clickhouse-client nginx wrk libxml2-utils curl prometheus chromium postgresql)
 
 CARGO_BIN_DIR=${CARGO_HOME:-${HOME:-/root}/.cargo}/bin
 export PATH="$PATH:$CARGO_BIN_DIR:/usr/sbin:/sbin"
