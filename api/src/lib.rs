@@ -7,6 +7,8 @@
 //! at that single point.
 
 pub mod reports;
+pub mod sdk;
+pub mod vast;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

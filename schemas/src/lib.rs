@@ -18,6 +18,7 @@ pub mod rpc_status;
 pub mod tables;
 pub mod topics;
 pub mod validate;
+pub mod vast_events;
 
 pub use dedup_key::DedupKey;
 pub use event::InteractionEvent;

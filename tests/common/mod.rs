@@ -54,6 +54,30 @@ pub fn request_raw(addr: SocketAddr, method: &str, target: &[u8]) -> std::io::Re
     parse_response(&data)
 }
 
+/// Sends a request with headers and a body (`Content-Length` is added) and reads the
+/// response (one request per connection).
+pub fn send(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<HttpResponse> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut req = format!("{method} {target} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    s.write_all(&bytes)?;
+    let mut data = Vec::new();
+    s.read_to_end(&mut data)?;
+    parse_response(&data)
+}
+
 fn parse_response(data: &[u8]) -> std::io::Result<HttpResponse> {
     let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
     let end = data
