@@ -16,4 +16,5 @@ done <<<"$services_env"
 : "${RM_KAFKA_BROKERS:?up.sh did not print RM_KAFKA_BROKERS}"
 : "${RM_CLICKHOUSE_URL:?up.sh did not print RM_CLICKHOUSE_URL}"
 export RM_REQUIRE_SERVICES=1
+bash deploy/local/tools.sh # yamllint, kubernetes-validate (tests/deploy_artifacts.rs)
 exec cargo test --workspace --all-targets "$@"
