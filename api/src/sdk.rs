@@ -1,2 +1,156 @@
-//! The browser tracking snippet served at `/sdk/beacon.js`. Owned by the SDK work;
-//! filled in there.
+//! The browser tracking snippet served at `GET /sdk/beacon.js` (`api/sdk/beacon.js`,
+//! compiled into the binary; its header documents the viewability and video rules).
+//!
+//! Answers 200 `text/javascript; charset=utf-8` with `Cache-Control: public,
+//! max-age=300`, a strong `ETag` (the first 128 bits of the SHA-256 of the file,
+//! computed once) and `Access-Control-Allow-Origin: *` (so pages may load it with
+//! `crossorigin` and subresource integrity); 304 when `If-None-Match` names that tag
+//! (or is `*`); `HEAD` the same without a body; 405 for any other method. No I/O.
+
+use std::sync::OnceLock;
+
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use rm_service::{response, Response};
+use sha2::{Digest, Sha256};
+
+/// Path of the snippet.
+pub const PATH: &str = "/sdk/beacon.js";
+
+/// The snippet's source, as served.
+pub const SOURCE: &str = include_str!("../sdk/beacon.js");
+
+const CONTENT_TYPE: &str = "text/javascript; charset=utf-8";
+const CACHE_CONTROL: &str = "public, max-age=300";
+
+/// The strong entity tag of [`SOURCE`], quoted: `"<32 hex digits>"`.
+pub fn etag() -> &'static str {
+    static TAG: OnceLock<String> = OnceLock::new();
+    TAG.get_or_init(|| {
+        let digest = Sha256::digest(SOURCE.as_bytes());
+        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("\"{hex}\"")
+    })
+}
+
+/// Whether an `If-None-Match` value matches `tag` (weak comparison, as RFC 9110
+/// prescribes for `If-None-Match`: a `W/` prefix is ignored).
+fn none_match_hits(value: &str, tag: &str) -> bool {
+    value
+        .split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag)
+}
+
+/// Answers a request for [`PATH`].
+pub fn answer(method: &Method, headers: &HeaderMap) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        return response::method_not_allowed("GET, HEAD");
+    }
+    let tag = etag();
+    let fresh = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| none_match_hits(v, tag));
+    let mut r = if fresh {
+        let mut r = response::with_body(StatusCode::NOT_MODIFIED, CONTENT_TYPE, "");
+        r.headers_mut().remove(header::CONTENT_TYPE);
+        r
+    } else {
+        response::with_body(StatusCode::OK, CONTENT_TYPE, SOURCE)
+    };
+    let h = r.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(CACHE_CONTROL),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if let Ok(v) = HeaderValue::from_str(tag) {
+        h.insert(header::ETAG, v);
+    }
+    r
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    fn body(r: Response) -> Vec<u8> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(r.into_body().collect())
+            .unwrap()
+            .to_bytes()
+            .to_vec()
+    }
+
+    fn with_inm(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::IF_NONE_MATCH, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn sdk_get_serves_the_file_with_cache_headers() {
+        let r = answer(&Method::GET, &HeaderMap::new());
+        assert_eq!(r.status(), StatusCode::OK);
+        let h = r.headers().clone();
+        assert_eq!(h[header::CONTENT_TYPE], CONTENT_TYPE);
+        assert_eq!(h[header::CACHE_CONTROL], "public, max-age=300");
+        assert_eq!(h[header::ETAG], etag());
+        assert_eq!(h[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+        let b = body(r);
+        assert_eq!(b, SOURCE.as_bytes());
+        assert!(SOURCE.contains("RetailMediaBeacon"));
+    }
+
+    #[test]
+    fn sdk_etag_is_a_stable_quoted_hash_of_the_content() {
+        let t = etag();
+        assert_eq!(t.len(), 34, "{t}");
+        assert!(t.starts_with('"') && t.ends_with('"'));
+        assert!(t[1..33].bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(t, etag());
+    }
+
+    #[test]
+    fn sdk_if_none_match_answers_304_without_a_body() {
+        for v in [
+            etag().to_string(),
+            format!("W/{}", etag()),
+            format!("\"other\", {}", etag()),
+            "*".to_string(),
+        ] {
+            let r = answer(&Method::GET, &with_inm(&v));
+            assert_eq!(r.status(), StatusCode::NOT_MODIFIED, "{v}");
+            assert_eq!(r.headers()[header::ETAG], etag());
+            assert_eq!(r.headers()[header::CACHE_CONTROL], "public, max-age=300");
+            assert!(body(r).is_empty());
+        }
+        let r = answer(&Method::GET, &with_inm("\"stale\""));
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(body(r), SOURCE.as_bytes());
+    }
+
+    #[test]
+    fn sdk_head_is_allowed_and_other_methods_are_405() {
+        let r = answer(&Method::HEAD, &HeaderMap::new());
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[header::ETAG], etag());
+        for m in [Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS] {
+            let r = answer(&m, &HeaderMap::new());
+            assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED, "{m}");
+            assert_eq!(r.headers()[header::ALLOW], "GET, HEAD");
+        }
+    }
+}
