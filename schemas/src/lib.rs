@@ -11,6 +11,7 @@
 pub mod dedup_key;
 pub mod event;
 pub mod interaction;
+pub mod order;
 pub mod query;
 pub mod record;
 pub mod rejection;
