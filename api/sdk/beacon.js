@@ -25,7 +25,9 @@
  * mute/unmute report the settled state controlDebounceMs after the last toggle
  * (rapid toggles that end where they started send nothing); the pause at the end of
  * playback is not a pause. skip() sends videoSkip once, never after complete, and
- * ends the view's milestones. */
+ * ends the view (pending control toggles are dropped). The milestones sent are kept
+ * in sessionStorage per (adId, videoId): a reload that keeps the realised ad id is
+ * still the same view (rule 3) and repeats none. */
 (function (root) {
   'use strict';
   var PATH = '/v1/events/ad/interaction';
@@ -223,7 +225,13 @@
     if (!cfg) return warn('call init() first');
     if (!video || typeof video.addEventListener !== 'function') return warn('trackVideo: a video element is required');
     if (!nonEmpty(o.adId) || !nonEmpty(o.videoId)) return warn('trackVideo: adId and videoId are required');
-    var sent = {}, next = 0, last = null, seeking = false, done = false, on = [];
+    // Milestones sent for this (adId, videoId) in this session: a reload of a page
+    // that kept the same realised ad id is the same view to the aggregator.
+    var skey = 'rmBeacon.video.' + o.adId + '\u0000' + o.videoId;
+    var sent = {};
+    try { sent = JSON.parse(root.sessionStorage.getItem(skey)) || {}; } catch (e) { sent = {}; }
+    var next = 0, last = null, started = false, seeking = false, on = [];
+    while (next < MARKS.length && sent[MARKS[next][1]]) next++;
     var ctl = {
       pause: { now: false, told: false, t: null, yes: 'videoPause', no: 'videoResume' },
       mute: { now: isMuted(), told: isMuted(), t: null, yes: 'videoMute', no: 'videoUnmute' },
@@ -232,6 +240,7 @@
     function once(type) {
       if (sent[type]) return;
       sent[type] = true;
+      try { root.sessionStorage.setItem(skey, JSON.stringify(sent)); } catch (e) { /* memory only */ }
       send(type, { adId: o.adId, videoId: o.videoId });
     }
     function control(c, state) {
@@ -244,16 +253,23 @@
     }
     function progress(to) {
       var d = video.duration;
-      if (done || !sent.videoPlay || !(d > 0) || !isFinite(d)) return;
+      if (!started || !(d > 0) || !isFinite(d)) return;
       if (last !== null && !seeking && to >= last) {
         while (next < MARKS.length && last < MARKS[next][0] * d && to >= MARKS[next][0] * d) once(MARKS[next++][1]);
       }
       last = to; seeking = false;
     }
     function listen(name, fn) { video.addEventListener(name, fn); on.push([name, fn]); }
+    function detach() {
+      on.forEach(function (x) { video.removeEventListener(x[0], x[1]); });
+      on = [];
+      [ctl.pause, ctl.mute].forEach(function (c) { if (c.t) clearTimeout(c.t); });
+    }
     listen('loadeddata', function () { once('videoCreativeView'); });
     listen('playing', function () {
-      if (!sent.videoPlay) { once('videoCreativeView'); once('videoPlay'); last = video.currentTime; }
+      if (started) return;
+      started = true; last = video.currentTime;
+      once('videoCreativeView'); once('videoPlay');
     });
     listen('timeupdate', function () { progress(video.currentTime); });
     listen('ended', function () { progress(video.duration); });
@@ -263,20 +279,18 @@
       if (video.loop && last !== null && !seeking && last >= d - 0.5 && video.currentTime < 0.5) progress(d);
       seeking = true;
     });
-    listen('pause', function () { if (sent.videoPlay && !video.ended) control(ctl.pause, true); });
-    listen('play', function () { if (sent.videoPlay) control(ctl.pause, false); });
+    listen('pause', function () { if (started && !video.ended) control(ctl.pause, true); });
+    listen('play', function () { if (started) control(ctl.pause, false); });
     listen('volumechange', function () { if (isMuted() !== ctl.mute.now) control(ctl.mute, isMuted()); });
     if (video.readyState >= 2) once('videoCreativeView');
     return {
+      /** Sends videoSkip (not after complete) and ends the view. */
       skip: function () {
-        if (done || sent.videoComplete) return false;
-        done = true; once('videoSkip');
+        if (sent.videoComplete || sent.videoSkip || !on.length) return false;
+        detach(); once('videoSkip');
         return true;
       },
-      detach: function () {
-        on.forEach(function (x) { video.removeEventListener(x[0], x[1]); });
-        [ctl.pause, ctl.mute].forEach(function (c) { if (c.t) clearTimeout(c.t); });
-      },
+      detach: detach,
     };
   }
 
