@@ -173,4 +173,4 @@ fn write_site(
 
 #[cfg(test)]
 #[path = "inject_tests.rs"]
-mod tests;
+pub(crate) mod tests;
