@@ -10,11 +10,19 @@
 //! timestamp is more than `late_horizon` before the edge received it, or more than
 //! `future_skew` after, is not aggregated (counted as dropped by reason): the decision
 //! uses the record's `receivedAt`, so replays decide the same way.
+//!
+//! Product impressions, product clicks and creative clicks are also stored as
+//! attribution touches (one per shopper id, keyed by shopper and dedup key), and the
+//! orders of the `orders` topic as order lines ([`fold_orders`]): sales are attributed
+//! from those two sets when the report is read (see
+//! [`crate::aggregate::attribution`]).
 
 use std::collections::{HashMap, HashSet};
 
+use rm_schemas::order::OrderRecord;
 use rm_schemas::{EventRecord, InteractionType};
 
+use crate::aggregate::attribution::{self, OrderLine, Touch};
 use crate::aggregate::carts::{self, CartEventRow, CartFact, CartKey};
 use crate::aggregate::day_of;
 use crate::aggregate::funnel::{self, ViewFact, ViewKey, ViewRow};
@@ -62,6 +70,10 @@ pub struct BatchWrite {
     pub product_facts: Vec<ProductFact>,
     /// Derived event rows of touched carts (complete per cart).
     pub cart_rows: Vec<CartEventRow>,
+    /// New attribution touches (idempotent by shopper and dedup key).
+    pub touches: Vec<Touch>,
+    /// Lines of orders the store does not hold yet (idempotent by order id and line).
+    pub order_lines: Vec<OrderLine>,
     /// Newest event time aggregated, ms.
     pub newest_event_ms: Option<i64>,
 }
@@ -156,6 +168,12 @@ pub fn fold(
         }
         let key = r.dedup_key.0;
         let campaign_id = campaign_of(&r.event.ad_id);
+        write.touches.extend(attribution::touches_of(
+            &r.event,
+            key,
+            &campaign_id,
+            time_ms,
+        ));
         let fresh = match entity(r) {
             Entity::View(k) => {
                 let fact = ViewFact {
@@ -223,4 +241,35 @@ pub fn fold(
         write.cart_rows.extend(carts::derive_cart(&k, &facts));
     }
     (write, stats)
+}
+
+/// What [`fold_orders`] did, for metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct OrderStats {
+    /// Orders stored for the first time.
+    pub new: u64,
+    /// Orders already stored (or earlier in the batch): a re-sent or replayed order.
+    pub duplicates: u64,
+}
+
+/// The lines of the orders in `records` whose id is not in `known` (the ids the store
+/// already holds); of several records of one id in the batch, the first wins. So an
+/// order id, once stored, never changes, whatever is re-sent or replayed.
+pub fn fold_orders(
+    records: &[OrderRecord],
+    known: &HashSet<String>,
+) -> (Vec<OrderLine>, OrderStats) {
+    let mut stats = OrderStats::default();
+    let mut taken: HashSet<&str> = HashSet::new();
+    let mut lines = Vec::new();
+    for r in records {
+        let id = r.order.id.as_str();
+        if known.contains(id) || !taken.insert(id) {
+            stats.duplicates += 1;
+            continue;
+        }
+        stats.new += 1;
+        lines.extend(attribution::lines_of(&r.order));
+    }
+    (lines, stats)
 }

@@ -86,6 +86,22 @@ pub struct AggregatorConfig {
         default_value_t = 24
     )]
     pub future_skew_hours: i64,
+    /// Days before an order within which a click earns the sale (sales report).
+    #[arg(
+        id = "attribution_click_window_days",
+        long = "attribution-click-window-days",
+        env = "RM_ATTRIBUTION_CLICK_WINDOW_DAYS",
+        default_value_t = 30
+    )]
+    pub attribution_click_window_days: i64,
+    /// Days before an order within which an impression earns the sale, without a click.
+    #[arg(
+        id = "attribution_view_window_days",
+        long = "attribution-view-window-days",
+        env = "RM_ATTRIBUTION_VIEW_WINDOW_DAYS",
+        default_value_t = 1
+    )]
+    pub attribution_view_window_days: i64,
     /// Most entities (views, carts) whose fact sets are kept in memory.
     #[arg(
         long = "aggregator-cache-max-entities",
@@ -111,6 +127,16 @@ impl AggregatorConfig {
             },
             cache_max_entities: self.cache_max_entities,
         }
+    }
+}
+
+impl AggregatorConfig {
+    /// The attribution windows these settings describe (read by the sales report).
+    pub fn attribution(&self) -> aggregate::attribution::Windows {
+        aggregate::attribution::Windows::days(
+            self.attribution_click_window_days,
+            self.attribution_view_window_days,
+        )
     }
 }
 

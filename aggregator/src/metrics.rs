@@ -10,13 +10,14 @@
 //! | `aggregator_rule_violations_total` | counter | `rule` (funnel_gap, repeated_milestone) |
 //! | `aggregator_store_write_seconds` | histogram | `backend` |
 //! | `aggregator_store_errors_total` | counter | `kind` (unavailable, refused) |
-//! | `aggregator_consumer_lag_records` | gauge | `partition` (`embedded` or the partition number) |
+//! | `aggregator_orders_total` | counter | `outcome` (new, duplicate) |
+//! | `aggregator_consumer_lag_records` | gauge | `topic` (events, orders), `partition` (`embedded` or the partition number) |
 //! | `aggregator_freshness_seconds` | gauge | |
 
 use metrics::{counter, gauge, histogram};
 use rm_schemas::InteractionType;
 
-use crate::batch::{Dropped, FoldStats};
+use crate::batch::{Dropped, FoldStats, OrderStats};
 
 /// Batches stored.
 pub const BATCHES: &str = "aggregator_batches_total";
@@ -34,6 +35,8 @@ pub const VIOLATIONS: &str = "aggregator_rule_violations_total";
 pub const STORE_WRITE: &str = "aggregator_store_write_seconds";
 /// Store errors.
 pub const STORE_ERRORS: &str = "aggregator_store_errors_total";
+/// Orders read from the log, new or already stored.
+pub const ORDERS: &str = "aggregator_orders_total";
 /// Records behind the head of the log.
 pub const LAG: &str = "aggregator_consumer_lag_records";
 /// Now minus the event time of the newest stored event.
@@ -54,6 +57,9 @@ pub fn register(backend: &'static str) {
     }
     for k in ["unavailable", "refused"] {
         counter!(STORE_ERRORS, "kind" => k).absolute(0);
+    }
+    for o in ["new", "duplicate"] {
+        counter!(ORDERS, "outcome" => o).absolute(0);
     }
     let _ = histogram!(STORE_WRITE, "backend" => backend);
     gauge!(FRESHNESS).set(0.0);
@@ -79,5 +85,15 @@ pub fn batch(records: usize, stats: &FoldStats, gaps: i64, repeats: i64) {
     }
     if repeats > 0 {
         counter!(VIOLATIONS, "rule" => "repeated_milestone").increment(repeats as u64);
+    }
+}
+
+/// Counts the orders of one stored batch.
+pub fn orders(stats: &OrderStats) {
+    if stats.new > 0 {
+        counter!(ORDERS, "outcome" => "new").increment(stats.new);
+    }
+    if stats.duplicates > 0 {
+        counter!(ORDERS, "outcome" => "duplicate").increment(stats.duplicates);
     }
 }

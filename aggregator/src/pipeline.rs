@@ -14,20 +14,28 @@
 //!
 //! The entity cache only saves store reads; after a restart or a rebalance the sets
 //! are loaded from the store, which is the authority.
+//!
+//! **Orders** (the `orders` topic, read by the same source) follow the same rule: a
+//! batch's orders are looked up in the store by id, only the ones it does not hold are
+//! written (as order lines keyed by order id and line, in the same store write as the
+//! batch's events), so a replayed or re-sent order changes nothing. Attribution is
+//! computed at read time from the stored lines and touches, so it does not matter
+//! whether an order or its click is stored first.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rm_schemas::order::{self, OrderRecord};
 use rm_schemas::EventRecord;
 use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::carts::{CartFact, CartKey};
 use crate::aggregate::funnel::{self, ViewFact, ViewKey};
-use crate::batch::{fold, touched, EntitySets, Policy};
+use crate::batch::{fold, fold_orders, touched, EntitySets, Policy};
 use crate::campaign::campaign_of;
 use crate::metrics;
-use crate::source::Source;
+use crate::source::{Raw, Source, Stream};
 use crate::store::{Store, StoreError};
 
 /// Loop settings.
@@ -68,13 +76,14 @@ pub async fn run<S: Source, T: Store>(
                 () = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            for (p, lag) in probe.lag().await {
+            for ((stream, p), lag) in probe.lag().await {
                 let label = if p < 0 {
                     "embedded".to_string()
                 } else {
                     p.to_string()
                 };
-                ::metrics::gauge!(metrics::LAG, "partition" => label).set(lag as f64);
+                ::metrics::gauge!(metrics::LAG, "topic" => stream.as_str(), "partition" => label)
+                    .set(lag as f64);
             }
         }
     }));
@@ -96,9 +105,11 @@ pub async fn run<S: Source, T: Store>(
             cache = Cache::default();
         }
         if !raw.is_empty() {
-            let records = decode(&raw);
-            let Some(outcome) =
-                process(&records, &mut cache, &*store, backend, &opts, &shutdown).await
+            let (records, orders) = decode(&raw);
+            let Some(outcome) = process(
+                &records, &orders, &mut cache, &*store, backend, &opts, &shutdown,
+            )
+            .await
             else {
                 return Ok(()); // shutting down mid-batch: nothing committed, it will be replayed
             };
@@ -122,22 +133,32 @@ impl Drop for AbortOnDrop {
     }
 }
 
-fn decode(raw: &[Vec<u8>]) -> Vec<EventRecord> {
-    let mut out = Vec::with_capacity(raw.len());
+fn decode(raw: &[Raw]) -> (Vec<EventRecord>, Vec<OrderRecord>) {
+    let mut events = Vec::with_capacity(raw.len());
+    let mut orders = Vec::new();
     let mut bad = 0u64;
     for r in raw {
-        match EventRecord::from_bytes(r) {
-            Ok(rec) => out.push(rec),
-            Err(e) => {
-                bad += 1;
-                tracing::warn!(error = %e, "undecodable record skipped");
-            }
+        match r.stream {
+            Stream::Events => match EventRecord::from_bytes(r) {
+                Ok(rec) => events.push(rec),
+                Err(e) => {
+                    bad += 1;
+                    tracing::warn!(error = %e, "undecodable record skipped");
+                }
+            },
+            Stream::Orders => match order::parse_record(r) {
+                Ok(rec) => orders.push(rec),
+                Err(e) => {
+                    bad += 1;
+                    tracing::warn!(error = %e, "undecodable order record skipped");
+                }
+            },
         }
     }
     if bad > 0 {
         ::metrics::counter!(metrics::DROPPED, "reason" => "undecodable").increment(bad);
     }
-    out
+    (events, orders)
 }
 
 /// Retries `op` with backoff until it succeeds, fails for good, or shutdown.
@@ -178,6 +199,7 @@ where
 /// Folds and stores one batch; the newest event time stored, or `None` on shutdown.
 async fn process<T: Store>(
     records: &[EventRecord],
+    orders: &[OrderRecord],
     cache: &mut Cache,
     store: &T,
     backend: &'static str,
@@ -221,8 +243,24 @@ async fn process<T: Store>(
             sets.carts.insert(k.clone(), v);
         }
     }
+    let known = if orders.is_empty() {
+        HashSet::new()
+    } else {
+        let ids: HashSet<String> = orders.iter().map(|o| o.order.id.clone()).collect();
+        match retry("load orders", shutdown, || store.known_orders(&ids)).await? {
+            Ok(k) => k,
+            Err(e) => {
+                // Without knowing which orders are stored, a re-sent one could change.
+                tracing::error!(error = %e, "store refused an order lookup; stopping the pipeline");
+                shutdown.cancel();
+                return None;
+            }
+        }
+    };
     let before = violations(&sets, opts);
-    let (write, stats) = fold(records, &mut sets, &opts.policy);
+    let (mut write, stats) = fold(records, &mut sets, &opts.policy);
+    let (order_lines, order_stats) = fold_orders(orders, &known);
+    write.order_lines = order_lines;
     // Only the views the batch re-derived can have changed; fold already derived them.
     let delta = write.views.iter().fold((0, 0), |(g, r), v| {
         let (bg, br) = before.get(&v.key).copied().unwrap_or_default();
@@ -242,7 +280,8 @@ async fn process<T: Store>(
     }
     ::metrics::histogram!(metrics::STORE_WRITE, "backend" => backend)
         .record(started.elapsed().as_secs_f64());
-    metrics::batch(records.len(), &stats, delta.0, delta.1);
+    metrics::batch(records.len() + orders.len(), &stats, delta.0, delta.1);
+    metrics::orders(&order_stats);
     if cache.views.len() + cache.carts.len() + sets.views.len() + sets.carts.len()
         > opts.cache_max_entities
     {

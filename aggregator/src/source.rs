@@ -1,21 +1,70 @@
 //! Reading the event log (step 5), from either backend behind one trait.
 //!
-//! A source hands out batches, bounded by size and by time since the first record
-//! of the batch, and remembers what it handed out; `commit` stores that position
-//! durably (the embedded log's offset table, or the Kafka consumer group) and is
-//! called only after the store has taken the batch. A crash between the store write
-//! and the commit replays the batch, which the idempotent store absorbs.
+//! A source reads two topics: the interaction events (`ad-interactions`, or the
+//! configured topic) and the orders (`orders`, [`rm_schemas::topics::ORDERS`]), and
+//! tags every record with the [`Stream`] it came from. It hands out batches, bounded
+//! by size and by time since the first record of the batch, and remembers what it
+//! handed out; `commit` stores that position durably (the embedded log's offset table,
+//! one offset per topic, or the Kafka consumer group) and is called only after the
+//! store has taken the batch. A crash between the store write and the commit, or
+//! between the commits of the two topics, replays records, which the idempotent
+//! store absorbs.
+//!
+//! A topic that does not exist yet (no order was ever sent) reads as empty; Kafka
+//! looks for it again every [`METADATA_REFRESH_MS`].
 
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
 use rm_eventlog::embedded::EmbeddedLog;
 use rm_eventlog::{KafkaConfig, LogError};
+use rm_schemas::topics::ORDERS;
 use tokio::time::Instant;
+
+/// How often (ms) the Kafka consumer refreshes topic metadata, so a topic created
+/// after it started (the first order) is read soon.
+pub const METADATA_REFRESH_MS: u32 = 10_000;
+
+/// Which topic a record came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stream {
+    /// Interaction events.
+    Events,
+    /// Orders.
+    Orders,
+}
+
+impl Stream {
+    /// Bounded label for metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Events => "events",
+            Self::Orders => "orders",
+        }
+    }
+}
+
+/// One record read from the log; dereferences to its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Raw {
+    /// Where it came from.
+    pub stream: Stream,
+    /// The record.
+    pub bytes: Vec<u8>,
+}
+
+impl Deref for Raw {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
 
 /// Reads batches of raw records.
 pub trait Source: Send {
@@ -25,7 +74,7 @@ pub trait Source: Send {
         &mut self,
         max: usize,
         wait: Duration,
-    ) -> impl std::future::Future<Output = Result<Vec<Vec<u8>>, LogError>> + Send;
+    ) -> impl std::future::Future<Output = Result<Vec<Raw>, LogError>> + Send;
 
     /// Durably records that everything polled so far is stored.
     fn commit(&mut self) -> impl std::future::Future<Output = Result<(), LogError>> + Send;
@@ -38,49 +87,57 @@ pub trait Source: Send {
     fn lag_probe(&self) -> LagProbe;
 }
 
-/// Measures records not yet committed, per partition (`-1` for the embedded log).
+/// Measures records not yet committed, per topic and partition (`-1` for the
+/// embedded log).
 #[derive(Clone)]
 pub enum LagProbe {
-    /// A Kafka consumer group's assigned partitions.
-    Kafka(Arc<StreamConsumer<RebalanceFlag>>, String),
-    /// The embedded log and a consumer name.
-    Embedded(EmbeddedLog, String, String),
+    /// A Kafka consumer group's assigned partitions of these topics.
+    Kafka(Arc<StreamConsumer<RebalanceFlag>>, Vec<(Stream, String)>),
+    /// The embedded log, a consumer name and the topics.
+    Embedded(EmbeddedLog, String, Vec<(Stream, String)>),
 }
 
 impl LagProbe {
-    /// The lag now.
-    pub async fn lag(&self) -> Vec<(i32, i64)> {
+    /// The lag now, per (stream, partition).
+    pub async fn lag(&self) -> Vec<((Stream, i32), i64)> {
         match self.clone() {
-            Self::Embedded(log, group, topic) => tokio::task::spawn_blocking(move || {
-                let end = log.end_offset(&topic).ok()?;
-                let done = log.committed(&group, &topic).ok()?;
-                Some(vec![(-1, end.saturating_sub(done) as i64)])
+            Self::Embedded(log, group, topics) => tokio::task::spawn_blocking(move || {
+                topics
+                    .iter()
+                    .map(|(stream, topic)| {
+                        let end = log.end_offset(topic).ok()?;
+                        let done = log.committed(&group, topic).ok()?;
+                        Some(((*stream, -1), end.saturating_sub(done) as i64))
+                    })
+                    .collect::<Option<Vec<_>>>()
             })
             .await
             .ok()
             .flatten()
             .unwrap_or_default(),
-            Self::Kafka(c, topic) => tokio::task::spawn_blocking(move || {
+            Self::Kafka(c, topics) => tokio::task::spawn_blocking(move || {
                 let Ok(assigned) = c.assignment() else {
                     return Vec::new();
                 };
                 let committed = c.committed(Duration::from_secs(2)).ok();
-                assigned
-                    .elements_for_topic(&topic)
-                    .iter()
-                    .filter_map(|e| {
-                        let (_, high) = c
-                            .fetch_watermarks(&topic, e.partition(), Duration::from_secs(2))
-                            .ok()?;
+                let mut out = Vec::new();
+                for (stream, topic) in &topics {
+                    for e in assigned.elements_for_topic(topic) {
+                        let Ok((_, high)) =
+                            c.fetch_watermarks(topic, e.partition(), Duration::from_secs(2))
+                        else {
+                            continue;
+                        };
                         let done = committed
                             .as_ref()
-                            .and_then(|t| t.find_partition(&topic, e.partition()))
+                            .and_then(|t| t.find_partition(topic, e.partition()))
                             .and_then(|p| p.offset().to_raw())
                             .filter(|o| *o >= 0)
                             .unwrap_or(0);
-                        Some((e.partition(), (high - done).max(0)))
-                    })
-                    .collect()
+                        out.push(((*stream, e.partition()), (high - done).max(0)));
+                    }
+                }
+                out
             })
             .await
             .unwrap_or_default(),
@@ -88,30 +145,58 @@ impl LagProbe {
     }
 }
 
-/// The embedded log as a source.
-pub struct EmbeddedSource {
-    log: EmbeddedLog,
-    group: String,
+/// A topic read by the embedded source: its committed and polled positions.
+struct Cursor {
+    stream: Stream,
     topic: String,
     next: u64,
     polled_to: u64,
 }
 
+/// The embedded log as a source.
+pub struct EmbeddedSource {
+    log: EmbeddedLog,
+    group: String,
+    cursors: Vec<Cursor>,
+}
+
 impl EmbeddedSource {
-    /// Resumes `group` on `topic` from its committed offset.
+    /// Resumes `group` on `topic` and on the orders topic from their committed offsets.
     pub fn new(log: EmbeddedLog, group: &str, topic: &str) -> Result<Self, LogError> {
-        let next = log.committed(group, topic)?;
+        Self::with_orders(log, group, topic, ORDERS)
+    }
+
+    /// As [`Self::new`], reading orders from `orders_topic`.
+    pub fn with_orders(
+        log: EmbeddedLog,
+        group: &str,
+        topic: &str,
+        orders_topic: &str,
+    ) -> Result<Self, LogError> {
+        let mut cursors = Vec::new();
+        for (stream, t) in [(Stream::Orders, orders_topic), (Stream::Events, topic)] {
+            let next = log.committed(group, t)?;
+            cursors.push(Cursor {
+                stream,
+                topic: t.to_owned(),
+                next,
+                polled_to: next,
+            });
+        }
         Ok(Self {
             log,
             group: group.to_owned(),
-            topic: topic.to_owned(),
-            next,
-            polled_to: next,
+            cursors,
         })
     }
 
-    async fn read(&self, from: u64, max: usize) -> Result<Vec<(u64, Vec<u8>)>, LogError> {
-        let (log, topic) = (self.log.clone(), self.topic.clone());
+    async fn read(
+        &self,
+        topic: &str,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<(u64, Vec<u8>)>, LogError> {
+        let (log, topic) = (self.log.clone(), topic.to_owned());
         tokio::task::spawn_blocking(move || log.read(&topic, from, max))
             .await
             .map_err(|e| LogError::Unavailable(e.to_string()))?
@@ -119,17 +204,33 @@ impl EmbeddedSource {
 }
 
 impl Source for EmbeddedSource {
-    async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Vec<u8>>, LogError> {
+    async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Raw>, LogError> {
         let deadline = Instant::now() + wait;
         let mut out = Vec::new();
         loop {
             // Register interest before reading, so an append in between is not missed.
             let appended = self.log.appended();
-            let rows = self.read(self.polled_to, max - out.len()).await?;
-            if let Some((last, _)) = rows.last() {
-                self.polled_to = last + 1;
+            for i in 0..self.cursors.len() {
+                // Orders (read first) take at most half of the room left, so neither
+                // topic starves the other.
+                let room = max - out.len();
+                let room = if i + 1 < self.cursors.len() {
+                    room.div_ceil(2)
+                } else {
+                    room
+                };
+                if room == 0 {
+                    continue;
+                }
+                let (topic, from) = (self.cursors[i].topic.clone(), self.cursors[i].polled_to);
+                let rows = self.read(&topic, from, room).await?;
+                let c = &mut self.cursors[i];
+                if let Some((last, _)) = rows.last() {
+                    c.polled_to = last + 1;
+                }
+                let stream = c.stream;
+                out.extend(rows.into_iter().map(|(_, bytes)| Raw { stream, bytes }));
             }
-            out.extend(rows.into_iter().map(|(_, v)| v));
             if out.len() >= max || Instant::now() >= deadline {
                 return Ok(out);
             }
@@ -140,19 +241,21 @@ impl Source for EmbeddedSource {
     }
 
     async fn commit(&mut self) -> Result<(), LogError> {
-        if self.polled_to == self.next {
-            return Ok(());
+        for c in &mut self.cursors {
+            if c.polled_to == c.next {
+                continue;
+            }
+            let (log, group, topic, to) = (
+                self.log.clone(),
+                self.group.clone(),
+                c.topic.clone(),
+                c.polled_to,
+            );
+            tokio::task::spawn_blocking(move || log.commit(&group, &topic, to))
+                .await
+                .map_err(|e| LogError::Unavailable(e.to_string()))??;
+            c.next = to;
         }
-        let (log, group, topic, to) = (
-            self.log.clone(),
-            self.group.clone(),
-            self.topic.clone(),
-            self.polled_to,
-        );
-        tokio::task::spawn_blocking(move || log.commit(&group, &topic, to))
-            .await
-            .map_err(|e| LogError::Unavailable(e.to_string()))??;
-        self.next = to;
         Ok(())
     }
 
@@ -161,7 +264,12 @@ impl Source for EmbeddedSource {
     }
 
     fn lag_probe(&self) -> LagProbe {
-        LagProbe::Embedded(self.log.clone(), self.group.clone(), self.topic.clone())
+        let topics = self
+            .cursors
+            .iter()
+            .map(|c| (c.stream, c.topic.clone()))
+            .collect();
+        LagProbe::Embedded(self.log.clone(), self.group.clone(), topics)
     }
 }
 
@@ -184,15 +292,25 @@ impl ConsumerContext for RebalanceFlag {
 /// A Kafka consumer group as a source.
 pub struct KafkaSource {
     consumer: Arc<StreamConsumer<RebalanceFlag>>,
-    topic: String,
+    topics: Vec<(Stream, String)>,
     rebalanced: Arc<AtomicBool>,
-    positions: BTreeMap<i32, i64>,
+    positions: BTreeMap<(Stream, i32), i64>,
 }
 
 impl KafkaSource {
-    /// Joins consumer group `group` on `topic` (auto-commit off; new groups start at
-    /// the earliest offset).
+    /// Joins consumer group `group` on `topic` and the orders topic (auto-commit off;
+    /// new groups start at the earliest offset).
     pub fn connect(config: &KafkaConfig, group: &str, topic: &str) -> Result<Self, LogError> {
+        Self::connect_with_orders(config, group, topic, ORDERS)
+    }
+
+    /// As [`Self::connect`], reading orders from `orders_topic`.
+    pub fn connect_with_orders(
+        config: &KafkaConfig,
+        group: &str,
+        topic: &str,
+        orders_topic: &str,
+    ) -> Result<Self, LogError> {
         let rebalanced = Arc::new(AtomicBool::new(false));
         let consumer: StreamConsumer<RebalanceFlag> = rm_eventlog::kafka::client_config(config)?
             .set("group.id", group)
@@ -202,27 +320,60 @@ impl KafkaSource {
             .set("session.timeout.ms", "6000")
             .set("heartbeat.interval.ms", "1000")
             .set("max.poll.interval.ms", "20000")
+            .set(
+                "topic.metadata.refresh.interval.ms",
+                METADATA_REFRESH_MS.to_string(),
+            )
             .create_with_context(RebalanceFlag(Arc::clone(&rebalanced)))
             .map_err(|e| LogError::Refused(format!("consumer configuration: {e}")))?;
         consumer
-            .subscribe(&[topic])
+            .subscribe(&[topic, orders_topic])
             .map_err(|e| LogError::Unavailable(e.to_string()))?;
         Ok(Self {
             consumer: Arc::new(consumer),
-            topic: topic.to_owned(),
+            topics: vec![
+                (Stream::Events, topic.to_owned()),
+                (Stream::Orders, orders_topic.to_owned()),
+            ],
             rebalanced,
             positions: BTreeMap::new(),
         })
     }
+
+    fn stream_of(&self, topic: &str) -> Option<Stream> {
+        self.topics
+            .iter()
+            .find(|(_, t)| t == topic)
+            .map(|(s, _)| *s)
+    }
+
+    fn topic_of(&self, stream: Stream) -> &str {
+        self.topics
+            .iter()
+            .find(|(s, _)| *s == stream)
+            .map_or("", |(_, t)| t.as_str())
+    }
+}
+
+/// A subscribed topic that does not exist (yet): not a failure of the source.
+fn missing_topic(e: &rdkafka::error::KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic)
+    )
 }
 
 impl Source for KafkaSource {
-    async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Vec<u8>>, LogError> {
+    async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Raw>, LogError> {
         let deadline = Instant::now() + wait;
         let mut out = Vec::new();
         while out.len() < max {
             let msg = match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
                 Err(_) => break,
+                Ok(Err(e)) if missing_topic(&e) => {
+                    tracing::debug!(error = %e, "a subscribed topic does not exist yet");
+                    continue;
+                }
                 // Records already taken are returned (their positions are recorded);
                 // the error comes back on the next poll.
                 Ok(Err(e)) if out.is_empty() => return Err(rm_eventlog::kafka::classify(&e)),
@@ -232,9 +383,16 @@ impl Source for KafkaSource {
                 }
                 Ok(Ok(m)) => m,
             };
-            self.positions.insert(msg.partition(), msg.offset() + 1);
+            let Some(stream) = self.stream_of(msg.topic()) else {
+                continue;
+            };
+            self.positions
+                .insert((stream, msg.partition()), msg.offset() + 1);
             if let Some(p) = msg.payload() {
-                out.push(p.to_vec());
+                out.push(Raw {
+                    stream,
+                    bytes: p.to_vec(),
+                });
             }
         }
         Ok(out)
@@ -245,8 +403,8 @@ impl Source for KafkaSource {
             return Ok(());
         }
         let mut tpl = TopicPartitionList::new();
-        for (p, next) in &self.positions {
-            tpl.add_partition_offset(&self.topic, *p, Offset::Offset(*next))
+        for ((stream, p), next) in &self.positions {
+            tpl.add_partition_offset(self.topic_of(*stream), *p, Offset::Offset(*next))
                 .map_err(|e| LogError::Unavailable(e.to_string()))?;
         }
         self.consumer
@@ -261,7 +419,7 @@ impl Source for KafkaSource {
     }
 
     fn lag_probe(&self) -> LagProbe {
-        LagProbe::Kafka(Arc::clone(&self.consumer), self.topic.clone())
+        LagProbe::Kafka(Arc::clone(&self.consumer), self.topics.clone())
     }
 }
 
@@ -274,7 +432,7 @@ pub enum AnySource {
 }
 
 impl Source for AnySource {
-    async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Vec<u8>>, LogError> {
+    async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Raw>, LogError> {
         match self {
             Self::Kafka(s) => s.poll(max, wait).await,
             Self::Embedded(s) => s.poll(max, wait).await,

@@ -7,8 +7,8 @@
 //!
 //! They are written for the oldest server we run (ClickHouse 18.16) and the newest
 //! (production): plain `MergeTree`-family engines with the `ORDER BY` syntax, column
-//! types `String`, `Int32`, `Int64`, `UInt8`, `UInt32`, `UInt64`,
-//! `Nullable(Float64)`. No `Bool`, `DateTime64`, `Map`, `LowCardinality` or TTL.
+//! types `String`, `Int32`, `Int64`, `UInt8`, `UInt32`, `UInt64`, `Float64`,
+//! `Nullable(Float64)`, `Array(String)`. No `Bool`, `DateTime64`, `Map`, `LowCardinality` or TTL.
 //!
 //! # Why the writes are idempotent and the reads exact without merges
 //!
@@ -23,6 +23,14 @@
 //! | [`VIEWS`] | view | `version` (facts in the set) | `FINAL` |
 //! | [`PRODUCT_FACTS`] | group, action, dedup key | none | `uniqExact(dedup_key)` |
 //! | [`CART_EVENTS`] | cart, dedup key | `version` (facts in the cart) | `FINAL` |
+//! | [`ORDER_LINES`] | order id, line | none (copies are equal) | distinct (order id, line) |
+//! | [`ATTRIBUTION_TOUCHES`] | shopper, event time, dedup key | none (copies are equal) | distinct (dedup key) |
+//!
+//! An order id is written once: the aggregator looks the batch's order ids up first
+//! and writes only the orders the table does not hold, so a re-sent order (same id,
+//! any content) changes nothing and every copy of a line is equal. The sales report
+//! reads lines and touches and attributes them in Rust (the 18.16 server has no
+//! `ASOF JOIN` or window functions), dropping copies as it reads.
 //!
 //! Background merges only save space: every read either uses `FINAL` (which replaces
 //! at read time, keeping the row with the highest version) or counts distinct dedup
@@ -103,8 +111,48 @@ pub const CART_EVENTS: &str = "CREATE TABLE IF NOT EXISTS cart_events (
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (tracking_id, catalog_id, product_code, dedup_key)";
 
+/// Every line of every order the partner API accepted. `customer_id` and
+/// `session_id` are "" when absent; `revenue` is `totalOrderItemPriceAfterDiscounts`;
+/// `ad_id` is the line's `adId` ("" when absent), `order_ad_ids` the order's `adIds`.
+pub const ORDER_LINES: &str = "CREATE TABLE IF NOT EXISTS order_lines (
+    order_id String,
+    line UInt32,
+    customer_id String,
+    session_id String,
+    time_ms Int64,
+    catalog_id String,
+    product_code String,
+    quantity UInt64,
+    revenue Float64,
+    ad_id String,
+    order_ad_ids Array(String)
+) ENGINE = ReplacingMergeTree
+ORDER BY (order_id, line)";
+
+/// Every distinct product impression, product click and creative click, once per
+/// shopper id of the event (`shopper` is `customer:<id>` or `session:<id>`); `kind`
+/// is the interaction type. Read by shopper and time range for attribution.
+pub const ATTRIBUTION_TOUCHES: &str = "CREATE TABLE IF NOT EXISTS attribution_touches (
+    shopper String,
+    time_ms Int64,
+    dedup_key String,
+    kind String,
+    ad_id String,
+    campaign_id String,
+    catalog_id String,
+    product_code String
+) ENGINE = ReplacingMergeTree
+ORDER BY (shopper, time_ms, dedup_key)";
+
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 4] = [VIEW_FACTS, VIEWS, PRODUCT_FACTS, CART_EVENTS];
+pub const ALL: [&str; 6] = [
+    VIEW_FACTS,
+    VIEWS,
+    PRODUCT_FACTS,
+    CART_EVENTS,
+    ORDER_LINES,
+    ATTRIBUTION_TOUCHES,
+];
 
 #[cfg(test)]
 mod tests {

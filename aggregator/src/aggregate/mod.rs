@@ -5,7 +5,10 @@
 //! a cart ([`carts`]). That is what makes the pipeline exactly-once: re-applying an
 //! event already in the set, in any order, after any crash, derives the same rows.
 //! Events are placed by their own `timestamp` (event time), never by arrival.
+//! Sales [`attribution`] is the same kind of function, of two sets (touches and order
+//! lines), evaluated when the sales report is read.
 
+pub mod attribution;
 pub mod carts;
 pub mod funnel;
 pub mod products;

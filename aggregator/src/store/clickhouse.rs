@@ -12,7 +12,10 @@
 //! and turned into rows by the same constructors ([`FunnelReportRow::new`] +
 //! [`FunnelReportRow::finish`], [`ProductReportRow::new`]); the cart reports read the
 //! newest derived cart rows (narrowed by the filter on the server) and roll them up
-//! with the same pure functions ([`carts::states`], [`carts::campaign_rollup`]).
+//! with the same pure functions ([`carts::states`], [`carts::campaign_rollup`]); the
+//! sales report reads the order lines of the filter's days and catalog and the
+//! touches of their shoppers in the span the windows allow, and attributes them with
+//! [`super::sales_rows`], as the embedded store does.
 //! Rows are sorted by their group key in Rust too, so the order is the embedded
 //! store's `BTreeMap` order whatever the server's collation.
 //!
@@ -42,6 +45,7 @@ use rm_schemas::{DedupKey, InteractionType};
 use serde::{Deserialize, Serialize};
 
 use super::{ReportFilter, Store, StoreError};
+use crate::aggregate::attribution::{self, OrderLine, SalesReportRow, Touch, TouchKind, Windows};
 use crate::aggregate::carts::{
     self, CartCampaignRow, CartEventRow, CartFact, CartKey, CartStateRow, Transition,
 };
@@ -368,6 +372,92 @@ impl CartEventCh<'_> {
             version: self.version,
         })
     }
+}
+
+/// A row of `order_lines`.
+#[derive(Row, Serialize, Deserialize)]
+struct OrderLineCh {
+    order_id: String,
+    line: u32,
+    customer_id: String,
+    session_id: String,
+    time_ms: i64,
+    catalog_id: String,
+    product_code: String,
+    quantity: u64,
+    revenue: f64,
+    ad_id: String,
+    order_ad_ids: Vec<String>,
+}
+
+impl From<&OrderLine> for OrderLineCh {
+    fn from(l: &OrderLine) -> Self {
+        Self {
+            order_id: l.order_id.clone(),
+            line: l.line,
+            customer_id: l.customer_id.clone(),
+            session_id: l.session_id.clone(),
+            time_ms: l.time_ms,
+            catalog_id: l.catalog_id.clone(),
+            product_code: l.product_code.clone(),
+            quantity: l.quantity,
+            revenue: l.revenue,
+            ad_id: l.ad_id.clone(),
+            order_ad_ids: l.order_ad_ids.clone(),
+        }
+    }
+}
+
+impl From<OrderLineCh> for OrderLine {
+    fn from(l: OrderLineCh) -> Self {
+        Self {
+            order_id: l.order_id,
+            line: l.line,
+            customer_id: l.customer_id,
+            session_id: l.session_id,
+            time_ms: l.time_ms,
+            catalog_id: l.catalog_id,
+            product_code: l.product_code,
+            quantity: l.quantity,
+            revenue: l.revenue,
+            ad_id: l.ad_id,
+            order_ad_ids: l.order_ad_ids,
+        }
+    }
+}
+
+/// A row of `attribution_touches`.
+#[derive(Row, Serialize, Deserialize)]
+struct TouchCh {
+    shopper: String,
+    time_ms: i64,
+    dedup_key: String,
+    kind: String,
+    ad_id: String,
+    campaign_id: String,
+    catalog_id: String,
+    product_code: String,
+}
+
+impl TouchCh {
+    fn into_touch(self) -> Result<Touch, StoreError> {
+        Ok(Touch {
+            dedup_key: parse_dedup(&self.dedup_key)?,
+            kind: TouchKind::parse(&self.kind).ok_or_else(|| corrupt("touch kind", &self.kind))?,
+            shopper: self.shopper,
+            ad_id: self.ad_id,
+            campaign_id: self.campaign_id,
+            catalog_id: self.catalog_id,
+            product_code: self.product_code,
+            time_ms: self.time_ms,
+        })
+    }
+}
+
+/// An order id.
+#[derive(Row, Deserialize)]
+struct OrderIdCh {
+    order_id: String,
 }
 
 /// A group of the funnel report, as the server sums it.
@@ -725,7 +815,84 @@ impl ClickHouseStore {
                 version: r.version,
             })
             .collect();
-        insert_rows::<CartEventCh<'_>>(client, "cart_events", &cart_rows).await
+        insert_rows::<CartEventCh<'_>>(client, "cart_events", &cart_rows).await?;
+        let touches: Vec<TouchCh> = b
+            .touches
+            .iter()
+            .map(|t| TouchCh {
+                shopper: t.shopper.clone(),
+                time_ms: t.time_ms,
+                dedup_key: dedup_hex(t.dedup_key),
+                kind: t.kind.as_str().to_owned(),
+                ad_id: t.ad_id.clone(),
+                campaign_id: t.campaign_id.clone(),
+                catalog_id: t.catalog_id.clone(),
+                product_code: t.product_code.clone(),
+            })
+            .collect();
+        insert_rows::<TouchCh>(client, "attribution_touches", &touches).await?;
+        // Order lines last, in one INSERT: an order is either wholly stored (and
+        // skipped when the batch is replayed) or not at all.
+        let lines: Vec<OrderLineCh> = b.order_lines.iter().map(OrderLineCh::from).collect();
+        insert_rows::<OrderLineCh>(client, "order_lines", &lines).await
+    }
+
+    async fn known_order_ids(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        let fail = ch("load orders");
+        let mut known = HashSet::new();
+        for chunk in chunks(ids, String::len) {
+            let sql = format!(
+                "SELECT DISTINCT order_id FROM order_lines WHERE order_id IN ({})",
+                placeholders(chunk.len())
+            );
+            let mut q = self.client().query(&sql);
+            for id in chunk {
+                q = q.bind(id);
+            }
+            let rows: Vec<OrderIdCh> = q.fetch_all().await.map_err(&fail)?;
+            known.extend(rows.into_iter().map(|r| r.order_id));
+        }
+        Ok(known)
+    }
+
+    async fn sales_report(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<SalesReportRow>, StoreError> {
+        let fail = ch("sales report");
+        let mut c = Conds::default();
+        c.str("catalog_id = ?", &f.catalog_id);
+        c.event_days(f);
+        let sql = format!("SELECT ?fields FROM order_lines{}", c.clause());
+        let rows: Vec<OrderLineCh> = c
+            .bind(self.client().query(&sql))
+            .fetch_all()
+            .await
+            .map_err(&fail)?;
+        let lines: Vec<OrderLine> = rows.into_iter().map(OrderLine::from).collect();
+        let Some((from, to)) = attribution::touch_range(&lines, w) else {
+            return Ok(Vec::new());
+        };
+        let shoppers: HashSet<String> = lines.iter().flat_map(OrderLine::shoppers).collect();
+        let mut touches = Vec::new();
+        for chunk in chunks(&shoppers, String::len) {
+            let sql = format!(
+                "SELECT ?fields FROM attribution_touches \
+                 WHERE shopper IN ({}) AND time_ms >= ? AND time_ms <= ?",
+                placeholders(chunk.len())
+            );
+            let mut q = self.client().query(&sql);
+            for s in chunk {
+                q = q.bind(s);
+            }
+            let rows: Vec<TouchCh> = q.bind(from).bind(to).fetch_all().await.map_err(&fail)?;
+            for r in rows {
+                touches.push(r.into_touch()?);
+            }
+        }
+        // Copies of lines and touches (not merged yet) are dropped by the rollup.
+        Ok(super::sales_rows(&lines, &touches, f, w))
     }
 
     async fn funnel_report(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
@@ -922,6 +1089,18 @@ impl Store for ClickHouseStore {
     async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
         self.op("cart campaign report", self.cart_campaign_report(f))
             .await
+    }
+
+    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        self.op("load orders", self.known_order_ids(ids)).await
+    }
+
+    async fn sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<SalesReportRow>, StoreError> {
+        self.op("sales report", self.sales_report(f, w)).await
     }
 
     fn readiness(&self) -> Result<(), String> {

@@ -11,6 +11,12 @@
 //! | `views` | view key | the derived `ViewRow` |
 //! | `product_facts` | group, action, dedup key | the `ProductFact` |
 //! | `carts` | cart key | the cart's derived event rows (complete) |
+//! | `orders` | order id (raw) | the order's lines (`OrderLine`s) |
+//! | `touches` | shopper, event time, dedup key | the `Touch` |
+//!
+//! The sales report reads the orders of the filter (a scan), then the touches of
+//! their shoppers (a key range per shopper) and attributes them with the pure
+//! [`crate::aggregate::attribution`].
 //!
 //! Reports scan the tables and roll up with the same pure functions as the tests.
 
@@ -23,6 +29,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{ReportFilter, Store, StoreError};
+use crate::aggregate::attribution::{self, OrderLine, SalesReportRow, Touch, Windows};
 use crate::aggregate::carts::{self, CartCampaignRow, CartEventRow, CartKey, CartStateRow};
 use crate::aggregate::funnel::{self, FunnelReportRow, ViewFact, ViewKey, ViewRow};
 use crate::aggregate::products::{self, ProductFact, ProductReportRow};
@@ -32,6 +39,8 @@ const VIEW_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("view_fact
 const VIEWS: TableDefinition<&str, &[u8]> = TableDefinition::new("views");
 const PRODUCT_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("product_facts");
 const CARTS: TableDefinition<&str, &[u8]> = TableDefinition::new("carts");
+const ORDERS: TableDefinition<&str, &[u8]> = TableDefinition::new("orders");
+const TOUCHES: TableDefinition<&str, &[u8]> = TableDefinition::new("touches");
 
 /// Encoded rows of one table: key and value.
 type Rows = Vec<(String, Vec<u8>)>;
@@ -71,7 +80,7 @@ impl EmbeddedStore {
         }
         let db = Database::create(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         let w = db.begin_write().map_err(err)?;
-        for t in [VIEW_FACTS, VIEWS, PRODUCT_FACTS, CARTS] {
+        for t in [VIEW_FACTS, VIEWS, PRODUCT_FACTS, CARTS, ORDERS, TOUCHES] {
             w.open_table(t).map_err(err)?;
         }
         w.commit().map_err(err)?;
@@ -171,6 +180,19 @@ impl Store for EmbeddedStore {
             .into_iter()
             .map(|(k, rows)| (key(k), val(&rows)))
             .collect();
+        let mut by_order: std::collections::BTreeMap<&str, Vec<&OrderLine>> = Default::default();
+        for l in &batch.order_lines {
+            by_order.entry(&l.order_id).or_default().push(l);
+        }
+        let orders: Rows = by_order
+            .into_iter()
+            .map(|(id, lines)| (id.to_owned(), val(&lines)))
+            .collect();
+        let touches: Rows = batch
+            .touches
+            .iter()
+            .map(|t| (touch_key(t), val(t)))
+            .collect();
         self.blocking(move |db| {
             let w = db.begin_write().map_err(err)?;
             for (table, rows) in [
@@ -178,6 +200,8 @@ impl Store for EmbeddedStore {
                 (VIEWS, views),
                 (PRODUCT_FACTS, product_facts),
                 (CARTS, carts),
+                (ORDERS, orders),
+                (TOUCHES, touches),
             ] {
                 let mut t = w.open_table(table).map_err(err)?;
                 for (k, v) in &rows {
@@ -249,7 +273,73 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        let ids = ids.clone();
+        self.blocking(move |db| {
+            let r = db.begin_read().map_err(err)?;
+            let t = r.open_table(ORDERS).map_err(err)?;
+            let mut known = HashSet::new();
+            for id in ids {
+                if t.get(id.as_str()).map_err(err)?.is_some() {
+                    known.insert(id);
+                }
+            }
+            Ok(known)
+        })
+        .await
+    }
+
+    async fn sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<SalesReportRow>, StoreError> {
+        let (f, w) = (f.clone(), *w);
+        self.blocking(move |db| {
+            let orders: Vec<Vec<OrderLine>> = Self::scan(db, ORDERS)?;
+            let lines: Vec<OrderLine> = orders
+                .into_iter()
+                .flatten()
+                .filter(|l| {
+                    let day = l.day();
+                    f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
+                        && f.from_day.is_none_or(|d| day >= d)
+                        && f.to_day.is_none_or(|d| day <= d)
+                })
+                .collect();
+            let Some((from, to)) = attribution::touch_range(&lines, &w) else {
+                return Ok(Vec::new());
+            };
+            let shoppers: std::collections::BTreeSet<String> =
+                lines.iter().flat_map(OrderLine::shoppers).collect();
+            let r = db.begin_read().map_err(err)?;
+            let t = r.open_table(TOUCHES).map_err(err)?;
+            let mut touches = Vec::new();
+            for s in shoppers {
+                // Keys are JSON arrays starting with the shopper: `["<shopper>",...`.
+                let prefix = format!("[{},", key(&s));
+                for row in t.range(prefix.as_str()..).map_err(err)? {
+                    let (k, v) = row.map_err(err)?;
+                    if !k.value().starts_with(&prefix) {
+                        break;
+                    }
+                    let touch: Touch = parse(v.value())?;
+                    if (from..=to).contains(&touch.time_ms) {
+                        touches.push(touch);
+                    }
+                }
+            }
+            Ok(super::sales_rows(&lines, &touches, &f, &w))
+        })
+        .await
+    }
+
     fn readiness(&self) -> Result<(), String> {
         Ok(())
     }
+}
+
+/// A touch's key: shopper first, so one shopper's touches are one key range.
+fn touch_key(t: &Touch) -> String {
+    key(&(&t.shopper, t.time_ms, format!("{:032x}", t.dedup_key)))
 }

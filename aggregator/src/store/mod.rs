@@ -14,6 +14,7 @@ use std::future::Future;
 
 use serde::Deserialize;
 
+use crate::aggregate::attribution::{self, OrderLine, SalesReportRow, Touch, Windows};
 use crate::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
 use crate::aggregate::funnel::{FunnelReportRow, ViewKey};
 use crate::aggregate::products::ProductReportRow;
@@ -111,8 +112,49 @@ pub trait Store: Send + Sync + 'static {
         f: &ReportFilter,
     ) -> impl Future<Output = Result<Vec<CartCampaignRow>, StoreError>> + Send;
 
+    /// Which of these order ids the store holds.
+    fn known_orders(
+        &self,
+        ids: &HashSet<String>,
+    ) -> impl Future<Output = Result<HashSet<String>, StoreError>> + Send;
+
+    /// Sales per credited campaign, catalog, product and order day, attributed with
+    /// windows `w` (see [`sales_rows`] for the filter).
+    fn sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> impl Future<Output = Result<Vec<SalesReportRow>, StoreError>> + Send;
+
     /// `Ok` when the store can take writes, else why not.
     fn readiness(&self) -> Result<(), String>;
+}
+
+/// The sales report from stored order lines and touches (both stores call this).
+/// The filter's days and catalog select order lines (by the order's day and
+/// catalog); its campaign and ad select the credited campaign and ad, "" for
+/// unattributed lines, which are reported under the empty campaign id. `lines` and
+/// `touches` may hold more than needed: lines outside the filter are left out here.
+pub fn sales_rows(
+    lines: &[OrderLine],
+    touches: &[Touch],
+    f: &ReportFilter,
+    w: &Windows,
+) -> Vec<SalesReportRow> {
+    let kept: Vec<OrderLine> = lines
+        .iter()
+        .filter(|l| {
+            let day = l.day();
+            f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
+                && f.from_day.is_none_or(|d| day >= d)
+                && f.to_day.is_none_or(|d| day <= d)
+        })
+        .cloned()
+        .collect();
+    attribution::sales_report(&kept, touches, w, |campaign, ad| {
+        f.campaign_id.as_deref().is_none_or(|c| c == campaign)
+            && f.ad_id.as_deref().is_none_or(|a| a == ad)
+    })
 }
 
 /// The store a deployment uses, chosen by configuration.
@@ -154,6 +196,16 @@ impl Store for AnyStore {
     }
     async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
         dispatch!(self, s => s.cart_campaigns(f).await)
+    }
+    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        dispatch!(self, s => s.known_orders(ids).await)
+    }
+    async fn sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<SalesReportRow>, StoreError> {
+        dispatch!(self, s => s.sales(f, w).await)
     }
     fn readiness(&self) -> Result<(), String> {
         dispatch!(self, s => s.readiness())
