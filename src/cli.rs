@@ -37,6 +37,82 @@ pub enum Command {
     Aggregate(Settings),
     /// Run only the partner api.
     Api(Settings),
+    /// Manage OAuth clients (stored as Argon2 hashes in the api's state).
+    Clients(AdminArgs<ClientsAction>),
+    /// Manage the orders endpoint's API keys.
+    Keys(AdminArgs<KeysAction>),
+}
+
+/// Arguments of the admin subcommands: where the api's state is, and the action.
+#[derive(Debug, Args)]
+pub struct AdminArgs<A: Subcommand> {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: A,
+    /// Directory of the api's embedded state (stop the api first: the file is
+    /// locked while it runs).
+    #[arg(long = "data-dir", env = "RM_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+}
+
+/// `retail-media clients ...`.
+#[derive(Debug, Subcommand)]
+pub enum ClientsAction {
+    /// Add a client (or replace its secret and scopes); prints the secret once.
+    Add {
+        /// The client id.
+        id: String,
+        /// Scopes, comma-separated: ads, segments, campaigns, reports, admin.
+        #[arg(long, default_value = "ads")]
+        scopes: String,
+        /// The secret (default: a new random one).
+        #[arg(long)]
+        secret: Option<String>,
+    },
+    /// List clients and their scopes.
+    List,
+    /// Remove a client.
+    Remove {
+        /// The client id.
+        id: String,
+    },
+    /// Print a `[[client]]` entry for RM_API_CLIENTS_FILE (hash only).
+    Hash {
+        /// The client id.
+        id: String,
+        /// The secret to hash.
+        secret: String,
+        /// Scopes, comma-separated.
+        #[arg(long, default_value = "ads")]
+        scopes: String,
+    },
+}
+
+/// `retail-media keys ...`.
+#[derive(Debug, Subcommand)]
+pub enum KeysAction {
+    /// Add an API key; prints the key once.
+    Add {
+        /// A name for the key.
+        name: String,
+        /// The key (default: a new random one).
+        #[arg(long)]
+        key: Option<String>,
+    },
+    /// List key names.
+    List,
+    /// Remove every key with this name.
+    Remove {
+        /// The key's name.
+        name: String,
+    },
+    /// Print an `[[api_key]]` entry for RM_API_CLIENTS_FILE (hash only).
+    Hash {
+        /// A name for the key.
+        name: String,
+        /// The key to hash.
+        key: String,
+    },
 }
 
 /// Every setting, shared by all subcommands.

@@ -63,7 +63,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         None
     };
 
-    let log = if runs_edge || (runs_aggregator && settings.kafka.brokers.is_none()) {
+    let log = if runs_edge || runs_api || (runs_aggregator && settings.kafka.brokers.is_none()) {
         let topics = [
             settings.ingest.topic.clone(),
             settings.ingest.rejected_topic_name.clone(),
@@ -119,8 +119,16 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     if let (Some(listener), Some(store)) = (api_listener, store) {
         let stop = shutdown.clone();
         let cfg = settings.api.clone();
+        let state = rm_api::state::State::open_embedded(&settings.data_dir)
+            .context("opening the api's state")?;
+        tracing::info!(backend = state.backend(), "api state open");
+        let deps = rm_api::ApiDeps {
+            store,
+            state: Arc::new(state),
+            log: log.clone(),
+        };
         tasks.spawn(async move {
-            rm_api::run(cfg, store, listener, stop, drain)
+            rm_api::run(cfg, deps, listener, stop, drain)
                 .await
                 .context("api")
         });

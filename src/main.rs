@@ -2,6 +2,7 @@
 //! hands each service its listener and the shutdown token. Everything else is
 //! library code.
 
+mod admin;
 mod cli;
 mod launch;
 
@@ -22,6 +23,8 @@ fn main() -> anyhow::Result<()> {
         Some(cli::Command::Ingest(s)) => (launch::Service::Ingest, s),
         Some(cli::Command::Aggregate(s)) => (launch::Service::Aggregate, s),
         Some(cli::Command::Api(s)) => (launch::Service::Api, s),
+        Some(cli::Command::Clients(a)) => return admin::clients(a.action, &a.data_dir),
+        Some(cli::Command::Keys(a)) => return admin::keys(a.action, &a.data_dir),
     };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log_level)?)

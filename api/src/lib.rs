@@ -1,27 +1,49 @@
 //! The partner API service (port 8081 by default).
 //!
-//! Serves the campaign reports ([`reports`]) from the report store, plus the
-//! operational endpoints every service has (`/healthz`, `/readyz`, `/metrics`). The
-//! OAuth token endpoint, ads, segments, campaigns and orders arrive with their issues
-//! and plug into [`ApiHandler`]; the report routes are ready for bearer-token checks
-//! at that single point.
+//! Every partner route is one row of the route table ([`routes`]): the router
+//! matches it, checks its access rule (OAuth client Basic, bearer JWT scope, or the
+//! orders API key), reads the body within a bound, and calls the operation. The
+//! OpenAPI document ([`openapi`]) is generated from the same table. Errors become
+//! the spec's error status object in one place ([`error`]). State (clients, keys,
+//! segments, campaigns, catalog, orders taken) lives behind [`state`]; reports are
+//! read from the aggregator's store ([`reports`]).
 
+pub mod auth;
+pub mod campaigns;
+pub mod demo;
+pub mod error;
+pub mod metrics;
+pub mod model;
+pub mod openapi;
+pub mod orders;
 pub mod reports;
+pub mod routes;
 pub mod sdk;
+pub mod segments;
+pub mod state;
 pub mod vast;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use http::Method;
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, StatusCode};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use rm_aggregator::store::{AnyStore, Store};
+use rm_eventlog::AnyLog;
 use rm_service::ops::Ops;
 use rm_service::serve::{Handler, ServeOptions};
 use rm_service::{response, Response};
+use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+pub use error::ApiError;
+use routes::{Access, Match, Op, Route};
+use state::State;
 
 /// The api's settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -34,57 +56,279 @@ pub struct ApiConfig {
         default_value = "127.0.0.1:8081"
     )]
     pub addr: SocketAddr,
-}
-
-/// Errors that end the api.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// Shutdown could not drain in time.
-    #[error(transparent)]
-    Serve(#[from] rm_service::ServeError),
+    /// Lifetime of issued access tokens, in seconds.
+    #[arg(
+        long = "api-token-ttl-secs",
+        env = "RM_API_TOKEN_TTL_SECS",
+        default_value_t = 3600
+    )]
+    pub token_ttl_secs: u64,
+    /// `iss` of issued tokens; tokens from any other issuer are refused.
+    #[arg(
+        long = "api-token-issuer",
+        env = "RM_API_TOKEN_ISSUER",
+        default_value = "retail-media"
+    )]
+    pub token_issuer: String,
+    /// `aud` of issued tokens; tokens for any other audience are refused.
+    #[arg(
+        long = "api-token-audience",
+        env = "RM_API_TOKEN_AUDIENCE",
+        default_value = "retail-media-partner-api"
+    )]
+    pub token_audience: String,
+    /// Failed client or API key authentications allowed per minute before that
+    /// client is refused (429) for the rest of the minute.
+    #[arg(
+        long = "api-max-auth-failures",
+        env = "RM_API_MAX_AUTH_FAILURES",
+        default_value_t = 10
+    )]
+    pub max_auth_failures: u32,
+    /// Largest accepted request body, in bytes.
+    #[arg(long = "api-max-body-bytes", env = "RM_API_MAX_BODY_BYTES", default_value_t = 4 << 20)]
+    pub max_body_bytes: usize,
+    /// Load the demo data set (demo client, orders key, catalog, campaigns, segment)
+    /// at start, without overwriting. Turn off in production.
+    #[arg(
+        long = "api-demo",
+        env = "RM_API_DEMO",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub demo: bool,
+    /// A TOML file of OAuth clients and API keys (with Argon2 hashes) to upsert at
+    /// start; see `retail-media clients --help`.
+    #[arg(long = "api-clients-file", env = "RM_API_CLIENTS_FILE")]
+    pub clients_file: Option<PathBuf>,
 }
 
 /// The api's request handler.
 #[derive(Clone)]
 pub struct ApiHandler {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     ops: Ops,
     store: Arc<AnyStore>,
+    state: Arc<State>,
+    auth: auth::Auth,
+    log: Option<Arc<AnyLog>>,
+    routes: Vec<Route>,
+    openapi: Bytes,
+    max_body: usize,
+}
+
+fn ok_json<T: Serialize>(v: &T) -> Response {
+    match serde_json::to_vec(v) {
+        Ok(b) => response::json(StatusCode::OK, b),
+        Err(e) => ApiError::Internal(e.to_string()).response(),
+    }
 }
 
 impl Handler for ApiHandler {
     async fn call(&self, req: http::Request<Incoming>) -> Response {
-        let path = req.uri().path();
-        if let Some(r) = self.ops.route(req.method(), path) {
+        let inner = &*self.inner;
+        if let Some(r) = inner.ops.route(req.method(), req.uri().path()) {
             return r;
         }
-        if reports::ROUTES.contains(&path) {
-            if req.method() != Method::GET {
-                return response::method_not_allowed("GET");
+        let started = Instant::now();
+        let (route, captured) = match routes::find(&inner.routes, req.method(), req.uri().path()) {
+            Match::Found(r, c) => (r, c),
+            Match::MethodNotAllowed(allowed) => {
+                let allow: Vec<&str> = allowed.iter().map(Method::as_str).collect();
+                let mut r = response::error(
+                    rm_schemas::rpc_status::Code::Unimplemented,
+                    "method_not_allowed",
+                    format!("method not allowed; allowed: {}", allow.join(", ")),
+                );
+                *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                if let Ok(v) = HeaderValue::from_str(&allow.join(", ")) {
+                    r.headers_mut().insert(header::ALLOW, v);
+                }
+                metrics::request("other", 405, started.elapsed());
+                return r;
             }
-            return reports::answer(
-                &*self.store,
-                path,
-                req.uri().query().unwrap_or(""),
-                req.headers(),
-            )
-            .await;
-        }
-        response::not_found(path)
+            Match::NotFound => {
+                metrics::request("other", 404, started.elapsed());
+                return response::not_found(req.uri().path());
+            }
+        };
+        let r = inner
+            .dispatch(route, captured, req)
+            .await
+            .unwrap_or_else(|e| e.response());
+        metrics::request(route.path, r.status().as_u16(), started.elapsed());
+        r
     }
+}
+
+impl Inner {
+    async fn body(&self, body: Incoming) -> Result<Bytes, ApiError> {
+        match Limited::new(body, self.max_body).collect().await {
+            Ok(c) => Ok(c.to_bytes()),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::invalid(
+                "body",
+                format!("larger than {} bytes", self.max_body),
+            )),
+            Err(e) => Err(ApiError::invalid("body", format!("could not be read: {e}"))),
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        route: &Route,
+        id: Option<String>,
+        req: http::Request<Incoming>,
+    ) -> Result<Response, ApiError> {
+        let (parts, body) = req.into_parts();
+        if let Access::Bearer(scopes) = route.access {
+            self.auth.bearer(&parts.headers, scopes)?;
+        }
+        let id = id.unwrap_or_default();
+        Ok(match route.op {
+            Op::Token => {
+                let body = match self.body(body).await {
+                    Ok(b) => b,
+                    Err(_) => Bytes::new(),
+                };
+                auth::token::answer(&self.auth, &self.state, &parts.headers, &body).await
+            }
+            Op::Jwks => ok_json(&self.auth.tokens.jwks()),
+            Op::OpenApi => response::json(StatusCode::OK, self.openapi.clone()),
+            Op::Sdk => sdk::answer(&parts.method, &parts.headers),
+            Op::CreateSegment => {
+                ok_json(&segments::create(&self.state, &self.body(body).await?).await?)
+            }
+            Op::GetSegment => ok_json(&segments::get(&self.state, &id).await?),
+            Op::UpdateSegment => {
+                ok_json(&segments::update(&self.state, &id, &self.body(body).await?).await?)
+            }
+            Op::CreateCampaign => {
+                ok_json(&campaigns::create(&self.state, &self.body(body).await?).await?)
+            }
+            Op::GetCampaign => ok_json(&campaigns::get(&self.state, &id).await?),
+            Op::ApproveCampaign => {
+                ok_json(&campaigns::approve(&self.state, &id, &self.body(body).await?).await?)
+            }
+            Op::UpsertProducts => {
+                ok_json(&campaigns::upsert_products(&self.state, &self.body(body).await?).await?)
+            }
+            Op::Orders => {
+                let result = async {
+                    self.auth.api_key(&self.state, &parts.headers).await?;
+                    let log = self.log.as_deref().ok_or_else(|| {
+                        ApiError::Unavailable(
+                            "this api instance has no event log for orders".into(),
+                        )
+                    })?;
+                    orders::take(&self.state, log, &self.body(body).await?).await
+                }
+                .await;
+                match result {
+                    Ok(v) => ok_json(&v),
+                    Err(e) => {
+                        let mut r = e.response();
+                        if r.status() == StatusCode::UNAUTHORIZED {
+                            r.headers_mut().insert(
+                                header::WWW_AUTHENTICATE,
+                                HeaderValue::from_static("Basic realm=\"retail-media-orders\""),
+                            );
+                        }
+                        r
+                    }
+                }
+            }
+            Op::Report => {
+                reports::answer(
+                    &*self.store,
+                    parts.uri.path(),
+                    parts.uri.query().unwrap_or(""),
+                    &parts.headers,
+                )
+                .await
+            }
+        })
+    }
+}
+
+/// Everything the api runs on.
+pub struct ApiDeps {
+    /// The report store.
+    pub store: Arc<AnyStore>,
+    /// The api's own state.
+    pub state: Arc<State>,
+    /// The event log orders are written to (none: `POST /v1/orders` answers 503).
+    pub log: Option<Arc<AnyLog>>,
+}
+
+/// Opens the token keys and loads the demo data and clients file as configured.
+pub async fn prepare(config: &ApiConfig, state: &State) -> Result<auth::Auth, ApiError> {
+    if config.demo {
+        let added = demo::load(state)
+            .await
+            .map_err(|e| ApiError::Internal(format!("loading demo data: {e}")))?;
+        tracing::warn!(
+            added,
+            "demo data loaded (client demo-client/demo-secret, orders key demo-orders-key): set RM_API_DEMO=false and remove them before exposing the api"
+        );
+    }
+    if let Some(path) = &config.clients_file {
+        let n = state::clients_file::apply(state, path)
+            .await
+            .map_err(|e| ApiError::Internal(format!("clients file {}: {e}", path.display())))?;
+        tracing::info!(entries = n, path = %path.display(), "clients file applied");
+    }
+    let tokens = auth::Tokens::load(
+        state,
+        &config.token_issuer,
+        &config.token_audience,
+        config.token_ttl_secs,
+    )
+    .await
+    .map_err(|e| ApiError::Internal(format!("loading signing keys: {e}")))?;
+    Ok(auth::Auth::new(tokens, config.max_auth_failures))
 }
 
 /// Runs the api on `listener` until `shutdown`, draining within `drain`.
 pub async fn run(
-    _config: ApiConfig,
-    store: Arc<AnyStore>,
+    config: ApiConfig,
+    deps: ApiDeps,
     listener: TcpListener,
     shutdown: CancellationToken,
     drain: Duration,
 ) -> Result<(), ApiError> {
-    let ready_store = Arc::clone(&store);
-    let ops = Ops::until_shutdown(shutdown.clone(), move || ready_store.readiness());
-    tracing::info!(addr = ?listener.local_addr().ok(), "api listening");
-    let handler = ApiHandler { ops, store };
+    let auth = prepare(&config, &deps.state).await?;
+    let routes = routes::table();
+    metrics::register(&routes.iter().map(|r| r.path).collect::<Vec<_>>());
+    let openapi = Bytes::from(openapi::document(&routes).to_string());
+    let (ready_store, ready_state) = (Arc::clone(&deps.store), Arc::clone(&deps.state));
+    let ops = Ops::until_shutdown(shutdown.clone(), move || {
+        ready_state.readiness()?;
+        ready_store.readiness()
+    });
+    let addr = listener.local_addr().ok();
+    tracing::info!(?addr, state = deps.state.backend(), "api listening");
+    if config.demo {
+        if let Some(a) = addr {
+            tracing::info!(
+                "get a token: curl -s -u demo-client:demo-secret -d grant_type=client_credentials http://{a}/v1/oauth2/token"
+            );
+        }
+    }
+    let handler = ApiHandler {
+        inner: Arc::new(Inner {
+            ops,
+            store: deps.store,
+            state: deps.state,
+            auth,
+            log: deps.log,
+            routes,
+            openapi,
+            max_body: config.max_body_bytes,
+        }),
+    };
     rm_service::serve(
         listener,
         handler,

@@ -1,0 +1,325 @@
+//! Access tokens: JWTs signed with Ed25519 (`alg: EdDSA`), each with a `kid`, and
+//! their verification.
+//!
+//! Claims: `iss`, `sub` (the client id), `aud`, `iat`, `nbf`, `exp`, `jti` (a UUIDv7)
+//! and `scope` (space-separated, RFC 8693 style), plus `client_id`. Verification
+//! accepts only `EdDSA` with a `kid` we hold: `alg: none`, HMAC tokens (even one
+//! signed with our public key as the secret), unknown keys, another issuer or
+//! audience, and expired tokens are refused. 30 s of clock leeway.
+//!
+//! Keys live in the api's state, so every instance signs with the same key and
+//! `/.well-known/jwks.json` lists each one (OKP, Ed25519) for other verifiers. The
+//! newest key signs; older keys keep verifying the tokens they signed.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use ed25519_dalek::pkcs8::EncodePrivateKey;
+use ed25519_dalek::SigningKey;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+use crate::model::client::Scope;
+use crate::state::{State, StateError, StoredSigningKey};
+
+/// Token claims.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claims {
+    /// Issuer.
+    pub iss: String,
+    /// Subject: the client id.
+    pub sub: String,
+    /// Audience.
+    pub aud: String,
+    /// Issued at (Unix seconds).
+    pub iat: i64,
+    /// Not before (Unix seconds).
+    pub nbf: i64,
+    /// Expiry (Unix seconds).
+    pub exp: i64,
+    /// Unique token id.
+    pub jti: String,
+    /// Scopes, space-separated.
+    pub scope: String,
+    /// The client id (as RFC 9068 names it).
+    pub client_id: String,
+}
+
+impl Claims {
+    /// The scopes the token carries (unknown names are dropped).
+    pub fn scopes(&self) -> Vec<Scope> {
+        self.scope.split(' ').filter_map(Scope::parse).collect()
+    }
+}
+
+struct Key {
+    kid: String,
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    public_b64: String,
+}
+
+/// Signs and verifies tokens.
+pub struct Tokens {
+    keys: Vec<Key>,
+    issuer: String,
+    audience: String,
+    ttl_secs: u64,
+}
+
+/// Why a token was refused (for the 401 message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+fn key_from_seed(stored: &StoredSigningKey) -> Result<Key, String> {
+    let seed = URL_SAFE_NO_PAD
+        .decode(&stored.seed)
+        .map_err(|e| format!("signing key {}: {e}", stored.kid))?;
+    let seed: [u8; 32] = seed
+        .try_into()
+        .map_err(|_| format!("signing key {}: seed is not 32 bytes", stored.kid))?;
+    let sk = SigningKey::from_bytes(&seed);
+    let der = sk
+        .to_pkcs8_der()
+        .map_err(|e| format!("signing key {}: {e}", stored.kid))?;
+    let public = sk.verifying_key().to_bytes();
+    Ok(Key {
+        kid: stored.kid.clone(),
+        encoding: EncodingKey::from_ed_der(der.as_bytes()),
+        decoding: DecodingKey::from_ed_der(&public),
+        public_b64: URL_SAFE_NO_PAD.encode(public),
+    })
+}
+
+impl Tokens {
+    /// Loads the signing keys from `state`, creating the first one when there is none.
+    pub async fn load(
+        state: &State,
+        issuer: &str,
+        audience: &str,
+        ttl_secs: u64,
+    ) -> Result<Tokens, StateError> {
+        let mut stored = state.signing_keys().await?;
+        if stored.is_empty() {
+            let mut seed = [0u8; 32];
+            rand::fill(&mut seed);
+            let now = chrono::Utc::now();
+            let k = StoredSigningKey {
+                kid: format!("k{}", now.format("%Y%m%d%H%M%S")),
+                seed: URL_SAFE_NO_PAD.encode(seed),
+                created: now.to_rfc3339(),
+            };
+            state.add_signing_key(&k).await?;
+            // Another instance may have created one at the same moment: reread.
+            stored = state.signing_keys().await?;
+        }
+        stored.sort_by(|a, b| b.created.cmp(&a.created).then(b.kid.cmp(&a.kid)));
+        let keys = stored
+            .iter()
+            .map(key_from_seed)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(StateError::Backend)?;
+        Ok(Tokens {
+            keys,
+            issuer: issuer.to_owned(),
+            audience: audience.to_owned(),
+            ttl_secs,
+        })
+    }
+
+    /// Token lifetime in seconds.
+    pub fn ttl_secs(&self) -> u64 {
+        self.ttl_secs
+    }
+
+    /// Issues a token for `client_id` with `scopes`.
+    pub fn issue(&self, client_id: &str, scopes: &[Scope]) -> Result<String, String> {
+        let key = self.keys.first().ok_or("no signing key")?;
+        let now = chrono::Utc::now().timestamp();
+        let claims = Claims {
+            iss: self.issuer.clone(),
+            sub: client_id.to_owned(),
+            aud: self.audience.clone(),
+            iat: now,
+            nbf: now,
+            exp: now + i64::try_from(self.ttl_secs).unwrap_or(i64::MAX / 2),
+            jti: uuid::Uuid::now_v7().to_string(),
+            scope: scopes
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            client_id: client_id.to_owned(),
+        };
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(key.kid.clone());
+        header.typ = Some("at+jwt".to_owned());
+        jsonwebtoken::encode(&header, &claims, &key.encoding).map_err(|e| e.to_string())
+    }
+
+    /// Verifies `token`: signature by one of our keys, issuer, audience, times.
+    pub fn verify(&self, token: &str) -> Result<Claims, Refused> {
+        let refused = |m: &str| Refused(m.to_owned());
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| refused("the token is not a well-formed JWT with a supported alg"))?;
+        if header.alg != Algorithm::EdDSA {
+            return Err(refused("the token's alg is not EdDSA"));
+        }
+        let kid = header.kid.ok_or_else(|| refused("the token has no kid"))?;
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.kid == kid)
+            .ok_or_else(|| refused("the token's kid is not one of ours"))?;
+        let mut v = Validation::new(Algorithm::EdDSA);
+        v.set_issuer(&[&self.issuer]);
+        v.set_audience(&[&self.audience]);
+        v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        v.leeway = 30;
+        v.validate_nbf = true;
+        jsonwebtoken::decode::<Claims>(token, &key.decoding, &v)
+            .map(|d| d.claims)
+            .map_err(|e| {
+                use jsonwebtoken::errors::ErrorKind as K;
+                Refused(
+                    match e.kind() {
+                        K::ExpiredSignature => "the token has expired",
+                        K::ImmatureSignature => "the token is not valid yet",
+                        K::InvalidIssuer => "the token is from another issuer",
+                        K::InvalidAudience => "the token is for another audience",
+                        K::InvalidSignature => "the token's signature does not verify",
+                        K::MissingRequiredClaim(_) => "the token lacks a required claim",
+                        _ => "the token is not valid",
+                    }
+                    .to_owned(),
+                )
+            })
+    }
+
+    /// The JWK set of the public keys.
+    pub fn jwks(&self) -> serde_json::Value {
+        serde_json::json!({
+            "keys": self.keys.iter().map(|k| serde_json::json!({
+                "kty": "OKP",
+                "crv": "Ed25519",
+                "x": k.public_b64,
+                "kid": k.kid,
+                "alg": "EdDSA",
+                "use": "sig",
+            })).collect::<Vec<_>>()
+        })
+    }
+
+    /// The public key of `kid`, raw (for tests that forge tokens).
+    pub fn public_key(&self, kid: &str) -> Option<Vec<u8>> {
+        self.keys
+            .iter()
+            .find(|k| k.kid == kid)
+            .and_then(|k| URL_SAFE_NO_PAD.decode(&k.public_b64).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn tokens(dir: &std::path::Path, issuer: &str) -> (State, Tokens) {
+        let state = State::open_embedded(dir).unwrap();
+        let t = Tokens::load(&state, issuer, "aud-1", 60).await.unwrap();
+        (state, t)
+    }
+
+    fn b64(v: &serde_json::Value) -> String {
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(v).unwrap())
+    }
+
+    #[tokio::test]
+    async fn issued_tokens_verify_and_carry_claims() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_s, t) = tokens(dir.path(), "iss-1").await;
+        let tok = t.issue("c1", &[Scope::Ads, Scope::Reports]).unwrap();
+        let c = t.verify(&tok).unwrap();
+        assert_eq!(c.sub, "c1");
+        assert_eq!(c.scopes(), vec![Scope::Ads, Scope::Reports]);
+        assert_eq!(c.exp - c.iat, 60);
+        let jwks = t.jwks();
+        assert_eq!(jwks["keys"][0]["kty"], "OKP");
+    }
+
+    #[tokio::test]
+    async fn keys_persist_across_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let tok = {
+            let (_s, t) = tokens(dir.path(), "iss-1").await;
+            t.issue("c1", &[Scope::Ads]).unwrap()
+        };
+        let (_s, t) = tokens(dir.path(), "iss-1").await;
+        assert!(t.verify(&tok).is_ok());
+    }
+
+    #[tokio::test]
+    async fn forged_and_foreign_tokens_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_s, t) = tokens(dir.path(), "iss-1").await;
+        let good = t.issue("c1", &[Scope::Admin]).unwrap();
+        let parts: Vec<&str> = good.split('.').collect();
+        let kid = t.keys[0].kid.clone();
+        let payload = parts[1];
+
+        // alg: none, no signature.
+        let none = format!(
+            "{}.{payload}.",
+            b64(&serde_json::json!({"alg":"none","typ":"JWT","kid":kid}))
+        );
+        assert!(t.verify(&none).is_err());
+
+        // HS256 with the public key as the HMAC secret.
+        let public = t.public_key(&kid).unwrap();
+        let mut h = Header::new(Algorithm::HS256);
+        h.kid = Some(kid.clone());
+        let claims = t.verify(&good).unwrap();
+        let hs = jsonwebtoken::encode(&h, &claims, &EncodingKey::from_secret(&public)).unwrap();
+        assert!(t.verify(&hs).is_err());
+        let hs_b64 = jsonwebtoken::encode(
+            &h,
+            &claims,
+            &EncodingKey::from_secret(t.keys[0].public_b64.as_bytes()),
+        )
+        .unwrap();
+        assert!(t.verify(&hs_b64).is_err());
+
+        // Tampered payload.
+        let mut c2 = claims.clone();
+        c2.sub = "someone-else".into();
+        let tampered = format!(
+            "{}.{}.{}",
+            parts[0],
+            b64(&serde_json::to_value(&c2).unwrap()),
+            parts[2]
+        );
+        assert!(t.verify(&tampered).is_err());
+
+        // Another issuer, with its own key under the same kid name.
+        let dir2 = tempfile::tempdir().unwrap();
+        let (_s2, other) = tokens(dir2.path(), "iss-2").await;
+        let foreign = other.issue("c1", &[Scope::Admin]).unwrap();
+        assert!(t.verify(&foreign).is_err());
+
+        // Expired.
+        let mut old = claims.clone();
+        old.exp = chrono::Utc::now().timestamp() - 3600;
+        let mut hd = Header::new(Algorithm::EdDSA);
+        hd.kid = Some(kid.clone());
+        let expired = jsonwebtoken::encode(&hd, &old, &t.keys[0].encoding).unwrap();
+        assert_eq!(t.verify(&expired).unwrap_err().0, "the token has expired");
+
+        // Wrong audience.
+        let mut aud = claims;
+        aud.aud = "elsewhere".into();
+        let wrong_aud = jsonwebtoken::encode(&hd, &aud, &t.keys[0].encoding).unwrap();
+        assert!(t.verify(&wrong_aud).is_err());
+
+        assert!(t.verify("garbage").is_err());
+        assert!(t.verify("").is_err());
+    }
+}

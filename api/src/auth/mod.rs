@@ -1,0 +1,140 @@
+//! Authentication: the OAuth 2.0 token endpoint ([`token`]), bearer JWTs on every
+//! other partner route ([`Auth::bearer`]), and the orders endpoint's HTTP Basic API
+//! key ([`Auth::api_key`]). Secrets at rest are Argon2id hashes ([`secret`]).
+
+pub mod jwt;
+pub mod limiter;
+pub mod secret;
+pub mod token;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use http::{header, HeaderMap};
+
+use crate::error::ApiError;
+use crate::model::client::Scope;
+use crate::state::State;
+pub use jwt::{Claims, Tokens};
+use limiter::FailureLimiter;
+
+/// Most concurrent Argon2 checks (each takes tens of ms of one core).
+const MAX_CONCURRENT_HASHES: usize = 4;
+
+/// Everything authentication needs.
+pub struct Auth {
+    /// Token signing and verification.
+    pub tokens: Tokens,
+    /// Failed client authentications.
+    pub limiter: FailureLimiter,
+    hashing: tokio::sync::Semaphore,
+}
+
+impl Auth {
+    /// Wraps the token keys with a limiter of `max_failures` per minute per client.
+    pub fn new(tokens: Tokens, max_failures: u32) -> Auth {
+        Auth {
+            tokens,
+            limiter: FailureLimiter::new(max_failures, Duration::from_secs(60), 100_000),
+            hashing: tokio::sync::Semaphore::new(MAX_CONCURRENT_HASHES),
+        }
+    }
+
+    /// Runs `secret` against `phc` (or a decoy when `None`) on the blocking pool,
+    /// at most [`MAX_CONCURRENT_HASHES`] at once.
+    pub async fn check_secret(&self, secret: String, phc: Option<String>) -> bool {
+        let Ok(_permit) = self.hashing.acquire().await else {
+            return false;
+        };
+        tokio::task::spawn_blocking(move || match phc {
+            Some(phc) => secret::verify(&secret, &phc),
+            None => secret::verify_decoy(&secret),
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Checks `Authorization: Bearer <JWT>` and that the token holds one of
+    /// `accepted` (or `admin`). 401 for a missing or bad token, 403 for a missing
+    /// scope.
+    pub fn bearer(&self, headers: &HeaderMap, accepted: &[Scope]) -> Result<Claims, ApiError> {
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::Unauthenticated("missing Authorization: Bearer token".into()))?
+            .to_str()
+            .map_err(|_| ApiError::Unauthenticated("malformed Authorization header".into()))?;
+        let token = value
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| t.trim())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::Unauthenticated("Authorization must be 'Bearer <token>'".into())
+            })?;
+        let claims = self
+            .tokens
+            .verify(token)
+            .map_err(|r| ApiError::Unauthenticated(r.0))?;
+        let held = claims.scopes();
+        if held.contains(&Scope::Admin) || accepted.iter().any(|s| held.contains(s)) {
+            Ok(claims)
+        } else {
+            let need: Vec<&str> = accepted.iter().map(|s| s.as_str()).collect();
+            Err(ApiError::PermissionDenied(format!(
+                "the token lacks the scope this operation needs ({})",
+                need.join(" or ")
+            )))
+        }
+    }
+
+    /// Checks the orders API key: HTTP Basic with the key as user name and an empty
+    /// password (`curl -u KEY:`), or the raw key after `Basic `. Returns the key's
+    /// name.
+    pub async fn api_key(&self, state: &State, headers: &HeaderMap) -> Result<String, ApiError> {
+        let unauth = |m: &str| ApiError::Unauthenticated(m.to_owned());
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| unauth("missing Authorization: Basic with the API key"))?
+            .to_str()
+            .map_err(|_| unauth("malformed Authorization header"))?;
+        let raw = value
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
+            .map(|(_, t)| t.trim())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| unauth("Authorization must be 'Basic <API key>'"))?;
+        let mut candidates = Vec::with_capacity(2);
+        if let Some(user) = STANDARD
+            .decode(raw)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| s.split_once(':').map(|(u, _)| u.to_owned()))
+        {
+            candidates.push(user);
+        }
+        candidates.push(raw.to_owned());
+        let limiter_id = format!("apikey:{}", secret::lookup_digest(raw));
+        if let Some(wait) = self.limiter.locked(&limiter_id, Instant::now()) {
+            return Err(ApiError::ResourceExhausted(format!(
+                "too many failed API key checks; retry in {wait} s"
+            )));
+        }
+        for key in candidates {
+            if key.is_empty() {
+                continue;
+            }
+            if let Some(stored) = state.api_key(&secret::lookup_digest(&key)).await? {
+                if self.check_secret(key, Some(stored.key_hash.clone())).await {
+                    return Ok(stored.name);
+                }
+            }
+        }
+        self.limiter.fail(&limiter_id, Instant::now());
+        Err(unauth("the API key is not valid"))
+    }
+}
+
+/// Shared handle.
+pub type SharedAuth = Arc<Auth>;

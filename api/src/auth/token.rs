@@ -1,0 +1,325 @@
+//! `POST /v1/oauth2/token`: the OAuth 2.0 client-credentials grant (RFC 6749 4.4)
+//! with HTTP Basic client authentication (2.3.1).
+//!
+//! | condition | status | body |
+//! |---|---|---|
+//! | issued | 200 | `{access_token, expires_in, token_type: "Bearer"}` (+ `scope`) |
+//! | content type not `application/x-www-form-urlencoded` | 400 | `invalid_request` |
+//! | body not a form, a parameter repeated, `grant_type` missing | 400 | `invalid_request` |
+//! | credentials both in the header and the body | 400 | `invalid_request` |
+//! | `grant_type` other than `client_credentials` | 400 | `unsupported_grant_type` |
+//! | `scope` asks for more than the client holds | 400 | `invalid_scope` |
+//! | no or malformed Basic header, unknown client, wrong secret | 401 + `WWW-Authenticate: Basic` | `invalid_client` |
+//! | too many failures for this client id within a minute | 429 + `Retry-After` | `slow_down` |
+//!
+//! Unrecognised parameters are ignored (RFC 6749 3.2). Every answer carries
+//! `Cache-Control: no-store` and `Pragma: no-cache`. The optional `scope` parameter
+//! narrows the token to a subset of the client's scopes.
+
+use std::time::Instant;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, StatusCode};
+use rm_service::{response, Response};
+
+use super::Auth;
+use crate::metrics;
+use crate::model::client::Scope;
+use crate::state::State;
+
+/// The route.
+pub const PATH: &str = "/v1/oauth2/token";
+
+/// An RFC 6749 5.2 error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// `error`.
+    pub error: &'static str,
+    /// `error_description`.
+    pub description: String,
+    /// `Retry-After` seconds, for 429.
+    pub retry_after: Option<u64>,
+}
+
+fn err(status: StatusCode, error: &'static str, description: impl Into<String>) -> TokenError {
+    TokenError {
+        status,
+        error,
+        description: description.into(),
+        retry_after: None,
+    }
+}
+
+fn invalid_request(d: impl Into<String>) -> TokenError {
+    err(StatusCode::BAD_REQUEST, "invalid_request", d)
+}
+
+fn invalid_client(d: impl Into<String>) -> TokenError {
+    err(StatusCode::UNAUTHORIZED, "invalid_client", d)
+}
+
+/// Decodes `application/x-www-form-urlencoded` text: `+` is a space, `%XX` a byte.
+pub fn form_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                let hi = b.get(i + 1).copied().and_then(hex)?;
+                let lo = b.get(i + 2).copied().and_then(hex)?;
+                out.push(u8::try_from(hi * 16 + lo).ok()?);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The form parameters of the body; repeated or malformed ones are errors.
+pub fn parse_form(body: &[u8]) -> Result<Vec<(String, String)>, TokenError> {
+    let text =
+        std::str::from_utf8(body).map_err(|_| invalid_request("the body is not UTF-8 text"))?;
+    let mut params: Vec<(String, String)> = Vec::new();
+    for pair in text.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let k = form_decode(k)
+            .ok_or_else(|| invalid_request("a parameter name is not form-urlencoded"))?;
+        let v = form_decode(v)
+            .ok_or_else(|| invalid_request(format!("parameter '{k}' is not form-urlencoded")))?;
+        if params.iter().any(|(n, _)| *n == k) {
+            return Err(invalid_request(format!("parameter '{k}' is repeated")));
+        }
+        params.push((k, v));
+    }
+    Ok(params)
+}
+
+/// `client_id` and `client_secret` from `Authorization: Basic`.
+pub fn basic_credentials(headers: &HeaderMap) -> Result<(String, String), TokenError> {
+    let v = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| invalid_client("client authentication (HTTP Basic) is required"))?
+        .to_str()
+        .map_err(|_| invalid_client("malformed Authorization header"))?;
+    let b64 = v
+        .split_once(' ')
+        .filter(|(s, _)| s.eq_ignore_ascii_case("basic"))
+        .map(|(_, c)| c.trim())
+        .ok_or_else(|| invalid_client("the Authorization scheme must be Basic"))?;
+    let raw = STANDARD
+        .decode(b64)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| invalid_client("the Basic credentials are not base64 of id:secret"))?;
+    let (id, secret) = raw
+        .split_once(':')
+        .ok_or_else(|| invalid_client("the Basic credentials are not id:secret"))?;
+    let id = form_decode(id).ok_or_else(|| invalid_client("client_id is not form-urlencoded"))?;
+    let secret = form_decode(secret)
+        .ok_or_else(|| invalid_client("client_secret is not form-urlencoded"))?;
+    if id.is_empty() {
+        return Err(invalid_client("client_id is empty"));
+    }
+    Ok((id, secret))
+}
+
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| {
+            m.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        })
+}
+
+/// Answers a token request.
+pub async fn answer(auth: &Auth, state: &State, headers: &HeaderMap, body: &Bytes) -> Response {
+    let (r, outcome) = match grant(auth, state, headers, body).await {
+        Ok(ok) => (ok, "issued"),
+        Err(e) => {
+            let outcome = match e.error {
+                "invalid_client" => "invalid_client",
+                "unsupported_grant_type" => "unsupported_grant_type",
+                "slow_down" => "rate_limited",
+                _ => "invalid_request",
+            };
+            (error_response(&e), outcome)
+        }
+    };
+    metrics::token_outcome(outcome);
+    let mut r = r;
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
+    r
+}
+
+fn error_response(e: &TokenError) -> Response {
+    let body = serde_json::json!({"error": e.error, "error_description": e.description});
+    let mut r = response::json(e.status, body.to_string());
+    if e.status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"retail-media\", charset=\"UTF-8\""),
+        );
+    }
+    if let Some(s) = e.retry_after {
+        if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    r
+}
+
+async fn grant(
+    auth: &Auth,
+    state: &State,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Response, TokenError> {
+    if !is_form(headers) {
+        return Err(invalid_request(
+            "Content-Type must be application/x-www-form-urlencoded",
+        ));
+    }
+    let params = parse_form(body)?;
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    if param("client_secret").is_some() && headers.contains_key(header::AUTHORIZATION) {
+        return Err(invalid_request(
+            "client credentials in both the Authorization header and the body",
+        ));
+    }
+    let grant_type = param("grant_type")
+        .ok_or_else(|| invalid_request("grant_type is required (client_credentials)"))?;
+    let (id, secret) = basic_credentials(headers)?;
+    if grant_type != "client_credentials" {
+        return Err(err(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            format!("grant_type '{grant_type}' is not supported; use client_credentials"),
+        ));
+    }
+    let now = Instant::now();
+    if let Some(wait) = auth.limiter.locked(&id, now) {
+        let mut e = err(
+            StatusCode::TOO_MANY_REQUESTS,
+            "slow_down",
+            format!("too many failed authentications for this client; retry in {wait} s"),
+        );
+        e.retry_after = Some(wait);
+        return Err(e);
+    }
+    let client = state.client(&id).await.map_err(|_| {
+        err(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "temporarily_unavailable",
+            "the client directory is unavailable",
+        )
+    })?;
+    let phc = client.as_ref().map(|c| c.secret_hash.clone());
+    if !auth.check_secret(secret, phc).await {
+        auth.limiter.fail(&id, Instant::now());
+        return Err(invalid_client("unknown client or wrong secret"));
+    }
+    let Some(client) = client else {
+        return Err(invalid_client("unknown client or wrong secret"));
+    };
+    auth.limiter.succeed(&id);
+    let scopes = match param("scope") {
+        None => client.scopes.clone(),
+        Some(asked) => {
+            let asked = Scope::parse_list(asked)
+                .map_err(|m| err(StatusCode::BAD_REQUEST, "invalid_scope", m))?;
+            if let Some(extra) = asked.iter().find(|s| !client.scopes.contains(s)) {
+                return Err(err(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_scope",
+                    format!("the client does not hold scope '{}'", extra.as_str()),
+                ));
+            }
+            asked
+        }
+    };
+    let token = auth.tokens.issue(&client.id, &scopes).map_err(|e| {
+        tracing::error!(error = %e, "token signing failed");
+        err(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "the token could not be signed",
+        )
+    })?;
+    let body = serde_json::json!({
+        "access_token": token,
+        "expires_in": auth.tokens.ttl_secs(),
+        "token_type": "Bearer",
+        "scope": scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "),
+    });
+    Ok(response::json(StatusCode::OK, body.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn forms_decode_and_refuse_repeats() {
+        assert_eq!(
+            parse_form(b"grant_type=client_credentials&x=a+b%21").unwrap(),
+            vec![
+                ("grant_type".into(), "client_credentials".into()),
+                ("x".into(), "a b!".into())
+            ]
+        );
+        assert_eq!(parse_form(b"a=1&a=2").unwrap_err().error, "invalid_request");
+        assert_eq!(parse_form(b"a=%zz").unwrap_err().error, "invalid_request");
+        assert_eq!(parse_form(b"a=%ff").unwrap_err().error, "invalid_request");
+    }
+
+    #[test]
+    fn basic_credentials_are_form_decoded() {
+        let mut h = HeaderMap::new();
+        let enc = STANDARD.encode("my%3Aid:p%40ss+word");
+        h.insert(
+            header::AUTHORIZATION,
+            format!("Basic {enc}").parse().unwrap(),
+        );
+        assert_eq!(
+            basic_credentials(&h).unwrap(),
+            ("my:id".to_owned(), "p@ss word".to_owned())
+        );
+        h.insert(header::AUTHORIZATION, "Basic !!!".parse().unwrap());
+        assert_eq!(basic_credentials(&h).unwrap_err().error, "invalid_client");
+        h.insert(header::AUTHORIZATION, "Bearer x".parse().unwrap());
+        assert_eq!(basic_credentials(&h).unwrap_err().status, 401);
+    }
+
+    proptest! {
+        #[test]
+        fn form_parsing_never_panics(body in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = parse_form(&body);
+        }
+
+        #[test]
+        fn form_decode_inverts_percent_encoding(s in "\\PC{0,30}") {
+            let enc: String = s.bytes().map(|b| format!("%{b:02X}")).collect();
+            prop_assert_eq!(form_decode(&enc), Some(s));
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The api's one error type and the one place that turns an error into an HTTP
+//! response: the spec's error status object `{code, message, details}` with the gRPC
+//! code mapped to HTTP as grpc-gateway does. 5xx bodies never carry internals: the
+//! cause is logged, the client gets a generic message.
+//!
+//! The token endpoint answers with RFC 6749 bodies instead; it builds them itself
+//! (`auth::token`).
+
+use http::{header, HeaderValue};
+use rm_schemas::rpc_status::{Code, RpcStatus};
+use rm_service::{response, Response};
+
+/// `@type` of field violation details.
+pub const BAD_REQUEST_TYPE: &str = "type.googleapis.com/google.rpc.BadRequest";
+/// `@type` of the reason detail.
+pub const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+
+/// Everything that can go wrong in the api.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed; `field` names the part at fault.
+    #[error("{field}: {message}")]
+    InvalidArgument {
+        /// JSON path, parameter or header at fault.
+        field: String,
+        /// What is wrong, for a developer.
+        message: String,
+    },
+    /// No credentials, or credentials that do not verify (401).
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// Valid credentials without the needed scope (403).
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// The addressed resource does not exist (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// A resource with that id exists already (409).
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// Too many requests (429).
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// A dependency is down; retry later (503).
+    #[error("{0}")]
+    Unavailable(String),
+    /// A bug or an unexpected failure (500); the text is logged, never sent.
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// The listener could not drain in time.
+    #[error(transparent)]
+    Serve(#[from] rm_service::ServeError),
+}
+
+impl ApiError {
+    /// An [`ApiError::InvalidArgument`].
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::InvalidArgument {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The gRPC code of this error.
+    pub fn code(&self) -> Code {
+        match self {
+            Self::InvalidArgument { .. } => Code::InvalidArgument,
+            Self::Unauthenticated(_) => Code::Unauthenticated,
+            Self::PermissionDenied(_) => Code::PermissionDenied,
+            Self::NotFound(_) => Code::NotFound,
+            Self::AlreadyExists(_) => Code::AlreadyExists,
+            Self::ResourceExhausted(_) => Code::ResourceExhausted,
+            Self::Unavailable(_) => Code::Unavailable,
+            Self::Internal(_) | Self::Serve(_) => Code::Internal,
+        }
+    }
+
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::InvalidArgument { .. } => "invalid_argument",
+            Self::Unauthenticated(_) => "unauthenticated",
+            Self::PermissionDenied(_) => "permission_denied",
+            Self::NotFound(_) => "not_found",
+            Self::AlreadyExists(_) => "already_exists",
+            Self::ResourceExhausted(_) => "resource_exhausted",
+            Self::Unavailable(_) => "unavailable",
+            Self::Internal(_) | Self::Serve(_) => "internal",
+        }
+    }
+
+    /// The HTTP response: error status object, plus `WWW-Authenticate: Bearer` on
+    /// 401 and 403 (RFC 6750 3) and `Retry-After` on 429 and 503.
+    pub fn response(&self) -> Response {
+        let message = match self {
+            Self::Internal(_) | Self::Serve(_) => {
+                tracing::error!(error = %self, "internal error");
+                "internal error; the request was not completed".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let mut s = RpcStatus::new(self.code(), self.reason(), message);
+        if let Self::InvalidArgument { field, message } = self {
+            s.details.push(serde_json::json!({
+                "@type": BAD_REQUEST_TYPE,
+                "fieldViolations": [{"field": field, "description": message}],
+            }));
+        }
+        let mut r = response::status(&s);
+        let bearer = |error: &str, description: &str| {
+            let d = description.replace(['"', '\\'], "'");
+            HeaderValue::from_str(&format!(
+                "Bearer realm=\"retail-media\", error=\"{error}\", error_description=\"{d}\""
+            ))
+            .unwrap_or_else(|_| HeaderValue::from_static("Bearer realm=\"retail-media\""))
+        };
+        match self {
+            Self::Unauthenticated(m) if m.starts_with("missing") => {
+                // RFC 6750 3.1: no error code when no credentials were sent.
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"retail-media\""),
+                );
+            }
+            Self::Unauthenticated(m) => {
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, bearer("invalid_token", m));
+            }
+            Self::PermissionDenied(m) => {
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, bearer("insufficient_scope", m));
+            }
+            Self::ResourceExhausted(_) | Self::Unavailable(_) => {
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        r
+    }
+}
+
+/// Parses a JSON body into `T`, naming the JSON path of the first problem.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::invalid("body", "a JSON body is required"));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { "body".to_owned() } else { path };
+        ApiError::invalid(field, e.into_inner().to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Outer {
+        inner: Inner,
+    }
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Inner {
+        n: u32,
+    }
+
+    #[test]
+    fn json_errors_name_the_path() {
+        let e = parse_json::<Outer>(br#"{"inner":{"n":"x"}}"#).unwrap_err();
+        assert!(matches!(&e, ApiError::InvalidArgument { field, .. } if field == "inner.n"));
+        let e = parse_json::<Outer>(b"{").unwrap_err();
+        assert!(matches!(&e, ApiError::InvalidArgument { .. }));
+        let e = parse_json::<Outer>(b"").unwrap_err();
+        assert!(matches!(&e, ApiError::InvalidArgument { field, .. } if field == "body"));
+    }
+
+    #[test]
+    fn statuses_follow_grpc_gateway() {
+        assert_eq!(ApiError::invalid("a", "b").response().status(), 400);
+        assert_eq!(
+            ApiError::Unauthenticated("x".into()).response().status(),
+            401
+        );
+        let r = ApiError::PermissionDenied("x".into()).response();
+        assert_eq!(r.status(), 403);
+        assert!(r.headers()[header::WWW_AUTHENTICATE]
+            .to_str()
+            .unwrap()
+            .contains("insufficient_scope"));
+        assert_eq!(ApiError::NotFound("x".into()).response().status(), 404);
+        assert_eq!(ApiError::AlreadyExists("x".into()).response().status(), 409);
+        assert_eq!(
+            ApiError::ResourceExhausted("x".into()).response().status(),
+            429
+        );
+        assert_eq!(ApiError::Internal("db".into()).response().status(), 500);
+        assert_eq!(ApiError::Unavailable("x".into()).response().status(), 503);
+    }
+}

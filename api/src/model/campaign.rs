@@ -1,0 +1,820 @@
+//! The banner X campaign record (spec: "Banner X campaign" and `bannerXConfig`), the
+//! approval request, and the rules around them.
+//!
+//! Shape: every member of the spec's tables, camelCase; money amounts are strings
+//! (an optional currency symbol, then a decimal amount: `"$12.50"`, `"12.50"`); times
+//! are RFC 3339 in UTC; enums are their full names (`CAMPAIGN_STATE_ACTIVE`). Members
+//! left out of a create body take their empty value. Two members extend the spec for
+//! video: `bannerXConfig.primaryVideoConfig` carries, beside the spec's `fileId`, what
+//! a VAST `MediaFile` needs, and `bannerXConfig.additionalVideoConfigs` lists further
+//! video creatives (one VAST `Creative` each).
+//!
+//! Campaign ids travel inside realised ad ids, so they are restricted to
+//! `[A-Za-z0-9_-]{1,64}`.
+//!
+//! Approval: any of the three states may be set from any state (the spec shows no
+//! restriction). `APPROVAL_STATE_REJECTED` needs a non-empty `rejectionReason`; the
+//! other states clear it. Every approval moves `updateTime`.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{check_id, check_text};
+use crate::error::ApiError;
+
+/// Longest campaign id.
+pub const MAX_CAMPAIGN_ID_LEN: usize = 64;
+/// Most entries in any list member of a campaign.
+pub const MAX_LIST: usize = 10_000;
+
+/// Campaign state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum CampaignState {
+    /// Serving.
+    #[serde(rename = "CAMPAIGN_STATE_ACTIVE")]
+    Active,
+    /// Temporarily not serving.
+    #[serde(rename = "CAMPAIGN_STATE_PAUSED")]
+    Paused,
+    /// Being prepared; not serving.
+    #[default]
+    #[serde(rename = "CAMPAIGN_STATE_DRAFT")]
+    Draft,
+    /// Ended for good.
+    #[serde(rename = "CAMPAIGN_STATE_ARCHIVED")]
+    Archived,
+}
+
+/// Approval state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ApprovalState {
+    /// Waiting for review.
+    #[default]
+    #[serde(rename = "APPROVAL_STATE_PENDING")]
+    Pending,
+    /// Approved: may serve while active.
+    #[serde(rename = "APPROVAL_STATE_APPROVED")]
+    Approved,
+    /// Rejected, with a reason.
+    #[serde(rename = "APPROVAL_STATE_REJECTED")]
+    Rejected,
+}
+
+/// Campaign type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum CampaignType {
+    /// Banner X (display and video banners).
+    #[default]
+    #[serde(rename = "CAMPAIGN_TYPE_BANNERX")]
+    BannerX,
+    /// Sponsored products (product ads).
+    #[serde(rename = "CAMPAIGN_TYPE_SPONSORED_PRODUCTS")]
+    SponsoredProducts,
+}
+
+/// Search-term match type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum MatchType {
+    /// Exact match.
+    #[default]
+    #[serde(rename = "MATCH_TYPE_EXACT_MATCH")]
+    Exact,
+    /// Phrase match.
+    #[serde(rename = "MATCH_TYPE_PHRASE_MATCH")]
+    Phrase,
+    /// Broad match.
+    #[serde(rename = "MATCH_TYPE_BROAD_MATCH")]
+    Broad,
+}
+
+/// Banner slot type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SlotType {
+    /// A banner slot.
+    #[default]
+    #[serde(rename = "BANNER_X_SLOT_TYPE_BANNER")]
+    Banner,
+    /// A video slot.
+    #[serde(rename = "BANNER_X_SLOT_TYPE_VIDEO")]
+    Video,
+}
+
+/// How a background image is laid out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum BackgroundImagePosition {
+    /// Tiled.
+    #[default]
+    #[serde(rename = "BANNER_X_BACKGROUND_IMAGE_POSITION_REPEATING")]
+    Repeating,
+    /// Scaled to cover.
+    #[serde(rename = "BANNER_X_BACKGROUND_IMAGE_POSITION_COVER")]
+    Cover,
+    /// Centred once.
+    #[serde(rename = "BANNER_X_BACKGROUND_IMAGE_POSITION_CENTER")]
+    Center,
+}
+
+/// How a hero image is shown.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum HeroMode {
+    /// As a block.
+    #[default]
+    #[serde(rename = "BANNER_X_HERO_IMAGE_MODE_BLOCK")]
+    Block,
+    /// Bleeding to the edges.
+    #[serde(rename = "BANNER_X_HERO_IMAGE_MODE_BLEED")]
+    Bleed,
+}
+
+/// Third-party verification tag provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TrackingTagProviderKind {
+    /// DoubleVerify.
+    #[default]
+    #[serde(rename = "TRACKING_TAG_PROVIDER_DV")]
+    Dv,
+    /// Integral Ad Science.
+    #[serde(rename = "TRACKING_TAG_PROVIDER_IAS")]
+    Ias,
+}
+
+/// A product key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ProductKey {
+    /// Catalog.
+    pub catalog_id: String,
+    /// Product.
+    pub product_code: String,
+    /// Seller.
+    pub seller_id: String,
+}
+
+/// `advertisedProducts`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AdvertisedProducts {
+    /// Products the campaign advertises.
+    pub products_by_key: Vec<ProductKey>,
+}
+
+/// `approval`, in the record and in the approve request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Approval {
+    /// Approval state.
+    pub state: ApprovalState,
+    /// Reason, given when rejecting.
+    pub rejection_reason: String,
+}
+
+/// `settings`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Settings {
+    /// Campaign type.
+    pub campaign_type: CampaignType,
+    /// Start of serving.
+    pub from_time: Option<DateTime<Utc>>,
+    /// End of serving.
+    pub to_time: Option<DateTime<Utc>>,
+    /// Advertises every product of its catalogs.
+    pub is_wildcard: bool,
+}
+
+/// `fixedCosts`: money strings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FixedCosts {
+    /// Creative cost.
+    pub creative_cost: String,
+    /// Data cost.
+    pub data_cost: String,
+    /// Other cost.
+    pub other_cost: String,
+}
+
+/// A custom field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CustomField {
+    /// Field id.
+    pub custom_field_id: String,
+    /// Content.
+    pub content: String,
+}
+
+/// A custom question.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CustomQuestion {
+    /// Question id.
+    pub custom_question_id: String,
+    /// Answers.
+    pub answers: Vec<String>,
+}
+
+/// `strategy.auction.spendLimit`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SpendLimit {
+    /// Daily limit (money).
+    pub daily: String,
+    /// Total limit (money).
+    pub total: String,
+}
+
+/// `strategy.auction`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Auction {
+    /// Highest bid (money).
+    pub max_bid: String,
+    /// Spend limits.
+    pub spend_limit: SpendLimit,
+}
+
+/// A catalog's share of a fixed tenancy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CatalogCost {
+    /// Catalog.
+    pub catalog_id: String,
+    /// Percentage of the cost.
+    pub catalog_cost_percentage: f64,
+}
+
+/// `strategy.fixedTenancy`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FixedTenancy {
+    /// Cost (money).
+    pub cost: String,
+    /// Positions held.
+    pub positions: Vec<i32>,
+    /// Cost split per catalog.
+    pub catalog_costs: Vec<CatalogCost>,
+}
+
+/// `strategy`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Strategy {
+    /// Auction bidding.
+    pub auction: Auction,
+    /// Fixed tenancy.
+    pub fixed_tenancy: FixedTenancy,
+}
+
+/// A list of target products.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TargetProducts {
+    /// Target products.
+    pub target_products_by_key: Vec<ProductKey>,
+}
+
+/// An include or exclude filter.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CatalogFilter {
+    /// Catalog.
+    pub catalog_id: String,
+    /// Filter, e.g. `category:food/snacks`.
+    pub filter: String,
+}
+
+/// A negative search term.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NegativeSearchTerm {
+    /// Phrase.
+    pub phrase: String,
+    /// Match type.
+    pub match_type: MatchType,
+}
+
+/// A search term.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SearchTerm {
+    /// Phrase.
+    pub phrase: String,
+    /// Collection.
+    pub collection_name: String,
+    /// Match type.
+    pub match_type: MatchType,
+    /// Highest bid (money, no currency symbol).
+    pub max_bid: String,
+    /// Suggested by the platform.
+    pub suggested: bool,
+    /// Treated as custom.
+    pub treat_as_custom: bool,
+    /// Products excluded for this term.
+    pub excluded_products: Vec<ProductKey>,
+}
+
+/// `targeting`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Targeting {
+    /// Cross-sell targets.
+    pub cross_sell: TargetProducts,
+    /// Upsell targets.
+    pub upsell: TargetProducts,
+    /// Include filters.
+    pub include_filters: Vec<CatalogFilter>,
+    /// Exclude filters.
+    pub exclude_filters: Vec<CatalogFilter>,
+    /// Negative search terms.
+    pub negative_search_terms: Vec<NegativeSearchTerm>,
+    /// Search terms.
+    pub search_terms: Vec<SearchTerm>,
+}
+
+/// A video creative: the spec's `primaryVideoConfig.fileId` plus what VAST needs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VideoConfig {
+    /// The video file's id.
+    pub file_id: String,
+    /// The creative's UniversalAdId idValue (the `videoId` of its beacons); unique
+    /// across the campaign's videos. Defaults to `fileId`.
+    pub universal_ad_id: String,
+    /// Where players fetch the media.
+    pub media_url: String,
+    /// MIME type of the media.
+    pub mime_type: String,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Duration in seconds.
+    pub duration_seconds: u32,
+}
+
+impl VideoConfig {
+    /// The creative's UniversalAdId idValue.
+    pub fn ad_id_value(&self) -> &str {
+        if self.universal_ad_id.is_empty() {
+            &self.file_id
+        } else {
+            &self.universal_ad_id
+        }
+    }
+}
+
+/// `additionalFields` entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AdditionalField {
+    /// Field id.
+    pub id: String,
+    /// Value.
+    pub value: String,
+}
+
+/// `trackingTagProvider` entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TrackingTagProvider {
+    /// Provider.
+    pub provider: TrackingTagProviderKind,
+    /// Tag content.
+    pub content: String,
+}
+
+/// `bannerXConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BannerXConfig {
+    /// Slot id.
+    pub slot_id: String,
+    /// Slot type.
+    pub slot_type: SlotType,
+    /// Banner text.
+    pub banner_text: String,
+    /// Heading text.
+    pub heading_text: String,
+    /// Banner text colour, `#rrggbb`.
+    pub banner_text_colour_hex: String,
+    /// Background colour, `#rrggbb`.
+    pub background_colour_hex: String,
+    /// Background image.
+    pub background_image_id: String,
+    /// Second background image.
+    pub secondary_background_image_id: String,
+    /// Background image layout.
+    pub background_image_position: BackgroundImagePosition,
+    /// Second background image layout.
+    pub secondary_background_image_position: BackgroundImagePosition,
+    /// Hero image.
+    pub hero_image_id: String,
+    /// Second hero image.
+    pub secondary_hero_image_id: String,
+    /// Hero image alt text.
+    pub hero_image_alt_text: String,
+    /// Second hero image alt text.
+    pub secondary_hero_image_alt_text: String,
+    /// Hero image mode.
+    pub hero_mode: HeroMode,
+    /// Second hero image mode.
+    pub secondary_hero_mode: HeroMode,
+    /// Shows a call to action.
+    pub cta_flag: bool,
+    /// Call-to-action destination.
+    pub cta_link: String,
+    /// Call-to-action text.
+    pub cta_text: String,
+    /// Call-to-action accessible text.
+    pub cta_text_accessibility: String,
+    /// Content standard.
+    pub content_standard_id: String,
+    /// The primary video; empty `fileId` for a banner without video.
+    pub primary_video_config: VideoConfig,
+    /// Further video creatives (extension of the spec).
+    pub additional_video_configs: Vec<VideoConfig>,
+    /// Companion products shown as hotspots (rule 11).
+    pub companion_products: Vec<ProductKey>,
+    /// Additional fields.
+    pub additional_fields: Vec<AdditionalField>,
+    /// Third-party tracking tags.
+    pub tracking_tag_provider: Vec<TrackingTagProvider>,
+}
+
+impl BannerXConfig {
+    /// The video creatives in serving order (primary first); empty for a banner
+    /// without video.
+    pub fn videos(&self) -> Vec<&VideoConfig> {
+        let mut v = Vec::new();
+        if !self.primary_video_config.file_id.is_empty() {
+            v.push(&self.primary_video_config);
+        }
+        v.extend(
+            self.additional_video_configs
+                .iter()
+                .filter(|c| !c.file_id.is_empty()),
+        );
+        v
+    }
+}
+
+/// The banner X campaign record.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct BannerXCampaign {
+    /// Identifier, `[A-Za-z0-9_-]{1,64}`; generated when a create body leaves it out.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Namespace.
+    pub namespace_id: String,
+    /// Managing team.
+    pub manager_team_id: String,
+    /// Owning team.
+    pub team_id: String,
+    /// Seller.
+    pub seller_id: String,
+    /// Wallet paying for it.
+    pub wallet_id: String,
+    /// Template.
+    pub template_id: String,
+    /// Placement it serves in (e.g. `category`).
+    pub placement_id: String,
+    /// Campaign state.
+    pub campaign_state: CampaignState,
+    /// Start.
+    pub start_time: Option<DateTime<Utc>>,
+    /// End.
+    pub end_time: Option<DateTime<Utc>>,
+    /// Last change (read-only; set by the service).
+    pub update_time: Option<DateTime<Utc>>,
+    /// Catalogs it serves in.
+    pub catalog_ids: Vec<String>,
+    /// Advertised products.
+    pub advertised_products: AdvertisedProducts,
+    /// Approval.
+    pub approval: Approval,
+    /// Settings.
+    pub settings: Settings,
+    /// Fixed costs.
+    pub fixed_costs: FixedCosts,
+    /// Custom fields.
+    pub custom_fields: Vec<CustomField>,
+    /// Custom questions.
+    pub custom_questions: Vec<CustomQuestion>,
+    /// Bidding strategy.
+    pub strategy: Strategy,
+    /// Targeting.
+    pub targeting: Targeting,
+    /// Banner X creative configuration.
+    pub banner_x_config: BannerXConfig,
+}
+
+/// `{bannerXCampaign: ...}`: create body and every response.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CampaignBody {
+    /// The campaign.
+    pub banner_x_campaign: BannerXCampaign,
+}
+
+/// `{approval: {state, rejectionReason}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApproveBody {
+    /// The approval to set.
+    pub approval: ApprovalRequest,
+}
+
+/// The approval of an approve request: `state` is required.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRequest {
+    /// State to set.
+    pub state: ApprovalState,
+    /// Reason; required when rejecting.
+    #[serde(default)]
+    pub rejection_reason: String,
+}
+
+/// Whether `id` is a valid campaign id.
+pub fn valid_campaign_id(id: &str) -> bool {
+    (1..=MAX_CAMPAIGN_ID_LEN).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Parses a money string: optional currency symbol or code, then a non-negative
+/// decimal amount. `None` for an empty string.
+pub fn parse_money(s: &str) -> Result<Option<f64>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let start = s
+        .find(|c: char| c.is_ascii_digit() || c == '.')
+        .ok_or_else(|| format!("'{s}' is not a money amount"))?;
+    let (symbol, amount) = s.split_at(start);
+    if symbol.chars().count() > 3 || symbol.chars().any(|c| c.is_ascii_digit() || c == '-') {
+        return Err(format!(
+            "'{s}' is not a money amount (symbol, then a decimal number)"
+        ));
+    }
+    let valid = amount.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && amount.bytes().filter(|&b| b == b'.').count() <= 1
+        && amount.bytes().any(|b| b.is_ascii_digit());
+    if !valid {
+        return Err(format!("'{s}' is not a money amount"));
+    }
+    amount
+        .parse::<f64>()
+        .map(Some)
+        .map_err(|_| format!("'{s}' is not a money amount"))
+}
+
+fn money(field: &str, v: &str) -> Result<(), ApiError> {
+    parse_money(v)
+        .map(|_| ())
+        .map_err(|m| ApiError::invalid(field, m))
+}
+
+fn colour(field: &str, v: &str) -> Result<(), ApiError> {
+    let ok = v.is_empty()
+        || (v.len() == 7 && v.starts_with('#') && v[1..].bytes().all(|b| b.is_ascii_hexdigit()));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(field, format!("'{v}' is not #rrggbb")))
+    }
+}
+
+fn list<T>(field: &str, v: &[T]) -> Result<(), ApiError> {
+    if v.len() > MAX_LIST {
+        return Err(ApiError::invalid(
+            field,
+            format!("more than {MAX_LIST} entries"),
+        ));
+    }
+    Ok(())
+}
+
+impl BannerXCampaign {
+    /// Checks what serde cannot: id syntax, money strings, colours, time order,
+    /// list bounds, video creatives' unique UniversalAdIds.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        let p = "bannerXCampaign";
+        if !valid_campaign_id(&self.id) {
+            return Err(ApiError::invalid(
+                format!("{p}.id"),
+                "must match [A-Za-z0-9_-]{1,64}",
+            ));
+        }
+        check_text(&format!("{p}.name"), &self.name)?;
+        for (i, c) in self.catalog_ids.iter().enumerate() {
+            check_id(&format!("{p}.catalogIds[{i}]"), c)?;
+        }
+        list(&format!("{p}.catalogIds"), &self.catalog_ids)?;
+        list(
+            &format!("{p}.advertisedProducts.productsByKey"),
+            &self.advertised_products.products_by_key,
+        )?;
+        if let (Some(a), Some(b)) = (self.start_time, self.end_time) {
+            if b < a {
+                return Err(ApiError::invalid(
+                    format!("{p}.endTime"),
+                    "is before startTime",
+                ));
+            }
+        }
+        let f = &self.fixed_costs;
+        money(&format!("{p}.fixedCosts.creativeCost"), &f.creative_cost)?;
+        money(&format!("{p}.fixedCosts.dataCost"), &f.data_cost)?;
+        money(&format!("{p}.fixedCosts.otherCost"), &f.other_cost)?;
+        let a = &self.strategy.auction;
+        money(&format!("{p}.strategy.auction.maxBid"), &a.max_bid)?;
+        money(
+            &format!("{p}.strategy.auction.spendLimit.daily"),
+            &a.spend_limit.daily,
+        )?;
+        money(
+            &format!("{p}.strategy.auction.spendLimit.total"),
+            &a.spend_limit.total,
+        )?;
+        money(
+            &format!("{p}.strategy.fixedTenancy.cost"),
+            &self.strategy.fixed_tenancy.cost,
+        )?;
+        for (i, t) in self.targeting.search_terms.iter().enumerate() {
+            money(
+                &format!("{p}.targeting.searchTerms[{i}].maxBid"),
+                &t.max_bid,
+            )?;
+        }
+        let c = &self.banner_x_config;
+        colour(
+            &format!("{p}.bannerXConfig.bannerTextColourHex"),
+            &c.banner_text_colour_hex,
+        )?;
+        colour(
+            &format!("{p}.bannerXConfig.backgroundColourHex"),
+            &c.background_colour_hex,
+        )?;
+        list(
+            &format!("{p}.bannerXConfig.additionalVideoConfigs"),
+            &c.additional_video_configs,
+        )?;
+        list(
+            &format!("{p}.bannerXConfig.companionProducts"),
+            &c.companion_products,
+        )?;
+        let videos = c.videos();
+        for (i, v) in videos.iter().enumerate() {
+            let field = format!("{p}.bannerXConfig.videos[{i}]");
+            check_id(&format!("{field}.universalAdId"), v.ad_id_value())?;
+            if videos[..i]
+                .iter()
+                .any(|w| w.ad_id_value() == v.ad_id_value())
+            {
+                return Err(ApiError::invalid(
+                    format!("{field}.universalAdId"),
+                    "is shared with another video creative (spec rule 4)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The campaign's known cost: fixed costs plus the fixed tenancy cost, `None`
+    /// when none is set.
+    pub fn known_cost(&self) -> Option<f64> {
+        let f = &self.fixed_costs;
+        let parts = [
+            &f.creative_cost,
+            &f.data_cost,
+            &f.other_cost,
+            &self.strategy.fixed_tenancy.cost,
+        ];
+        let amounts: Vec<f64> = parts
+            .iter()
+            .filter_map(|s| parse_money(s).ok().flatten())
+            .collect();
+        (!amounts.is_empty()).then(|| amounts.iter().sum())
+    }
+
+    /// Sets the approval, enforcing the rejection-reason rule, and moves
+    /// `updateTime` to `now`.
+    pub fn approve(&mut self, req: ApprovalRequest, now: DateTime<Utc>) -> Result<(), ApiError> {
+        check_text("approval.rejectionReason", &req.rejection_reason)?;
+        let reason = req.rejection_reason.trim();
+        if req.state == ApprovalState::Rejected && reason.is_empty() {
+            return Err(ApiError::invalid(
+                "approval.rejectionReason",
+                "is required when the state is APPROVAL_STATE_REJECTED",
+            ));
+        }
+        self.approval = Approval {
+            state: req.state,
+            rejection_reason: if req.state == ApprovalState::Rejected {
+                reason.to_owned()
+            } else {
+                String::new()
+            },
+        };
+        self.update_time = Some(now);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn money_strings() {
+        assert_eq!(parse_money("$12.50"), Ok(Some(12.5)));
+        assert_eq!(parse_money("12"), Ok(Some(12.0)));
+        assert_eq!(parse_money("€0.5"), Ok(Some(0.5)));
+        assert_eq!(parse_money(""), Ok(None));
+        assert!(parse_money("$").is_err());
+        assert!(parse_money("-5").is_err());
+        assert!(parse_money("1.2.3").is_err());
+        assert!(parse_money("abcd5").is_err());
+    }
+
+    #[test]
+    fn approval_rules() {
+        let mut c = BannerXCampaign {
+            id: "c1".into(),
+            ..Default::default()
+        };
+        let now = Utc::now();
+        let reject = |r: &str| ApprovalRequest {
+            state: ApprovalState::Rejected,
+            rejection_reason: r.into(),
+        };
+        assert!(c.approve(reject("  "), now).is_err());
+        c.approve(reject("bad art"), now).unwrap();
+        assert_eq!(c.approval.rejection_reason, "bad art");
+        c.approve(
+            ApprovalRequest {
+                state: ApprovalState::Approved,
+                rejection_reason: "ignored".into(),
+            },
+            now,
+        )
+        .unwrap();
+        assert_eq!(c.approval.state, ApprovalState::Approved);
+        assert_eq!(c.approval.rejection_reason, "");
+        assert_eq!(c.update_time, Some(now));
+    }
+
+    #[test]
+    fn enums_are_full_names_and_unknown_ones_fail() {
+        let v = serde_json::to_value(BannerXCampaign::default()).unwrap();
+        assert_eq!(v["campaignState"], "CAMPAIGN_STATE_DRAFT");
+        assert_eq!(v["approval"]["state"], "APPROVAL_STATE_PENDING");
+        assert_eq!(v["settings"]["campaignType"], "CAMPAIGN_TYPE_BANNERX");
+        let e = crate::error::parse_json::<ApproveBody>(br#"{"approval":{"state":"YES"}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("approval.state"), "{e}");
+    }
+
+    #[test]
+    fn shared_universal_ad_ids_are_refused() {
+        let mut c = BannerXCampaign {
+            id: "c1".into(),
+            ..Default::default()
+        };
+        c.banner_x_config.primary_video_config.file_id = "v1".into();
+        c.banner_x_config
+            .additional_video_configs
+            .push(VideoConfig {
+                file_id: "v1".into(),
+                ..Default::default()
+            });
+        assert!(c.validate().is_err());
+        c.banner_x_config.additional_video_configs[0].universal_ad_id = "v2".into();
+        assert!(c.validate().is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn record_round_trips(id in "[A-Za-z0-9_-]{1,64}", name in ".{0,40}", state in 0..3u8) {
+            let mut c = BannerXCampaign { id, name, ..Default::default() };
+            c.approval.state = [ApprovalState::Pending, ApprovalState::Approved, ApprovalState::Rejected][state as usize];
+            c.update_time = Some(Utc::now());
+            let json = serde_json::to_vec(&CampaignBody { banner_x_campaign: c.clone() }).unwrap();
+            let back: CampaignBody = serde_json::from_slice(&json).unwrap();
+            prop_assert_eq!(back.banner_x_campaign, c);
+        }
+
+        #[test]
+        fn money_never_panics(s in ".{0,12}") {
+            let _ = parse_money(&s);
+        }
+    }
+}

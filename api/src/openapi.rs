@@ -1,0 +1,349 @@
+//! The OpenAPI 3.0 document at `/openapi.json`, generated at start from the route
+//! table (`routes`) and the wire types' schemars schemas, so it cannot drift from
+//! what the router serves and what serde accepts. Also the schema-only types of
+//! bodies that have no resource type of their own.
+
+use schemars::generate::SchemaSettings;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::model::catalog::Product;
+use crate::model::client::Scope;
+use crate::routes::{Access, Route};
+
+/// Token endpoint success body.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct TokenResponse {
+    /// The JWT.
+    pub access_token: String,
+    /// Seconds until it expires.
+    pub expires_in: u64,
+    /// Always `Bearer`.
+    pub token_type: String,
+    /// Scopes granted, space-separated.
+    #[serde(default)]
+    pub scope: String,
+}
+
+/// Token endpoint error body (RFC 6749 5.2).
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct OAuthError {
+    /// `invalid_request`, `invalid_client`, `unsupported_grant_type`, `invalid_scope`, `slow_down`.
+    pub error: String,
+    /// Human-readable detail.
+    #[serde(default)]
+    pub error_description: String,
+}
+
+/// The error status object.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Status {
+    /// gRPC status code.
+    pub code: i32,
+    /// Developer-facing message.
+    pub message: String,
+    /// Details, each with an `@type`.
+    pub details: Vec<Map<String, Value>>,
+}
+
+/// A JWK set.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Jwks {
+    /// The keys (OKP, Ed25519).
+    pub keys: Vec<Map<String, Value>>,
+}
+
+/// `POST /v1/products` body.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProductsBody {
+    /// Products to add or replace (at most 10,000 per request).
+    pub products: Vec<Product>,
+}
+
+/// `POST /v1/products` answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ProductsUpserted {
+    /// How many products were written.
+    pub upserted: u64,
+}
+
+/// An order line (schema of `rm_schemas::order::OrderItem`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderItemSchema {
+    /// Product code.
+    pub product_code: String,
+    /// Units, 1 or more.
+    pub quantity: u64,
+    /// List price of one unit.
+    #[serde(default)]
+    pub regular_unit_price: Option<f64>,
+    /// Revenue of the line.
+    pub total_order_item_price_after_discounts: f64,
+    /// The ad the retailer associates with the line.
+    #[serde(default)]
+    pub ad_id: Option<String>,
+    /// Seller.
+    #[serde(default)]
+    pub seller_id: Option<String>,
+}
+
+/// An order (schema of `rm_schemas::order::Order`).
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrderSchema {
+    /// Order id: the idempotency key.
+    pub id: String,
+    /// Tracking id: customer (this or sessionId is required).
+    #[serde(default)]
+    pub customer_id: Option<String>,
+    /// Tracking id: session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// RFC 3339 time of the order.
+    pub order_date: String,
+    /// Catalog.
+    pub catalog_id: String,
+    /// Team.
+    #[serde(default)]
+    pub team_id: Option<String>,
+    /// Ads associated with the order.
+    #[serde(default)]
+    pub ad_ids: Vec<String>,
+    /// Lines.
+    pub order_items: Vec<OrderItemSchema>,
+}
+
+/// `POST /v1/orders` body.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct OrdersRequest {
+    /// Orders (at most 1,000).
+    pub orders: Vec<OrderSchema>,
+}
+
+/// One order's outcome.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct OrderOutcome {
+    /// Order id.
+    pub id: String,
+    /// `accepted` (written now) or `duplicate` (taken before; nothing changed).
+    pub status: String,
+}
+
+/// `POST /v1/orders` answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct OrdersAccepted {
+    /// Orders written now.
+    pub accepted: u64,
+    /// Orders taken before.
+    pub duplicates: u64,
+    /// Per order.
+    pub orders: Vec<OrderOutcome>,
+}
+
+/// A report answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ReportRows {
+    /// Rows, with camelCase members (see the README's report tables).
+    pub rows: Vec<Map<String, Value>>,
+}
+
+fn status_text(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        400 => "Input problem",
+        401 => "Login failed or token not valid",
+        403 => "Login failed or token not valid (missing scope)",
+        404 => "Not found",
+        409 => "Already exists",
+        429 => "Too many requests",
+        503 => "Unavailable; retry later",
+        _ => "Error",
+    }
+}
+
+/// Builds the document.
+pub fn document(routes: &[Route]) -> Value {
+    let mut g = SchemaSettings::openapi3().into_generator();
+    let status_ref = serde_json::to_value(g.subschema_for::<Status>()).unwrap_or_default();
+    let oauth_error = serde_json::to_value(g.subschema_for::<OAuthError>()).unwrap_or_default();
+    let mut paths: Map<String, Value> = Map::new();
+    for r in routes {
+        let mut op = Map::new();
+        op.insert(
+            "operationId".into(),
+            json!(
+                format!("{:?}", r.op).to_lowercase()
+                    + &r.path.replace(['/', '{', '}', '.', ':', '-'], "_")
+            ),
+        );
+        op.insert("summary".into(), json!(r.summary));
+        let param = r.path.split('{').nth(1).and_then(|s| s.split('}').next());
+        if let Some(name) = param {
+            op.insert(
+                "parameters".into(),
+                json!([{"name": name, "in": "path", "required": true, "schema": {"type": "string", "minLength": 1}}]),
+            );
+        }
+        if r.op == crate::routes::Op::Report {
+            op.insert("parameters".into(), json!([
+                {"name": "campaignId", "in": "query", "schema": {"type": "string"}},
+                {"name": "adId", "in": "query", "schema": {"type": "string"}},
+                {"name": "catalogId", "in": "query", "schema": {"type": "string"}},
+                {"name": "from", "in": "query", "schema": {"type": "string", "format": "date"}},
+                {"name": "to", "in": "query", "schema": {"type": "string", "format": "date"}},
+                {"name": "format", "in": "query", "schema": {"type": "string", "enum": ["json", "csv"]}},
+            ]));
+        }
+        if r.op == crate::routes::Op::Token {
+            op.insert(
+                "requestBody".into(),
+                json!({
+                    "required": true,
+                    "content": {"application/x-www-form-urlencoded": {"schema": {
+                        "type": "object",
+                        "required": ["grant_type"],
+                        "properties": {
+                            "grant_type": {"type": "string", "enum": ["client_credentials"]},
+                            "scope": {"type": "string"}
+                        }
+                    }}}
+                }),
+            );
+        } else if let Some(req) = r.request {
+            let s = serde_json::to_value(req(&mut g)).unwrap_or_default();
+            op.insert(
+                "requestBody".into(),
+                json!({"required": true, "content": {"application/json": {"schema": s}}}),
+            );
+        }
+        let mut responses = Map::new();
+        let ok_content = match (r.op, r.response) {
+            (crate::routes::Op::Report, Some(f)) => {
+                let s = serde_json::to_value(f(&mut g)).unwrap_or_default();
+                json!({"application/json": {"schema": s}, "text/csv": {"schema": {"type": "string"}}})
+            }
+            (_, Some(f)) => {
+                let s = serde_json::to_value(f(&mut g)).unwrap_or_default();
+                json!({"application/json": {"schema": s}})
+            }
+            (crate::routes::Op::Sdk, None) => {
+                json!({"text/javascript": {"schema": {"type": "string"}}})
+            }
+            (_, None) => json!({"application/json": {"schema": {"type": "object"}}}),
+        };
+        responses.insert(
+            r.ok.to_string(),
+            json!({"description": status_text(r.ok), "content": ok_content}),
+        );
+        let err_schema = if r.access == Access::ClientBasic {
+            &oauth_error
+        } else {
+            &status_ref
+        };
+        for code in r.errors {
+            responses.insert(
+                code.to_string(),
+                json!({"description": status_text(*code), "content": {"application/json": {"schema": err_schema}}}),
+            );
+        }
+        responses.insert(
+            "default".into(),
+            json!({"description": "Unexpected error", "content": {"application/json": {"schema": err_schema}}}),
+        );
+        op.insert("responses".into(), Value::Object(responses));
+        match r.access {
+            Access::Public => {
+                op.insert("security".into(), json!([]));
+            }
+            Access::ClientBasic => {
+                op.insert("security".into(), json!([{"clientBasic": []}]));
+            }
+            Access::ApiKey => {
+                op.insert("security".into(), json!([{"apiKeyBasic": []}]));
+            }
+            Access::Bearer(scopes) => {
+                let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+                op.insert("security".into(), json!([{"oauth2": names}]));
+            }
+        }
+        let entry = paths
+            .entry(r.path.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(m) = entry {
+            m.insert(r.method.as_str().to_lowercase(), Value::Object(op));
+        }
+    }
+    let scopes: Map<String, Value> = Scope::ALL
+        .iter()
+        .map(|s| {
+            (
+                s.as_str().to_owned(),
+                json!(format!("{} operations", s.as_str())),
+            )
+        })
+        .collect();
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Retail media partner API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Segments, banner X campaigns, OAuth 2.0 tokens, ads, orders and campaign reports. Errors are the error status object {code, message, details}."
+        },
+        "paths": paths,
+        "components": {
+            "schemas": Value::Object(g.take_definitions(true)),
+            "securitySchemes": {
+                "oauth2": {"type": "oauth2", "flows": {"clientCredentials": {"tokenUrl": "/v1/oauth2/token", "scopes": scopes}}},
+                "clientBasic": {"type": "http", "scheme": "basic", "description": "client_id:client_secret, each form-urlencoded"},
+                "apiKeyBasic": {"type": "http", "scheme": "basic", "description": "The secret API key as user name, empty password"}
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_documented_with_resolvable_refs() {
+        let routes = crate::routes::table();
+        let doc = document(&routes);
+        for r in &routes {
+            let op = &doc["paths"][r.path][r.method.as_str().to_lowercase()];
+            assert!(op.is_object(), "{} {} missing", r.method, r.path);
+            assert!(op["responses"]["default"].is_object());
+        }
+        let text = doc.to_string();
+        for piece in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = piece.split('"').next().unwrap();
+            assert!(
+                doc["components"]["schemas"][name].is_object(),
+                "dangling $ref {name}"
+            );
+        }
+        assert!(
+            doc["components"]["schemas"]["BannerXCampaign"]["properties"]["bannerXConfig"]
+                .is_object()
+        );
+    }
+
+    #[test]
+    fn order_schema_names_every_member_of_the_order_contract() {
+        let body = br#"{"orders":[{"id":"o","customerId":"c","sessionId":"s","orderDate":"2026-11-22T10:00:00Z","catalogId":"k","teamId":"t","adIds":["a"],"orderItems":[{"productCode":"p","quantity":1,"regularUnitPrice":1.0,"totalOrderItemPriceAfterDiscounts":1.0,"adId":"a","sellerId":"x"}]}]}"#;
+        let orders = rm_schemas::order::parse_orders(body).unwrap();
+        let wire = serde_json::to_value(&orders[0]).unwrap();
+        let doc = document(&crate::routes::table());
+        let props = &doc["components"]["schemas"]["OrderSchema"]["properties"];
+        for k in wire.as_object().unwrap().keys() {
+            assert!(props[k].is_object(), "OrderSchema lacks {k}");
+        }
+        let item_props = &doc["components"]["schemas"]["OrderItemSchema"]["properties"];
+        for k in wire["orderItems"][0].as_object().unwrap().keys() {
+            assert!(item_props[k].is_object(), "OrderItemSchema lacks {k}");
+        }
+    }
+}

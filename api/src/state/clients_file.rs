@@ -1,0 +1,134 @@
+//! Clients and API keys from configuration: a TOML file named by
+//! `RM_API_CLIENTS_FILE`, upserted into the state at start. It holds hashes only,
+//! never secrets; `retail-media clients hash` and `retail-media keys hash` print the
+//! lines to paste.
+//!
+//! ```toml
+//! [[client]]
+//! id = "partner-a"
+//! secret_hash = "$argon2id$v=19$m=19456,t=2,p=1$..."
+//! scopes = ["ads", "reports"]
+//!
+//! [[api_key]]
+//! name = "erp"
+//! lookup = "<hex SHA-256 of the key>"
+//! key_hash = "$argon2id$v=19$..."
+//! ```
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{State, StateError};
+use crate::model::client::{ApiKey, Client, Scope};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileClient {
+    id: String,
+    secret_hash: String,
+    scopes: Vec<Scope>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileKey {
+    name: String,
+    lookup: String,
+    key_hash: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    client: Vec<FileClient>,
+    #[serde(default)]
+    api_key: Vec<FileKey>,
+}
+
+fn check_phc(what: &str, phc: &str) -> Result<(), StateError> {
+    argon2::password_hash::PasswordHash::new(phc)
+        .map(|_| ())
+        .map_err(|e| StateError::Backend(format!("{what}: not an Argon2 PHC string: {e}")))
+}
+
+/// Parses the file and upserts its entries; how many.
+pub async fn apply(state: &State, path: &Path) -> Result<usize, StateError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| StateError::Backend(format!("reading: {e}")))?;
+    let file: File =
+        toml::from_str(&text).map_err(|e| StateError::Backend(format!("parsing: {e}")))?;
+    let now = chrono::Utc::now().to_rfc3339();
+    let mut n = 0;
+    for c in file.client {
+        check_phc(&format!("client {}", c.id), &c.secret_hash)?;
+        state
+            .put_client(&Client {
+                id: c.id,
+                secret_hash: c.secret_hash,
+                scopes: c.scopes,
+                created: now.clone(),
+            })
+            .await?;
+        n += 1;
+    }
+    for k in file.api_key {
+        check_phc(&format!("api_key {}", k.name), &k.key_hash)?;
+        if k.lookup.len() != 64 || !k.lookup.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StateError::Backend(format!(
+                "api_key {}: lookup must be 64 hex digits (SHA-256 of the key)",
+                k.name
+            )));
+        }
+        state
+            .put_api_key(&ApiKey {
+                name: k.name,
+                lookup: k.lookup.to_ascii_lowercase(),
+                key_hash: k.key_hash,
+                created: now.clone(),
+            })
+            .await?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::secret;
+
+    #[tokio::test]
+    async fn file_entries_authenticate() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open_embedded(dir.path()).unwrap();
+        let path = dir.path().join("clients.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[client]]\nid = \"p\"\nsecret_hash = \"{}\"\nscopes = [\"ads\"]\n\n[[api_key]]\nname = \"erp\"\nlookup = \"{}\"\nkey_hash = \"{}\"\n",
+                secret::hash("s"),
+                secret::lookup_digest("k"),
+                secret::hash("k")
+            ),
+        )
+        .unwrap();
+        assert_eq!(apply(&state, &path).await.unwrap(), 2);
+        let c = state.client("p").await.unwrap().unwrap();
+        assert!(secret::verify("s", &c.secret_hash));
+        assert_eq!(c.scopes, vec![Scope::Ads]);
+        let k = state
+            .api_key(&secret::lookup_digest("k"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(k.name, "erp");
+        std::fs::write(
+            &path,
+            "[[client]]\nid = \"p\"\nsecret_hash = \"plain\"\nscopes = []\n",
+        )
+        .unwrap();
+        assert!(apply(&state, &path).await.is_err());
+    }
+}

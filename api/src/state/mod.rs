@@ -1,0 +1,362 @@
+//! The api's own state: OAuth clients, order API keys, signing keys, segments,
+//! campaigns, the catalog, and the ids of orders already taken.
+//!
+//! Mechanism apart from policy: backends implement [`KvStore`], a small namespaced
+//! key-value trait with one atomic primitive (`insert_new`), and [`State`] maps the
+//! typed resources onto it (JSON values). The embedded backend is redb
+//! ([`embedded`]); a server database implements the same five operations, so every
+//! line above the trait is shared.
+
+pub mod clients_file;
+pub mod embedded;
+
+use std::future::Future;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::model::campaign::BannerXCampaign;
+use crate::model::catalog::Product;
+use crate::model::client::{ApiKey, Client};
+use crate::model::segment::Segment;
+
+/// A namespace of the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ns {
+    /// OAuth clients by id.
+    Clients,
+    /// Order API keys by SHA-256 lookup.
+    ApiKeys,
+    /// Token signing keys by `kid`.
+    SigningKeys,
+    /// Segments by id.
+    Segments,
+    /// Campaigns by id.
+    Campaigns,
+    /// Products by `catalogId \u{1f} productCode`.
+    Products,
+    /// Orders taken, by order id.
+    Orders,
+}
+
+impl Ns {
+    /// Every namespace.
+    pub const ALL: [Ns; 7] = [
+        Ns::Clients,
+        Ns::ApiKeys,
+        Ns::SigningKeys,
+        Ns::Segments,
+        Ns::Campaigns,
+        Ns::Products,
+        Ns::Orders,
+    ];
+
+    /// The namespace's table name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Ns::Clients => "clients",
+            Ns::ApiKeys => "api_keys",
+            Ns::SigningKeys => "signing_keys",
+            Ns::Segments => "segments",
+            Ns::Campaigns => "campaigns",
+            Ns::Products => "products",
+            Ns::Orders => "orders",
+        }
+    }
+}
+
+/// A failure of the state backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The backend failed; the text says how.
+    #[error("state backend: {0}")]
+    Backend(String),
+    /// A stored value does not decode (a bug or a foreign writer).
+    #[error("stored value in {ns} under '{key}' does not decode: {message}")]
+    Corrupt {
+        /// Namespace.
+        ns: &'static str,
+        /// Key.
+        key: String,
+        /// Decoder message.
+        message: String,
+    },
+}
+
+impl From<StateError> for ApiError {
+    fn from(e: StateError) -> Self {
+        ApiError::Unavailable(match e {
+            StateError::Backend(_) => "the api's state store is unavailable".to_owned(),
+            StateError::Corrupt { .. } => {
+                tracing::error!(error = %e, "corrupt state");
+                "the api's state store returned an unreadable value".to_owned()
+            }
+        })
+    }
+}
+
+/// A namespaced key-value store: what a state backend implements.
+pub trait KvStore: Send + Sync + 'static {
+    /// The value under `key`.
+    fn get(
+        &self,
+        ns: Ns,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, StateError>> + Send;
+    /// Sets `key` to `value`.
+    fn put(
+        &self,
+        ns: Ns,
+        key: &str,
+        value: Vec<u8>,
+    ) -> impl Future<Output = Result<(), StateError>> + Send;
+    /// Sets `key` to `value` only if absent; whether it was absent. Atomic.
+    fn insert_new(
+        &self,
+        ns: Ns,
+        key: &str,
+        value: Vec<u8>,
+    ) -> impl Future<Output = Result<bool, StateError>> + Send;
+    /// Removes `key`; whether it was there.
+    fn remove(&self, ns: Ns, key: &str) -> impl Future<Output = Result<bool, StateError>> + Send;
+    /// Every entry of `ns`, in key order.
+    fn scan(
+        &self,
+        ns: Ns,
+    ) -> impl Future<Output = Result<Vec<(String, Vec<u8>)>, StateError>> + Send;
+    /// `Ok` when the backend answers.
+    fn readiness(&self) -> Result<(), String>;
+}
+
+/// The state backends.
+pub enum AnyKv {
+    /// redb under the data dir.
+    Embedded(embedded::EmbeddedKv),
+}
+
+macro_rules! each {
+    ($self:ident, $kv:ident => $e:expr) => {
+        match $self {
+            AnyKv::Embedded($kv) => $e,
+        }
+    };
+}
+
+impl KvStore for AnyKv {
+    async fn get(&self, ns: Ns, key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        each!(self, kv => kv.get(ns, key).await)
+    }
+    async fn put(&self, ns: Ns, key: &str, value: Vec<u8>) -> Result<(), StateError> {
+        each!(self, kv => kv.put(ns, key, value).await)
+    }
+    async fn insert_new(&self, ns: Ns, key: &str, value: Vec<u8>) -> Result<bool, StateError> {
+        each!(self, kv => kv.insert_new(ns, key, value).await)
+    }
+    async fn remove(&self, ns: Ns, key: &str) -> Result<bool, StateError> {
+        each!(self, kv => kv.remove(ns, key).await)
+    }
+    async fn scan(&self, ns: Ns) -> Result<Vec<(String, Vec<u8>)>, StateError> {
+        each!(self, kv => kv.scan(ns).await)
+    }
+    fn readiness(&self) -> Result<(), String> {
+        each!(self, kv => kv.readiness())
+    }
+}
+
+/// Typed access to the state.
+pub struct State {
+    kv: AnyKv,
+}
+
+/// A token signing key as stored.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StoredSigningKey {
+    /// Key id (`kid`).
+    pub kid: String,
+    /// Ed25519 seed, base64url.
+    pub seed: String,
+    /// Creation time (RFC 3339).
+    pub created: String,
+}
+
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+fn decode<T: DeserializeOwned>(ns: Ns, key: &str, bytes: &[u8]) -> Result<T, StateError> {
+    serde_json::from_slice(bytes).map_err(|e| StateError::Corrupt {
+        ns: ns.name(),
+        key: key.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// The key of a product.
+pub fn product_key(catalog_id: &str, product_code: &str) -> String {
+    format!("{catalog_id}\u{1f}{product_code}")
+}
+
+impl State {
+    /// Opens the embedded state under `data_dir/api/state.redb`.
+    pub fn open_embedded(data_dir: &Path) -> Result<State, StateError> {
+        Ok(State {
+            kv: AnyKv::Embedded(embedded::EmbeddedKv::open(
+                &data_dir.join("api").join("state.redb"),
+            )?),
+        })
+    }
+
+    /// Wraps a backend.
+    pub fn new(kv: AnyKv) -> State {
+        State { kv }
+    }
+
+    /// The backend's name.
+    pub fn backend(&self) -> &'static str {
+        match self.kv {
+            AnyKv::Embedded(_) => "embedded",
+        }
+    }
+
+    /// `Ok` when the backend answers.
+    pub fn readiness(&self) -> Result<(), String> {
+        self.kv.readiness()
+    }
+
+    async fn get_typed<T: DeserializeOwned>(
+        &self,
+        ns: Ns,
+        key: &str,
+    ) -> Result<Option<T>, StateError> {
+        match self.kv.get(ns, key).await? {
+            Some(b) => decode(ns, key, &b).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn scan_typed<T: DeserializeOwned>(&self, ns: Ns) -> Result<Vec<T>, StateError> {
+        self.kv
+            .scan(ns)
+            .await?
+            .iter()
+            .map(|(k, v)| decode(ns, k, v))
+            .collect()
+    }
+
+    /// The client `id`.
+    pub async fn client(&self, id: &str) -> Result<Option<Client>, StateError> {
+        self.get_typed(Ns::Clients, id).await
+    }
+    /// Every client.
+    pub async fn clients(&self) -> Result<Vec<Client>, StateError> {
+        self.scan_typed(Ns::Clients).await
+    }
+    /// Adds or replaces a client.
+    pub async fn put_client(&self, c: &Client) -> Result<(), StateError> {
+        self.kv.put(Ns::Clients, &c.id, encode(c)).await
+    }
+    /// Removes a client; whether it existed.
+    pub async fn remove_client(&self, id: &str) -> Result<bool, StateError> {
+        self.kv.remove(Ns::Clients, id).await
+    }
+
+    /// The API key with this lookup digest.
+    pub async fn api_key(&self, lookup: &str) -> Result<Option<ApiKey>, StateError> {
+        self.get_typed(Ns::ApiKeys, lookup).await
+    }
+    /// Every API key.
+    pub async fn api_keys(&self) -> Result<Vec<ApiKey>, StateError> {
+        self.scan_typed(Ns::ApiKeys).await
+    }
+    /// Adds or replaces an API key.
+    pub async fn put_api_key(&self, k: &ApiKey) -> Result<(), StateError> {
+        self.kv.put(Ns::ApiKeys, &k.lookup, encode(k)).await
+    }
+    /// Removes every API key named `name`; how many.
+    pub async fn remove_api_key(&self, name: &str) -> Result<usize, StateError> {
+        let mut n = 0;
+        for k in self.api_keys().await? {
+            if k.name == name && self.kv.remove(Ns::ApiKeys, &k.lookup).await? {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Every signing key.
+    pub async fn signing_keys(&self) -> Result<Vec<StoredSigningKey>, StateError> {
+        self.scan_typed(Ns::SigningKeys).await
+    }
+    /// Adds a signing key unless one with its `kid` exists.
+    pub async fn add_signing_key(&self, k: &StoredSigningKey) -> Result<bool, StateError> {
+        self.kv.insert_new(Ns::SigningKeys, &k.kid, encode(k)).await
+    }
+
+    /// The segment `id`.
+    pub async fn segment(&self, id: &str) -> Result<Option<Segment>, StateError> {
+        self.get_typed(Ns::Segments, id).await
+    }
+    /// Creates a segment; false when its id is taken.
+    pub async fn create_segment(&self, s: &Segment) -> Result<bool, StateError> {
+        self.kv.insert_new(Ns::Segments, &s.id, encode(s)).await
+    }
+    /// Stores a segment.
+    pub async fn put_segment(&self, s: &Segment) -> Result<(), StateError> {
+        self.kv.put(Ns::Segments, &s.id, encode(s)).await
+    }
+
+    /// The campaign `id`.
+    pub async fn campaign(&self, id: &str) -> Result<Option<BannerXCampaign>, StateError> {
+        self.get_typed(Ns::Campaigns, id).await
+    }
+    /// Every campaign.
+    pub async fn campaigns(&self) -> Result<Vec<BannerXCampaign>, StateError> {
+        self.scan_typed(Ns::Campaigns).await
+    }
+    /// Creates a campaign; false when its id is taken.
+    pub async fn create_campaign(&self, c: &BannerXCampaign) -> Result<bool, StateError> {
+        self.kv.insert_new(Ns::Campaigns, &c.id, encode(c)).await
+    }
+    /// Stores a campaign.
+    pub async fn put_campaign(&self, c: &BannerXCampaign) -> Result<(), StateError> {
+        self.kv.put(Ns::Campaigns, &c.id, encode(c)).await
+    }
+
+    /// Adds or replaces a product.
+    pub async fn put_product(&self, p: &Product) -> Result<(), StateError> {
+        self.kv
+            .put(
+                Ns::Products,
+                &product_key(&p.catalog_id, &p.product_code),
+                encode(p),
+            )
+            .await
+    }
+    /// Every product of every catalog.
+    pub async fn products(&self) -> Result<Vec<Product>, StateError> {
+        self.scan_typed(Ns::Products).await
+    }
+    /// The product `product_code` of `catalog_id`.
+    pub async fn product(
+        &self,
+        catalog_id: &str,
+        product_code: &str,
+    ) -> Result<Option<Product>, StateError> {
+        self.get_typed(Ns::Products, &product_key(catalog_id, product_code))
+            .await
+    }
+
+    /// Whether the order id was taken before.
+    pub async fn order_taken(&self, order_id: &str) -> Result<bool, StateError> {
+        Ok(self.kv.get(Ns::Orders, order_id).await?.is_some())
+    }
+    /// Records an order id as taken (after its record is durable in the log).
+    pub async fn mark_order(&self, order_id: &str, received_at: &str) -> Result<(), StateError> {
+        self.kv
+            .insert_new(Ns::Orders, order_id, encode(&received_at))
+            .await
+            .map(|_| ())
+    }
+}
