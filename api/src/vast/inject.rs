@@ -142,7 +142,10 @@ fn write_site(
     let indent = s.indent.as_deref();
     match s.site {
         Site::Insert { .. } => tracking_events(out, s, ctx, video_id, indent),
-        Site::Append { .. } => trackings(out, s, ctx, video_id, indent),
+        Site::Append { .. } => {
+            trackings(out, s, ctx, video_id, indent);
+            newline(out, s.trailer.as_deref());
+        }
         Site::ReplaceEmpty { linear, .. } => {
             // `<Name attrs/>` becomes `<Name attrs>...</Name>`, the start tag as written.
             let inner = replaced

@@ -393,3 +393,35 @@ fn a_document_without_line_breaks_gets_none() {
     assert!(is_single_insertion(&compact, &out));
     assert!(!out.contains('\n'), "{out}");
 }
+
+#[test]
+fn a_byte_order_mark_and_prolog_are_kept() {
+    let input = format!(
+        "\u{feff}<!-- served by adv -->\n<?pi x?>\n{}",
+        INLINE.replacen("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", "", 1)
+    );
+    let out = inject(&input, &ctx()).expect("inject");
+    assert!(
+        out.starts_with("\u{feff}<!-- served by adv -->\n<?pi x?>\n<VAST"),
+        "{out}"
+    );
+    assert!(is_single_insertion(&input, &out));
+}
+
+#[test]
+fn an_empty_tracking_events_pair_keeps_its_closing_tag_on_its_own_line() {
+    let input = INLINE.replace(
+        "<Linear>\n",
+        "<Linear>\n            <TrackingEvents></TrackingEvents>\n",
+    );
+    let out = inject(&input, &ctx()).expect("inject");
+    assert!(is_single_insertion(&input, &out));
+    assert!(
+        out.contains("<TrackingEvents>\n              <Tracking event=\"creativeView\">"),
+        "{out}"
+    );
+    assert!(
+        out.contains("</Tracking>\n            </TrackingEvents>\n            <Duration>"),
+        "{out}"
+    );
+}

@@ -57,6 +57,9 @@ pub struct LinearSite {
     pub unit: &'static str,
     /// Text of the `Tracking` nodes already there, unescaped and trimmed.
     pub existing: Vec<String>,
+    /// For `Append` into `<TrackingEvents></TrackingEvents>` written without any
+    /// whitespace inside: the indentation that puts its closing tag on its own line.
+    pub trailer: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +104,7 @@ struct LinearState {
     te: Option<Site>,
     tracking_indent: Option<String>,
     te_indent: Option<String>,
+    trailer: Option<String>,
     existing: Vec<String>,
     tracking_text: Option<String>,
 }
@@ -300,6 +304,7 @@ pub fn scan(xml: &str) -> Result<Vec<LinearSite>, VastError> {
                     }),
                     tracking_indent: None,
                     te_indent: None,
+                    trailer: None,
                     existing: Vec::new(),
                     tracking_text: None,
                 };
@@ -393,8 +398,11 @@ fn close(
                 if let Some(Site::Append { at }) = l.te.as_mut() {
                     // Append after the last child, before the whitespace that
                     // indents the closing tag.
-                    let inner = xml[*at..before].trim_end_matches([' ', '\t', '\r', '\n']);
-                    *at += inner.len();
+                    let inside = &xml[*at..before];
+                    if inside.is_empty() {
+                        l.trailer = l.te_indent.clone();
+                    }
+                    *at += inside.trim_end_matches([' ', '\t', '\r', '\n']).len();
                 }
             }
         }
@@ -442,6 +450,7 @@ fn close(
                 indent,
                 unit,
                 existing: l.existing,
+                trailer: l.trailer,
             });
         }
         Kind::Creative => {
