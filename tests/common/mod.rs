@@ -78,6 +78,34 @@ pub fn send(
     parse_response(&data)
 }
 
+/// An access token from the api's token endpoint (client credentials).
+pub fn token(api: SocketAddr, client_id: &str, secret: &str, scope: Option<&str>) -> String {
+    use base64::Engine as _;
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{client_id}:{secret}"));
+    let body = match scope {
+        Some(s) => format!("grant_type=client_credentials&scope={}", enc(s)),
+        None => "grant_type=client_credentials".to_owned(),
+    };
+    let r = send(
+        api,
+        "POST",
+        "/v1/oauth2/token",
+        &[
+            ("Authorization", &format!("Basic {basic}")),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        body.as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "token: {}", String::from_utf8_lossy(&r.body));
+    r.json()["access_token"].as_str().unwrap().to_owned()
+}
+
+/// The demo client's token with every scope.
+pub fn demo_token(api: SocketAddr) -> String {
+    token(api, "demo-client", "demo-secret", None)
+}
+
 fn parse_response(data: &[u8]) -> std::io::Result<HttpResponse> {
     let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
     let end = data
