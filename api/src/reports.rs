@@ -6,13 +6,29 @@
 //! | `GET /v1/reports/products` | per campaign, ad, catalog, product and day: impressions, clicks, CTR (zero-click rows included) |
 //! | `GET /v1/reports/carts` | per cart line (tracking id, catalog, product): units now, last value, adds, increments, decrements, removals |
 //! | `GET /v1/reports/carts/campaigns` | per campaign and product: carts added, units added, value |
+//! | `GET /v1/reports/sales` | per credited campaign, catalog, product and order day: orders, units, revenue, click and view attributions, ROAS |
 //!
 //! Query parameters (all optional): `campaignId`, `adId`, `catalogId`, `from` and
 //! `to` (inclusive UTC days, `YYYY-MM-DD`), `format` (`json`, the default, or `csv`;
 //! `Accept: text/csv` works too). JSON answers `{"rows": [...]}` with camelCase
 //! fields; CSV has a header row with the same names.
+//!
+//! **Sales** are attributed when the report is read (last click within the click
+//! window, else last impression within the view window; see
+//! `rm_aggregator::aggregate::attribution`). `from`/`to` and `catalogId` select orders
+//! by their day and catalog; `campaignId` and `adId` select the campaign and ad the
+//! line is credited to. Lines no ad earned are reported too, under the empty
+//! `campaignId` (so the report accounts for every sale; `campaignId=` alone selects
+//! them). Columns: `campaignId`, `catalogId`, `productCode`, `day`, `orders`
+//! (distinct orders with a line in the row), `units`, `revenue` (sum of
+//! `totalOrderItemPriceAfterDiscounts`), `clickAttributions` and `viewAttributions`
+//! (lines credited to a click / an impression), and `roas`: the row's revenue over
+//! the campaign's cost where [`CampaignCosts`] knows a positive cost, else `null`
+//! (empty in CSV). The cost is the campaign's whole cost, so the `roas` of a
+//! campaign's rows add up to the campaign's ROAS over the days reported.
 
 use http::{header, HeaderMap, HeaderValue, StatusCode};
+use rm_aggregator::aggregate::attribution::{SalesReportRow, Windows};
 use rm_aggregator::aggregate::parse_day;
 use rm_aggregator::store::{ReportFilter, Store, StoreError};
 use rm_schemas::rpc_status::{Code, RpcStatus};
@@ -20,12 +36,87 @@ use rm_service::{response, Response};
 use serde::Serialize;
 
 /// The report routes.
-pub const ROUTES: [&str; 4] = [
+pub const ROUTES: [&str; 5] = [
     "/v1/reports/video-funnel",
     "/v1/reports/products",
     "/v1/reports/carts",
     "/v1/reports/carts/campaigns",
+    "/v1/reports/sales",
 ];
+
+/// What each campaign cost, for ROAS. Implemented from the campaign data.
+pub trait CampaignCosts: Send + Sync {
+    /// The campaign's cost, when known.
+    fn cost(&self, campaign_id: &str) -> Option<f64>;
+}
+
+/// No cost is known: every `roas` is `null`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoCosts;
+
+impl CampaignCosts for NoCosts {
+    fn cost(&self, _campaign_id: &str) -> Option<f64> {
+        None
+    }
+}
+
+impl<F: Fn(&str) -> Option<f64> + Send + Sync> CampaignCosts for F {
+    fn cost(&self, campaign_id: &str) -> Option<f64> {
+        self(campaign_id)
+    }
+}
+
+/// One row of the sales report: the store's row and its ROAS.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SalesRow {
+    /// Campaign credited ("" for unattributed sales).
+    pub campaign_id: String,
+    /// Catalog.
+    pub catalog_id: String,
+    /// Product.
+    pub product_code: String,
+    /// UTC day of the orders, `YYYY-MM-DD`.
+    pub day: String,
+    /// Distinct orders with a line in this row.
+    pub orders: u64,
+    /// Units.
+    pub units: u64,
+    /// Revenue (`totalOrderItemPriceAfterDiscounts`).
+    pub revenue: f64,
+    /// Lines credited to a click.
+    pub click_attributions: u64,
+    /// Lines credited to an impression.
+    pub view_attributions: u64,
+    /// revenue / the campaign's cost, when the cost is known and positive.
+    pub roas: Option<f64>,
+}
+
+impl SalesRow {
+    /// A store row with its ROAS.
+    pub fn new<C: CampaignCosts + ?Sized>(r: SalesReportRow, costs: &C) -> Self {
+        let roas = if r.campaign_id.is_empty() {
+            None
+        } else {
+            costs
+                .cost(&r.campaign_id)
+                .filter(|c| c.is_finite() && *c > 0.0)
+                .map(|c| r.revenue / c)
+        };
+        Self {
+            campaign_id: r.campaign_id,
+            catalog_id: r.catalog_id,
+            product_code: r.product_code,
+            day: r.day,
+            orders: r.orders,
+            units: r.units,
+            revenue: r.revenue,
+            click_attributions: r.click_attributions,
+            view_attributions: r.view_attributions,
+            roas,
+        }
+    }
+}
 
 /// A query parameter at fault.
 #[derive(Debug)]
@@ -169,8 +260,22 @@ fn quote(s: &str) -> String {
     }
 }
 
-/// Answers a report route.
+/// Answers a report route without campaign costs and with the default attribution
+/// windows; [`answer_with`] is the full entry point.
 pub async fn answer<S: Store>(store: &S, path: &str, query: &str, headers: &HeaderMap) -> Response {
+    answer_with(store, &NoCosts, &Windows::default(), path, query, headers).await
+}
+
+/// Answers a report route: `costs` gives the sales report's ROAS, `windows` its
+/// attribution windows (`AggregatorConfig::attribution()`).
+pub async fn answer_with<S: Store, C: CampaignCosts + ?Sized>(
+    store: &S,
+    costs: &C,
+    windows: &Windows,
+    path: &str,
+    query: &str,
+    headers: &HeaderMap,
+) -> Response {
     let (f, format) = match parse_query(query, headers) {
         Ok(x) => x,
         Err(bad) => return bad.response(),
@@ -188,6 +293,14 @@ pub async fn answer<S: Store>(store: &S, path: &str, query: &str, headers: &Head
             .carts(&f)
             .await
             .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
+        "/v1/reports/sales" => store.sales(&f, windows).await.map_or_else(
+            |e| store_error(&e),
+            |rows| {
+                let rows: Vec<SalesRow> =
+                    rows.into_iter().map(|r| SalesRow::new(r, costs)).collect();
+                render(&rows, &format)
+            },
+        ),
         _ => store
             .cart_campaigns(&f)
             .await
@@ -198,6 +311,94 @@ pub async fn answer<S: Store>(store: &S, path: &str, query: &str, headers: &Head
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rm_aggregator::aggregate::attribution::{shopper, OrderLine, ShopperId, Touch, TouchKind};
+    use rm_aggregator::batch::BatchWrite;
+    use rm_aggregator::store::embedded::EmbeddedStore;
+
+    const ORDER_AT: i64 = 1_795_000_000_000; // 2026-11-18
+
+    fn line(order: &str, product: &str, quantity: u64, revenue: f64) -> OrderLine {
+        OrderLine {
+            order_id: order.into(),
+            line: 0,
+            customer_id: "c1".into(),
+            session_id: String::new(),
+            time_ms: ORDER_AT,
+            catalog_id: "cat".into(),
+            product_code: product.into(),
+            quantity,
+            revenue,
+            ad_id: String::new(),
+            order_ad_ids: Vec::new(),
+        }
+    }
+
+    async fn body(r: Response) -> (StatusCode, String) {
+        use http_body_util::BodyExt as _;
+        let status = r.status();
+        let bytes = r.into_body().collect().await.expect("body").to_bytes();
+        (status, String::from_utf8(bytes.to_vec()).expect("utf-8"))
+    }
+
+    #[tokio::test]
+    async fn sales_rows_carry_roas_where_the_cost_is_known() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+        let write = BatchWrite {
+            touches: vec![Touch {
+                shopper: shopper(ShopperId::Customer, "c1"),
+                dedup_key: 1,
+                kind: TouchKind::ProductClick,
+                ad_id: "rm1.camp-1.ad".into(),
+                campaign_id: "camp-1".into(),
+                catalog_id: "cat".into(),
+                product_code: "p1".into(),
+                time_ms: ORDER_AT - 3_600_000,
+            }],
+            order_lines: vec![line("o1", "p1", 2, 30.0), line("o2", "p2", 1, 5.5)],
+            ..BatchWrite::default()
+        };
+        store.write(&write).await.expect("write");
+        let costs = |c: &str| (c == "camp-1").then_some(10.0);
+        let w = Windows::default();
+        let h = HeaderMap::new();
+        let (status, json) =
+            body(answer_with(&store, &costs, &w, "/v1/reports/sales", "", &h).await).await;
+        assert_eq!(status, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+        assert_eq!(
+            v,
+            serde_json::json!({"rows": [
+                {"campaignId": "", "catalogId": "cat", "productCode": "p2", "day": "2026-11-18",
+                 "orders": 1, "units": 1, "revenue": 5.5, "clickAttributions": 0, "viewAttributions": 0, "roas": null},
+                {"campaignId": "camp-1", "catalogId": "cat", "productCode": "p1", "day": "2026-11-18",
+                 "orders": 1, "units": 2, "revenue": 30.0, "clickAttributions": 1, "viewAttributions": 0, "roas": 3.0},
+            ]})
+        );
+        let (_, csv) = body(
+            answer_with(
+                &store,
+                &costs,
+                &w,
+                "/v1/reports/sales",
+                "campaignId=camp-1&format=csv",
+                &h,
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(
+            csv,
+            "campaignId,catalogId,productCode,day,orders,units,revenue,clickAttributions,viewAttributions,roas\r\n\
+             camp-1,cat,p1,2026-11-18,1,2,30.0,1,0,3.0\r\n"
+        );
+        let (_, none) =
+            body(answer(&store, "/v1/reports/sales", "from=2026-11-19", &h).await).await;
+        assert_eq!(none, r#"{"rows":[]}"#);
+        let (status, _) =
+            body(answer(&store, "/v1/reports/sales", "from=yesterday", &h).await).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
 
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
