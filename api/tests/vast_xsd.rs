@@ -148,7 +148,7 @@ fn ad(creatives: Vec<VideoCreative>) -> VideoAd {
 }
 
 #[test]
-fn our_documents_validate_with_one_and_two_creatives() {
+fn vast_ours_validate_with_one_and_two_creatives() {
     let Some(xsd) = schema() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     for (name, creatives) in [
@@ -217,7 +217,7 @@ fn only_added(original: &str, injected: &str) -> bool {
 }
 
 #[test]
-fn third_party_fixtures_validate_after_injection_and_keep_their_tracking() {
+fn vast_third_party_fixtures_validate_after_injection_and_keep_their_tracking() {
     let Some(xsd) = schema() else { return };
     let dir = tempfile::tempdir().expect("tempdir");
     let mut names: Vec<PathBuf> = std::fs::read_dir(FIXTURES)
