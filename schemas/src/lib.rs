@@ -8,6 +8,7 @@
 //! ([`topics`]) and the error status object every HTTP error body uses
 //! ([`rpc_status`]).
 
+pub mod ad_id;
 pub mod dedup_key;
 pub mod event;
 pub mod interaction;
