@@ -7,6 +7,9 @@
 //! reports over a sweep of filters; the ClickHouse test runs the suite on both
 //! backends and requires equal transcripts.
 //!
+//! The sales report (order lines and attribution touches) has its own part,
+//! [`sales::suite`], run the same way on both backends.
+//!
 //! The ClickHouse test needs `RM_CLICKHOUSE_URL` (`deploy/local/up.sh` prints it); it
 //! works in a fresh database `rm_test_<pid>_<nanos>` and drops it at the end. Without
 //! the variable it is skipped, unless `RM_REQUIRE_SERVICES=1`, where it fails.
@@ -23,6 +26,9 @@ use rm_aggregator::store::clickhouse::{ClickHouseConfig, ClickHouseStore};
 use rm_aggregator::store::embedded::EmbeddedStore;
 use rm_aggregator::store::{ReportFilter, Store};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+
+#[path = "store_suite/sales.rs"]
+mod sales;
 
 /// 2026-11-18 and the day after, as day numbers.
 const D0: i32 = 20_775;
@@ -812,6 +818,14 @@ async fn embedded() {
     assert_eq!(transcript.len(), 3 * 2 * 2 * 2 * 2 * 4);
 }
 
+#[tokio::test]
+async fn sales_embedded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    let transcript = sales::suite(&store).await;
+    assert_eq!(transcript.len(), 4 * 2 * 2 * 3 * 3);
+}
+
 async fn drop_database(url: &str, db: &str) {
     let client = clickhouse::Client::default()
         .with_url(url)
@@ -861,6 +875,12 @@ async fn clickhouse() {
         assert_eq!(from_clickhouse.len(), from_embedded.len());
         for (c, e) in from_clickhouse.iter().zip(&from_embedded) {
             assert_eq!(c, e, "the backends disagree");
+        }
+        let sales_clickhouse = sales::suite(&store).await;
+        let sales_embedded = sales::suite(&embedded).await;
+        assert_eq!(sales_clickhouse.len(), sales_embedded.len());
+        for (c, e) in sales_clickhouse.iter().zip(&sales_embedded) {
+            assert_eq!(c, e, "the backends disagree on sales");
         }
 
         // A schema problem is refused (a retry will not help) and the store stays
