@@ -1,7 +1,8 @@
 //! The operator artifacts under `deploy/` (and the root `Dockerfile`) checked against
 //! the binary and the tools that consume them:
 //!
-//! - YAML is valid and lint-clean (`yamllint`); Kubernetes manifests validate against
+//! - YAML is valid and lint-clean (`yamllint`); compose validates against the Compose
+//!   Specification schema (`check-jsonschema`); Kubernetes manifests validate against
 //!   the Kubernetes schemas (`kubernetes-validate --strict`, offline), and their probes,
 //!   ports and termination fit the services;
 //! - every `RM_*` variable that compose, the Kubernetes ConfigMap/Deployments or the
@@ -477,6 +478,33 @@ fn the_variable_check_catches_an_unknown_variable() {
     assert_eq!(
         rm_tokens("ENV RM_A=1 \\\n    RM_B_2=x\nRM_C", "", "="),
         BTreeSet::from(["RM_A".into(), "RM_B_2".into()])
+    );
+}
+
+/// `docker compose config` cannot run here (no compose plugin), so the file is checked
+/// against the Compose Specification's JSON schema that check-jsonschema bundles.
+#[test]
+fn compose_file_validates_against_the_compose_spec() {
+    let Some(checker) = tool("check-jsonschema", tools_sh()) else {
+        return;
+    };
+    let check = |file: &Path| {
+        run(Command::new(&checker)
+            .args(["--builtin-schema", "vendor.compose-spec"])
+            .arg(file))
+    };
+    let out = check(&path("deploy/compose.yaml"));
+    assert!(out.status.success(), "compose.yaml:\n{}", text(&out));
+    // The schema really checks: a misspelt service key is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("compose.yaml");
+    let text_in = read("deploy/compose.yaml").replace("stop_grace_period:", "stop_grace_perod:");
+    std::fs::write(&broken, text_in).unwrap();
+    let out = check(&broken);
+    assert!(
+        !out.status.success() && text(&out).contains("stop_grace_perod"),
+        "{}",
+        text(&out)
     );
 }
 
