@@ -80,7 +80,8 @@ const browser = await chromium.launch({
     '--autoplay-policy=no-user-gesture-required'],
 });
 const failures = [];
-const beacons = []; // {params, status}
+const beacons = []; // {params, raw, status, req, beforeReload}
+let reloaded = false;
 let page;
 try {
   const context = await browser.newContext({ viewport: { width: 800, height: 600 } });
@@ -91,11 +92,11 @@ try {
     if (!r.url().startsWith(edge + BEACON_PATH)) return;
     const raw = r.url().split('?')[1] || '';
     const params = Object.fromEntries(new URLSearchParams(raw));
-    beacons.push({ params, raw, status: null, req: r });
+    beacons.push({ params, raw, status: null, req: r, beforeReload: !reloaded });
   });
-  page.on('requestfinished', async (r) => {
-    const b = beacons.find((x) => x.req === r);
-    if (b) b.status = (await r.response())?.status() ?? null;
+  page.on('response', (r) => {
+    const b = beacons.find((x) => x.req === r.request());
+    if (b) b.status = r.status();
   });
   page.on('requestfailed', (r) => {
     const b = beacons.find((x) => x.req === r);
@@ -106,6 +107,7 @@ try {
   await page.goto(url);
   const firstId = await page.evaluate(() => RetailMediaBeacon.trackingId());
   await sleep(500);
+  reloaded = true;
   await page.reload(); // the session keeps its tracking id, and the videos' creativeView is not repeated
   const trackingId = await page.evaluate(() => RetailMediaBeacon.trackingId());
   if (firstId !== trackingId) failures.push(`tracking id changed on reload: ${firstId} -> ${trackingId}`);
@@ -209,7 +211,11 @@ try {
   // Every beacon: answered 200 by the edge, one tracking id, a fresh ISO 8601 timestamp.
   await sleep(500);
   for (const b of beacons) {
-    if (b.status !== 200) failures.push(`beacon ${b.raw} answered ${b.status}`);
+    // DevTools reports keepalive fetches still open at a navigation as aborted, though
+    // the browser completes them (keepalive's purpose): tests/sdk_browser.rs finds
+    // them in the edge's log.
+    const kept = b.beforeReload && b.status === 'failed: net::ERR_ABORTED';
+    if (b.status !== 200 && !kept) failures.push(`beacon ${b.raw} answered ${b.status}`);
     if (b.params.sessionId !== trackingId) failures.push(`beacon ${b.raw} has another tracking id`);
     if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/.test(b.params.timestamp || '')) failures.push(`beacon ${b.raw}: timestamp`);
     if (/[^A-Za-z0-9\-._~!*'()%&=]/.test(b.raw)) failures.push(`beacon ${b.raw}: not URL-encoded`);
@@ -222,6 +228,8 @@ try {
   }
   const summary = {
     ok: failures.length === 0, failures, trackingId, beacons: beacons.length,
+    answered200: beacons.filter((b) => b.status === 200).length,
+    keptAcrossReload: beacons.filter((b) => b.beforeReload && b.status !== 200).length,
     distinctTimestamps: stamps.size, byType, cartUnits, apiSdk, sdkBytes: sdkBytes.length,
   };
   console.log('SUMMARY ' + JSON.stringify(summary));
