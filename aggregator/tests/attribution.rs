@@ -1,0 +1,430 @@
+//! End to end: beacon records and order records written to the log, the real
+//! aggregator pipeline consuming both topics, the sales report read from the store.
+//!
+//! The story, on one day (2026-11-18, UTC):
+//!
+//! 1. Two orders arrive before any ad event: `order-1` (customer `cust-1`, session
+//!    `sess-2`: p1 x2 for 19.98 and p2 x1 for 5.00) and `order-2` (customer `cust-9`:
+//!    p1 x1 for 9.99). Nothing can be credited yet: every sale is unattributed.
+//! 2. The ad events arrive late (they happened before the orders): `cust-1` saw p1 on
+//!    an ad of `camp-a` at 09:00 and clicked p1 on an ad of `camp-b` at 08:00 (the
+//!    click is re-fired once: a duplicate); `sess-2` saw p2 on `camp-a` at 09:30; a
+//!    video play of `sess-2`. `order-1` is also sent again with other lines. Now p1 of
+//!    `order-1` is credited to `camp-b` (the last click beats the later impression), p2
+//!    to `camp-a` (an impression, through the session id), `order-2` stays
+//!    unattributed, and the re-sent order changes nothing.
+//! 3. The aggregator "crashes" after storing everything but before committing any
+//!    offset (embedded: the committed offsets are reset; Kafka: a new consumer group
+//!    reads from the start) and consumes it all again: the report does not move.
+//!
+//! The embedded variant always runs. The Kafka + ClickHouse variant needs
+//! `RM_KAFKA_BROKERS` and `RM_CLICKHOUSE_URL` (`deploy/local/up.sh` prints them); it
+//! uses fresh topics and a fresh database, dropped at the end. Without them it is
+//! skipped, unless `RM_REQUIRE_SERVICES=1`, where it fails.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, FixedOffset, Utc};
+use rm_aggregator::aggregate::attribution::{SalesReportRow, Windows};
+use rm_aggregator::batch::Policy;
+use rm_aggregator::pipeline::{self, PipelineOptions};
+use rm_aggregator::source::{AnySource, EmbeddedSource, KafkaSource, LagProbe, Source};
+use rm_aggregator::store::clickhouse::{ClickHouseConfig, ClickHouseStore};
+use rm_aggregator::store::embedded::EmbeddedStore;
+use rm_aggregator::store::{AnyStore, ReportFilter, Store};
+use rm_eventlog::embedded::EmbeddedLog;
+use rm_eventlog::kafka::KafkaLog;
+use rm_eventlog::{AnyLog, EmbeddedLogConfig, EventLog, KafkaConfig};
+use rm_schemas::order::{self, Order, OrderItem};
+use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+use tokio_util::sync::CancellationToken;
+
+const DAY: &str = "2026-11-18";
+const HOUR: i64 = 3_600_000;
+/// 2026-11-18T00:00:00Z.
+const D: i64 = 20_775 * 86_400_000;
+const AD_A: &str = "rm1.camp-a.ad-1";
+const AD_B: &str = "rm1.camp-b.ad-2";
+
+fn at(ms: i64) -> DateTime<FixedOffset> {
+    DateTime::from_timestamp_millis(ms)
+        .expect("time in range")
+        .fixed_offset()
+}
+
+fn event(
+    kind: T,
+    ad: &str,
+    who: (Option<&str>, Option<&str>),
+    product: Option<&str>,
+    ms: i64,
+) -> InteractionEvent {
+    InteractionEvent {
+        ad_id: ad.into(),
+        interaction_type: kind,
+        timestamp: at(ms),
+        customer_id: who.0.map(Into::into),
+        session_id: who.1.map(Into::into),
+        dtm_token: None,
+        video_id: (kind == T::VideoPlay).then(|| "vid-1".into()),
+        product_code: product.map(Into::into),
+        catalog_id: product.map(|_| "cat".into()),
+        creative_id: None,
+        units: None,
+        conversion_value: None,
+        iab_consent_string: None,
+    }
+}
+
+/// The record the edge writes: a fresh event id, received a minute later.
+fn beacon(e: InteractionEvent) -> (Vec<u8>, Vec<u8>) {
+    let received = e.timestamp.with_timezone(&Utc) + chrono::Duration::minutes(1);
+    let key = e.ad_id.clone().into_bytes();
+    (
+        key,
+        EventRecord::new(e, uuid::Uuid::now_v7(), received).to_bytes(),
+    )
+}
+
+/// The record the api writes for an order.
+fn order_record(
+    id: &str,
+    who: (Option<&str>, Option<&str>),
+    ms: i64,
+    items: &[(&str, u64, f64)],
+) -> (Vec<u8>, Vec<u8>) {
+    let o = Order {
+        id: id.into(),
+        customer_id: who.0.map(Into::into),
+        session_id: who.1.map(Into::into),
+        order_date: at(ms),
+        catalog_id: "cat".into(),
+        team_id: None,
+        ad_ids: Vec::new(),
+        order_items: items
+            .iter()
+            .map(|(p, q, r)| OrderItem {
+                product_code: (*p).into(),
+                quantity: *q,
+                regular_unit_price: None,
+                total_order_item_price_after_discounts: *r,
+                ad_id: None,
+                seller_id: None,
+            })
+            .collect(),
+    };
+    (order::key(&o).to_vec(), order::record(&o))
+}
+
+fn orders_first() -> Vec<(Vec<u8>, Vec<u8>)> {
+    vec![
+        order_record(
+            "order-1",
+            (Some("cust-1"), Some("sess-2")),
+            D + 10 * HOUR,
+            &[("p1", 2, 19.98), ("p2", 1, 5.0)],
+        ),
+        order_record(
+            "order-2",
+            (Some("cust-9"), None),
+            D + 11 * HOUR,
+            &[("p1", 1, 9.99)],
+        ),
+    ]
+}
+
+fn late_events() -> Vec<(Vec<u8>, Vec<u8>)> {
+    let cust = (Some("cust-1"), None);
+    let click = event(T::ProductClick, AD_B, cust, Some("p1"), D + 8 * HOUR);
+    vec![
+        beacon(event(
+            T::ProductImpression,
+            AD_A,
+            cust,
+            Some("p1"),
+            D + 9 * HOUR,
+        )),
+        beacon(click.clone()),
+        beacon(event(
+            T::ProductImpression,
+            AD_A,
+            (None, Some("sess-2")),
+            Some("p2"),
+            D + 9 * HOUR + HOUR / 2,
+        )),
+        beacon(click), // a re-fire that slipped past the edge: same dedup key
+        beacon(event(
+            T::VideoPlay,
+            AD_A,
+            (None, Some("sess-2")),
+            None,
+            D + 7 * HOUR,
+        )),
+    ]
+}
+
+fn resent_order() -> (Vec<u8>, Vec<u8>) {
+    order_record(
+        "order-1",
+        (Some("cust-1"), None),
+        D + 10 * HOUR,
+        &[("p1", 50, 500.0)],
+    )
+}
+
+fn row(
+    campaign: &str,
+    product: &str,
+    orders: u64,
+    units: u64,
+    revenue: f64,
+    credit: (u64, u64),
+) -> SalesReportRow {
+    SalesReportRow {
+        campaign_id: campaign.into(),
+        catalog_id: "cat".into(),
+        product_code: product.into(),
+        day: DAY.into(),
+        orders,
+        units,
+        revenue,
+        click_attributions: credit.0,
+        view_attributions: credit.1,
+    }
+}
+
+fn unattributed() -> Vec<SalesReportRow> {
+    vec![
+        row("", "p1", 2, 3, 19.98 + 9.99, (0, 0)),
+        row("", "p2", 1, 1, 5.0, (0, 0)),
+    ]
+}
+
+fn attributed() -> Vec<SalesReportRow> {
+    vec![
+        row("", "p1", 1, 1, 9.99, (0, 0)),
+        row("camp-a", "p2", 1, 1, 5.0, (0, 1)),
+        row("camp-b", "p1", 1, 2, 19.98, (1, 0)),
+    ]
+}
+
+fn options() -> PipelineOptions {
+    PipelineOptions {
+        // Small batches: orders and events meet in several batches.
+        batch_max_records: 3,
+        batch_max_wait: Duration::from_millis(50),
+        policy: Policy::default(),
+        cache_max_entities: 10_000,
+    }
+}
+
+struct Running {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), rm_aggregator::AggregatorError>>,
+    probe: LagProbe,
+}
+
+fn start(source: AnySource, store: &Arc<AnyStore>) -> Running {
+    let probe = source.lag_probe();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pipeline::run(
+        source,
+        Arc::clone(store),
+        "test",
+        options(),
+        stop.clone(),
+    ));
+    Running { stop, task, probe }
+}
+
+impl Running {
+    /// Waits until both topics are assigned and fully committed.
+    async fn drained(&self) {
+        let t = Instant::now();
+        loop {
+            let lag = self.probe.lag().await;
+            let streams: std::collections::HashSet<_> = lag.iter().map(|((s, _), _)| *s).collect();
+            if streams.len() == 2 && lag.iter().all(|(_, l)| *l == 0) {
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(90),
+                "the aggregator did not drain: {:?}",
+                lag.iter()
+                    .map(|((s, p), l)| (s.as_str(), *p, *l))
+                    .collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.task
+            .await
+            .expect("pipeline task")
+            .expect("pipeline ends cleanly");
+    }
+}
+
+async fn sales(store: &AnyStore) -> Vec<SalesReportRow> {
+    store
+        .sales(&ReportFilter::default(), &Windows::default())
+        .await
+        .expect("sales report")
+}
+
+async fn append_all<L: EventLog>(log: &L, topic: &str, records: Vec<(Vec<u8>, Vec<u8>)>) {
+    // One at a time, in order: each append is acknowledged before the next.
+    for (key, value) in records {
+        log.append(topic, &key, value).await.expect("append");
+    }
+}
+
+/// The story, on a log, a store and a way to make a source for a consumer group.
+async fn story<L: EventLog>(
+    log: &L,
+    topics: (&str, &str),
+    store: Arc<AnyStore>,
+    source: impl Fn(&str) -> AnySource,
+    crash: impl Fn(&str) -> String,
+) {
+    let (events, orders) = topics;
+    append_all(log, orders, orders_first()).await;
+    // A video event in the same stream, so the events topic exists too.
+    append_all(log, events, late_events().split_off(4)).await;
+    let group = "rm-aggregator-test";
+    let running = start(source(group), &store);
+    running.drained().await;
+    assert_eq!(
+        sales(&store).await,
+        unattributed(),
+        "orders before their clicks"
+    );
+
+    append_all(log, events, late_events()).await;
+    append_all(log, orders, vec![resent_order()]).await;
+    running.drained().await;
+    assert_eq!(
+        sales(&store).await,
+        attributed(),
+        "once the clicks are stored"
+    );
+    running.stop().await;
+
+    // Everything stored, nothing committed: consume it all again.
+    let group = crash(group);
+    let running = start(source(&group), &store);
+    running.drained().await;
+    assert_eq!(
+        sales(&store).await,
+        attributed(),
+        "a replay changes nothing"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn embedded_log_and_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = EmbeddedLog::open(
+        &EmbeddedLogConfig::path(dir.path()),
+        &EmbeddedLogConfig::default(),
+    )
+    .expect("open log");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open store");
+    let store = Arc::new(AnyStore::Embedded(store));
+    let (events, orders) = ("ad-interactions", rm_schemas::topics::ORDERS);
+    let source = |group: &str| {
+        AnySource::Embedded(EmbeddedSource::new(log.clone(), group, events).expect("source"))
+    };
+    let crash = |group: &str| {
+        for topic in [events, orders] {
+            log.commit(group, topic, 0).expect("reset offset");
+        }
+        group.to_owned()
+    };
+    story(&log, (events, orders), store, source, crash).await;
+}
+
+fn service(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            assert!(
+                std::env::var("RM_REQUIRE_SERVICES").as_deref() != Ok("1"),
+                "{var} is not set but RM_REQUIRE_SERVICES=1: start the services with deploy/local/up.sh"
+            );
+            eprintln!("SKIPPED: {var} is not set; deploy/local/up.sh starts Kafka and ClickHouse");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn kafka_and_clickhouse() {
+    let (Some(brokers), Some(url)) = (service("RM_KAFKA_BROKERS"), service("RM_CLICKHOUSE_URL"))
+    else {
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos();
+    let tag = format!("{}_{nanos}", std::process::id());
+    let kafka = KafkaConfig {
+        brokers: Some(brokers),
+        partitions: 2,
+        replication: 1,
+        compression: "lz4".into(),
+        linger_ms: 1,
+        queue_max_messages: 10_000,
+        message_timeout_ms: 10_000,
+        properties: Vec::new(),
+    };
+    let events = format!("rm-test-events-{tag}");
+    let orders = format!("rm-test-orders-{tag}");
+    let database = format!("rm_test_sales_{tag}");
+    let ch = ClickHouseConfig {
+        url: Some(url.clone()),
+        database: database.clone(),
+        user: "default".into(),
+        password: String::new(),
+    };
+    let run = tokio::spawn(async move {
+        let log = KafkaLog::connect(&kafka, &[events.clone(), orders.clone()])
+            .await
+            .expect("kafka");
+        let log = AnyLog::Kafka(log);
+        let store = ClickHouseStore::connect(&ch).await.expect("clickhouse");
+        let store = Arc::new(AnyStore::ClickHouse(store));
+        let source = |group: &str| {
+            AnySource::Kafka(
+                KafkaSource::connect_with_orders(
+                    &kafka,
+                    &format!("{group}-{tag}"),
+                    &events,
+                    &orders,
+                )
+                .expect("consumer"),
+            )
+        };
+        // A new group starts from the earliest offsets: a crash that lost every commit.
+        let crash = |group: &str| format!("{group}-after-crash");
+        story(&log, (&events, &orders), store, source, crash).await;
+    })
+    .await;
+    let client = clickhouse::Client::default()
+        .with_url(url)
+        .with_validation(false);
+    client
+        .query("DROP DATABASE IF EXISTS ?")
+        .bind(clickhouse::sql::Identifier(&database))
+        .execute()
+        .await
+        .expect("drop test database");
+    if let Err(e) = run {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
