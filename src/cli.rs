@@ -134,6 +134,12 @@ pub struct Settings {
     /// Log filter (tracing EnvFilter syntax), for example `info` or `rm_ingest=debug`.
     #[arg(long = "log-level", env = "RM_LOG", default_value = "info")]
     pub log_level: String,
+    /// Keys that sign realised ad ids and click destinations: comma-separated
+    /// base64url, at least 16 bytes each; the first signs, all verify. Every service
+    /// of a deployment needs the same list. Unset: a key generated once and kept in
+    /// `<data-dir>/ad-id.key` (fine for one machine).
+    #[arg(long = "ad-id-keys", env = "RM_AD_ID_KEYS", hide_env_values = true)]
+    pub ad_id_keys: Option<String>,
     /// Kafka settings.
     #[command(flatten)]
     pub kafka: KafkaConfig,

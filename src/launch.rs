@@ -30,6 +30,32 @@ pub enum Service {
     Api,
 }
 
+/// The ad id keys: from the setting, or a key generated once under the data dir.
+pub fn ad_id_keys(settings: &Settings) -> anyhow::Result<rm_schemas::ad_id::AdIdKeys> {
+    use rm_schemas::ad_id::AdIdKeys;
+    if let Some(list) = settings
+        .ad_id_keys
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+    {
+        return AdIdKeys::from_list(list).context("RM_AD_ID_KEYS");
+    }
+    let path = settings.data_dir.join("ad-id.key");
+    let key = match std::fs::read_to_string(&path) {
+        Ok(k) => k,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let k = AdIdKeys::generate_key();
+            let tmp = path.with_extension("key.tmp");
+            std::fs::write(&tmp, &k).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+            tracing::info!(path = %path.display(), "generated the ad id key (set RM_AD_ID_KEYS when services run on several machines)");
+            k
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    AdIdKeys::from_list(key.trim()).with_context(|| format!("ad id key in {}", path.display()))
+}
+
 async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
@@ -45,6 +71,8 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     let runs_api = matches!(service, Service::All | Service::Api);
     std::fs::create_dir_all(&settings.data_dir)
         .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
+
+    let ad_keys = ad_id_keys(&settings)?;
 
     // Bind first, so a port conflict fails fast before any state is opened.
     let edge_listener = if runs_edge {
@@ -126,6 +154,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             store,
             state: Arc::new(state),
             log: log.clone(),
+            ad_keys: ad_keys.clone(),
         };
         tasks.spawn(async move {
             rm_api::run(cfg, deps, listener, stop, drain)

@@ -261,6 +261,8 @@ pub struct ApiDeps {
     pub state: Arc<State>,
     /// The event log orders are written to (none: `POST /v1/orders` answers 503).
     pub log: Option<Arc<AnyLog>>,
+    /// Keys that sign realised ad ids and click destinations.
+    pub ad_keys: rm_schemas::ad_id::AdIdKeys,
 }
 
 /// Opens the token keys and loads the demo data and clients file as configured.
