@@ -1,10 +1,11 @@
 //! The operator artifacts under `deploy/` (and the root `Dockerfile`) checked against
 //! the binary and the tools that consume them:
 //!
-//! - YAML is valid and lint-clean (`yamllint`); compose validates against the Compose
-//!   Specification schema (`check-jsonschema`); Kubernetes manifests validate against
-//!   the Kubernetes schemas (`kubernetes-validate --strict`, offline), and their probes,
-//!   ports and termination fit the services;
+//! - the Dockerfile lints clean (`hadolint`); YAML is valid and lint-clean
+//!   (`yamllint`); compose validates against the Compose Specification schema
+//!   (`check-jsonschema`); Kubernetes manifests validate against the Kubernetes schemas
+//!   (`kubernetes-validate --strict`, offline), and their probes, ports and
+//!   termination fit the services;
 //! - every `RM_*` variable that compose, the Kubernetes ConfigMap/Deployments or the
 //!   Dockerfile set is one the binary reads (from `retail-media <sub> --help`);
 //! - `deploy/clickhouse/cluster.sql` is exactly what [`cluster_sql`] generates from
@@ -479,6 +480,25 @@ fn the_variable_check_catches_an_unknown_variable() {
         rm_tokens("ENV RM_A=1 \\\n    RM_B_2=x\nRM_C", "", "="),
         BTreeSet::from(["RM_A".into(), "RM_B_2".into()])
     );
+}
+
+/// The Dockerfile parses and lints clean. DL3008 (pin apt package versions) is off:
+/// Debian point releases replace the pinned versions, so pins break the build.
+#[test]
+fn dockerfile_lints_clean() {
+    let Some(hadolint) = tool("hadolint", tools_sh()) else {
+        return;
+    };
+    let out = run(Command::new(hadolint)
+        .args([
+            "--no-color",
+            "--failure-threshold",
+            "info",
+            "--ignore",
+            "DL3008",
+        ])
+        .arg(path("Dockerfile")));
+    assert!(out.status.success(), "hadolint Dockerfile:\n{}", text(&out));
 }
 
 /// `docker compose config` cannot run here (no compose plugin), so the file is checked

