@@ -225,17 +225,14 @@ fn the_browser_snippet_reports_what_the_shopper_did() {
 
     // The api serves the very file the browser ran.
     let sdk = &summary["apiSdk"];
-    if sdk["status"] == 404 {
-        eprintln!("WARNING: the api does not serve /sdk/beacon.js yet (route not wired in api/src/lib.rs)");
-    } else {
-        assert_eq!(sdk["status"], 200, "{sdk}");
-        assert_eq!(sdk["sameBytes"], true, "{sdk}");
-        assert_eq!(
-            sdk["contentType"], "text/javascript; charset=utf-8",
-            "{sdk}"
-        );
-        assert_eq!(sdk["revalidatedStatus"], 304, "{sdk}");
-    }
+    assert_eq!(sdk["status"], 200, "GET /sdk/beacon.js on the api: {sdk}");
+    assert_eq!(sdk["sameBytes"], true, "{sdk}");
+    assert_eq!(
+        sdk["contentType"], "text/javascript; charset=utf-8",
+        "{sdk}"
+    );
+    assert_eq!(sdk["etag"], rm_api::sdk::etag(), "{sdk}");
+    assert_eq!(sdk["revalidatedStatus"], 304, "{sdk}");
 
     // What the reports show.
     let mut reports = Reports {
@@ -334,6 +331,15 @@ fn the_browser_snippet_reports_what_the_shopper_did() {
             ],
         )
     });
+
+    println!(
+        "reports read {}",
+        if reports.bearer.is_some() {
+            "with a client-credentials bearer token (they answered 401 without)"
+        } else {
+            "without a token"
+        }
+    );
 
     // What the edge wrote: exactly the beacons the page fired, one tracking id.
     assert_eq!(svc.terminate(), Some(0));

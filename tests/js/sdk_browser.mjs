@@ -141,8 +141,8 @@ try {
   await top(); await sleep(2500); await show('tile-a'); await sleep(1500);
   expect('tile A after a real leave and return', 'productImpression', 'P-A', 2);
   // Tile B: a glance shorter than 1 s counts nothing; then 1.5 s counts one. No click.
-  await show('tile-b'); await sleep(400); await top(); await sleep(1200);
-  expect('tile B glanced 0.4 s', 'productImpression', 'P-B', 0);
+  await show('tile-b'); await sleep(250); await top(); await sleep(1200);
+  expect('tile B glanced 0.25 s', 'productImpression', 'P-B', 0);
   await show('tile-b'); await sleep(1500);
   expect('tile B seen 1.5 s', 'productImpression', 'P-B', 1);
   expect('tile C never shown', 'productImpression', 'P-C', 0);
