@@ -4,6 +4,8 @@
 //! forged tokens (`alg: none`, HMAC with the public key, another issuer) are refused;
 //! state and signing keys survive a restart; accepted orders are in the log.
 
+#![allow(clippy::unwrap_used, missing_docs)]
+
 mod common;
 
 use std::net::SocketAddr;

@@ -8,6 +8,7 @@
 //! segments, campaigns, catalog, orders taken) lives behind [`state`]; reports are
 //! read from the aggregator's store ([`reports`]).
 
+pub mod ads;
 pub mod auth;
 pub mod campaigns;
 pub mod demo;
@@ -97,6 +98,27 @@ pub struct ApiConfig {
         action = clap::ArgAction::Set
     )]
     pub demo: bool,
+    /// Base URL of the beacon edge that served ads and VAST tags point at.
+    #[arg(
+        long = "api-beacon-base-url",
+        env = "RM_API_BEACON_BASE_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub beacon_base_url: String,
+    /// Seconds a served ad stays billable (its realised id's expiry).
+    #[arg(
+        long = "api-ad-ttl-secs",
+        env = "RM_API_AD_TTL_SECS",
+        default_value_t = 3600
+    )]
+    pub ad_ttl_secs: i64,
+    /// Seconds between rebuilds of the ads index from campaigns, catalog and spend.
+    #[arg(
+        long = "api-ads-refresh-secs",
+        env = "RM_API_ADS_REFRESH_SECS",
+        default_value_t = 5
+    )]
+    pub ads_refresh_secs: u64,
     /// A TOML file of OAuth clients and API keys (with Argon2 hashes) to upsert at
     /// start; see `retail-media clients --help`.
     #[arg(long = "api-clients-file", env = "RM_API_CLIENTS_FILE")]
@@ -118,6 +140,8 @@ struct Inner {
     routes: Vec<Route>,
     openapi: Bytes,
     max_body: usize,
+    ads: ads::AdsEngine,
+    serving: ads::Serving,
 }
 
 fn ok_json<T: Serialize>(v: &T) -> Response {
@@ -206,15 +230,26 @@ impl Inner {
                 ok_json(&segments::update(&self.state, &id, &self.body(body).await?).await?)
             }
             Op::CreateCampaign => {
-                ok_json(&campaigns::create(&self.state, &self.body(body).await?).await?)
+                let r = campaigns::create(&self.state, &self.body(body).await?).await?;
+                self.ads.campaigns_changed();
+                ok_json(&r)
             }
             Op::GetCampaign => ok_json(&campaigns::get(&self.state, &id).await?),
             Op::ApproveCampaign => {
-                ok_json(&campaigns::approve(&self.state, &id, &self.body(body).await?).await?)
+                let r = campaigns::approve(&self.state, &id, &self.body(body).await?).await?;
+                self.ads.campaigns_changed();
+                ok_json(&r)
             }
             Op::UpsertProducts => {
-                ok_json(&campaigns::upsert_products(&self.state, &self.body(body).await?).await?)
+                let r = campaigns::upsert_products(&self.state, &self.body(body).await?).await?;
+                self.ads.products_changed();
+                ok_json(&r)
             }
+            Op::GenerateAds => ok_json(&ads::generate(
+                &self.ads,
+                &self.serving,
+                &self.body(body).await?,
+            )?),
             Op::Orders => {
                 let result = async {
                     self.auth.api_key(&self.state, &parts.headers).await?;
@@ -319,6 +354,15 @@ pub async fn run(
             );
         }
     }
+    let engine = ads::AdsEngine::new();
+    if let Err(e) = engine.refresh(&deps.state, &deps.store).await {
+        tracing::warn!(error = %e, "ads: first index build failed; retrying in the background");
+    }
+    let serving = ads::Serving {
+        keys: deps.ad_keys.clone(),
+        beacon_base: config.beacon_base_url.clone(),
+        ad_ttl_secs: config.ad_ttl_secs,
+    };
     let handler = ApiHandler {
         inner: Arc::new(Inner {
             ops,
@@ -329,7 +373,29 @@ pub async fn run(
             routes,
             openapi,
             max_body: config.max_body_bytes,
+            ads: engine,
+            serving,
         }),
+    };
+    let refresher = {
+        let inner = Arc::clone(&handler.inner);
+        let stop = shutdown.clone();
+        let every = Duration::from_secs(config.ads_refresh_secs.max(1));
+        tokio::spawn(async move {
+            let mut last = Instant::now();
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+                if inner.ads.dirty() || last.elapsed() >= every {
+                    last = Instant::now();
+                    if let Err(e) = inner.ads.refresh(&inner.state, &inner.store).await {
+                        tracing::warn!(error = %e, "ads: index rebuild failed");
+                    }
+                }
+            }
+        })
     };
     rm_service::serve(
         listener,
@@ -341,5 +407,6 @@ pub async fn run(
         },
     )
     .await?;
+    refresher.abort();
     Ok(())
 }

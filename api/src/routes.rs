@@ -35,6 +35,8 @@ pub enum Op {
     UpsertProducts,
     /// Take orders.
     Orders,
+    /// Generate ads.
+    GenerateAds,
     /// A campaign report (the path picks which).
     Report,
 }
@@ -217,6 +219,17 @@ pub fn table() -> Vec<Route> {
             request: Some(schema::<ProductsBody>),
             ok: 200,
             response: Some(schema::<ProductsUpserted>),
+            errors: &[400, 401, 403],
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/ads/generate",
+            op: Op::GenerateAds,
+            access: Access::Bearer(&[Scope::Ads]),
+            summary: "Generate ads for a placement: product ads and banner X ads (video ones with a VAST 4.0 adm)",
+            request: Some(schema::<crate::ads::AdsRequest>),
+            ok: 200,
+            response: Some(schema::<crate::ads::AdsResponse>),
             errors: &[400, 401, 403],
         },
         Route {

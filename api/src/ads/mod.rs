@@ -1,0 +1,172 @@
+//! `POST /v1/ads/generate` (scope `ads`): decide ads for a placement ([`index`]),
+//! mint a realised ad id per ad (`rm_schemas::ad_id`), and build what a page or a
+//! player needs: impression and click URLs on the edge, banner X fields, and for
+//! video banners a VAST 4.0 `adm` with our tracking injected ([`crate::vast`]).
+//!
+//! The index is rebuilt in the background ([`AdsEngine::refresh`]): the campaign part
+//! every `RM_API_ADS_REFRESH_SECS` and right after a campaign changes through this
+//! instance; the product part when products change through this instance or every
+//! tenth refresh. Requests never wait for a rebuild.
+
+pub mod index;
+pub mod request;
+pub mod response;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use chrono::Utc;
+use rm_aggregator::store::{AnyStore, ReportFilter, Store};
+
+use crate::error::{parse_json, ApiError};
+use crate::model::campaign::parse_money;
+use crate::state::State;
+use index::{AdsIndex, ProductIndex, Spend};
+pub use request::AdsRequest;
+pub use response::{AdsResponse, Serving};
+
+/// The live index and what rebuilds it.
+pub struct AdsEngine {
+    current: RwLock<Arc<AdsIndex>>,
+    products_dirty: AtomicBool,
+    campaigns_dirty: AtomicBool,
+    refreshes: AtomicU64,
+}
+
+impl Default for AdsEngine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AdsEngine {
+    /// An engine with an empty index (nothing serves until the first refresh).
+    pub fn new() -> AdsEngine {
+        AdsEngine {
+            current: RwLock::new(Arc::new(AdsIndex::build(
+                Arc::new(ProductIndex::default()),
+                &[],
+                &HashMap::new(),
+                Utc::now(),
+            ))),
+            products_dirty: AtomicBool::new(true),
+            campaigns_dirty: AtomicBool::new(true),
+            refreshes: AtomicU64::new(0),
+        }
+    }
+
+    /// The index requests read.
+    pub fn index(&self) -> Arc<AdsIndex> {
+        Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Marks products changed (the next refresh re-reads them).
+    pub fn products_changed(&self) {
+        self.products_dirty.store(true, Ordering::Release);
+        self.campaigns_dirty.store(true, Ordering::Release);
+    }
+
+    /// Marks campaigns changed.
+    pub fn campaigns_changed(&self) {
+        self.campaigns_dirty.store(true, Ordering::Release);
+    }
+
+    /// Whether a refresh has work beyond its periodic one.
+    pub fn dirty(&self) -> bool {
+        self.campaigns_dirty.load(Ordering::Acquire)
+    }
+
+    /// Rebuilds the index from the state and the report store.
+    pub async fn refresh(&self, state: &State, store: &AnyStore) -> Result<(), ApiError> {
+        let n = self.refreshes.fetch_add(1, Ordering::AcqRel);
+        let reload_products = self.products_dirty.swap(false, Ordering::AcqRel) || n % 10 == 0;
+        self.campaigns_dirty.store(false, Ordering::Release);
+        let products = if reload_products {
+            let all = state.products().await?;
+            tokio::task::spawn_blocking(move || Arc::new(ProductIndex::build(all)))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?
+        } else {
+            Arc::clone(self.index().products())
+        };
+        let campaigns = state.campaigns().await?;
+        let spend = spend(store, &campaigns).await;
+        let ix = AdsIndex::build(products, &campaigns, &spend, Utc::now());
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(ix);
+        Ok(())
+    }
+}
+
+/// Spend per campaign: billable clicks (product clicks in the report store) times
+/// the campaign's `maxBid`, today and in all. A store that cannot answer yields no
+/// spend (campaigns keep serving; the failure is logged).
+pub async fn spend(
+    store: &AnyStore,
+    campaigns: &[crate::model::campaign::BannerXCampaign],
+) -> HashMap<String, Spend> {
+    let limited: Vec<&crate::model::campaign::BannerXCampaign> = campaigns
+        .iter()
+        .filter(|c| {
+            let l = &c.strategy.auction.spend_limit;
+            !l.daily.is_empty() || !l.total.is_empty()
+        })
+        .collect();
+    if limited.is_empty() {
+        return HashMap::new();
+    }
+    let rows = match store.products(&ReportFilter::default()).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "ads: spend unknown, the report store did not answer");
+            return HashMap::new();
+        }
+    };
+    let today = Utc::now().format("%Y-%m-%d").to_string();
+    let mut clicks: HashMap<&str, (u64, u64)> = HashMap::new();
+    for r in &rows {
+        let e = clicks.entry(r.campaign_id.as_str()).or_default();
+        e.1 += r.clicks;
+        if r.day == today {
+            e.0 += r.clicks;
+        }
+    }
+    limited
+        .iter()
+        .map(|c| {
+            let bid = parse_money(&c.strategy.auction.max_bid)
+                .ok()
+                .flatten()
+                .unwrap_or(0.0);
+            let (t, all) = clicks.get(c.id.as_str()).copied().unwrap_or_default();
+            (
+                c.id.clone(),
+                Spend {
+                    today: t as f64 * bid,
+                    total: all as f64 * bid,
+                },
+            )
+        })
+        .collect()
+}
+
+/// Answers `POST /v1/ads/generate`.
+pub fn generate(
+    engine: &AdsEngine,
+    serving: &Serving,
+    body: &[u8],
+) -> Result<AdsResponse, ApiError> {
+    let req: AdsRequest = parse_json(body)?;
+    let decided = req.validate()?;
+    let ix = engine.index();
+    let (ads, banners) = ix.decide(&decided);
+    let mut out = response::build(serving, &decided, &ads, &banners)?;
+    for b in &mut out.banners {
+        for c in &mut b.companion_products {
+            if let Some(p) = ix.product(&c.catalog_id, &c.product_code) {
+                c.name.clone_from(&p.name);
+            }
+        }
+    }
+    Ok(out)
+}
