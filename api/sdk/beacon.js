@@ -31,12 +31,12 @@
 (function (root) {
   'use strict';
   var PATH = '/v1/events/ad/interaction';
-  var cfg = null, trackingId = null, io = null, visWired = false;
+  var cfg = null, trackingId = null, io = null, visWired = false, onError = null;
   var keys = new Map(), elKey = new WeakMap(), cartUnits = new Map();
 
   function warn(msg) {
     var e = new Error('RetailMediaBeacon: ' + msg);
-    (cfg && cfg.onError ? cfg.onError : function (x) { if (root.console) root.console.warn(x.message); })(e);
+    (onError || function (x) { if (root.console) root.console.warn(x.message); })(e);
     return false;
   }
   function nonEmpty(v) { return typeof v === 'string' && v.length > 0; }
@@ -58,11 +58,12 @@
 
   function init(o) {
     o = o || {};
+    if (typeof o.onError === 'function') onError = o.onError;
     var v = o.viewability || {};
     var dur = v.durationMs == null ? 1000 : v.durationMs;
     var tp = o.trackingParam || 'sessionId';
     if (['sessionId', 'customerId', 'dtmToken'].indexOf(tp) < 0) return warn('trackingParam must be sessionId, customerId or dtmToken');
-    cfg = {
+    var c = {
       endpoint: String(o.endpoint || '').replace(/\/+$/, ''),
       trackingParam: tp,
       threshold: v.threshold == null ? 0.5 : v.threshold,
@@ -70,8 +71,11 @@
       graceMs: v.graceMs == null ? dur : v.graceMs,
       controlDebounceMs: o.controlDebounceMs == null ? 300 : o.controlDebounceMs,
       transport: o.transport || (typeof root.fetch === 'function' ? 'fetch' : 'image'),
-      onError: o.onError,
     };
+    if (!(c.threshold > 0 && c.threshold <= 1)) return warn('viewability.threshold must be in (0, 1]');
+    var bad = ['durationMs', 'graceMs', 'controlDebounceMs'].filter(function (k) { return !(c[k] >= 0 && isFinite(c[k])); });
+    if (bad.length) return warn(bad.join(', ') + ' must be a number of milliseconds >= 0');
+    cfg = c;
     trackingId = nonEmpty(o.trackingId) ? o.trackingId : sessionTrackingId('rmBeacon.' + tp);
     if (root.document && !visWired) {
       visWired = true; // time on a hidden tab does not count as time in view
@@ -127,14 +131,18 @@
     }, cfg.durationMs);
   }
   function setInView(s, el, visible) {
-    s.inView.forEach(function (x) { if (!x.isConnected && x !== el) s.inView.delete(x); }); // removed without a notification
+    var before = s.inView.size;
+    s.inView.forEach(function (x) { if (!x.isConnected) s.inView.delete(x); }); // removed without a notification
     if (visible) {
       s.inView.add(el);
       if (s.grace) { clearTimeout(s.grace); s.grace = null; }
       startDwell(s);
-    } else if (s.inView.delete(el) && s.inView.size === 0) {
-      if (s.dwell) { clearTimeout(s.dwell); s.dwell = null; }
-      s.grace = setTimeout(function () { s.grace = null; s.fired = false; }, cfg.graceMs);
+    } else {
+      s.inView.delete(el);
+      if (before > 0 && s.inView.size === 0) { // the key just left view
+        if (s.dwell) { clearTimeout(s.dwell); s.dwell = null; }
+        s.grace = setTimeout(function () { s.grace = null; s.fired = false; }, cfg.graceMs);
+      }
     }
   }
   function onIntersect(entries) {

@@ -74,7 +74,17 @@ test('bad input sends nothing and says why; the page never sees an exception', (
   assert.equal(sdk.cart({ adId: 'a', productCode: 'p', catalogId: 'c', units: 1, conversionValue: Infinity }), false);
   assert.equal(sent.length, 0);
   assert.match(errors.find((e) => e.includes('units')), /absolute count, an integer from 0 to 1000000 \(never a delta\), got -1/);
-  assert.equal(load().sdk.init({ trackingParam: 'userId' }), false);
+  const fresh = load();
+  assert.equal(fresh.sdk.init({ trackingParam: 'userId' }), false);
+  assert.equal(fresh.sdk.init({ viewability: { threshold: 0 } }), false);
+  assert.equal(fresh.sdk.init({ viewability: { durationMs: -1, graceMs: 'x' } }), false);
+  assert.deepEqual(fresh.errors.slice(-3), [
+    'RetailMediaBeacon: trackingParam must be sessionId, customerId or dtmToken',
+    'RetailMediaBeacon: viewability.threshold must be in (0, 1]',
+    'RetailMediaBeacon: durationMs, graceMs must be a number of milliseconds >= 0',
+  ]);
+  // A failed init keeps the previous configuration working.
+  assert.ok(fresh.sdk.creativeClick({ adId: 'a', creativeId: 'c' }));
 });
 
 test('cart sends absolute units; cartChanged skips a repeat of the same count', () => {
@@ -231,4 +241,20 @@ test('video: no skip after complete; a reload with the same ad id repeats no mil
   second.sdk.trackVideo(x, { adId: 'ad-2', videoId: 'v-5' });
   x.start(); x.end();
   assert.deepEqual(second.types(), FUNNEL);
+});
+
+test('viewability: an element removed without a notification does not hold its key in view', () => {
+  const { sdk, types } = load({ init: { viewability: { durationMs: 1000, graceMs: 500 } } });
+  const key = { adId: 'ad', productCode: 'P-Z', catalogId: 'cat' };
+  const a = el();
+  sdk.observeProduct(a, key);
+  const io = FakeIO.last;
+  io.show(a, 1); tick(1000);
+  assert.deepEqual(types(), ['productImpression']);
+  a.isConnected = false; // detached; the browser sent nothing
+  const b = el();
+  sdk.observeProduct(b, { ...key });
+  io.show(b, 0); tick(600); // b is below the fold: the key has left view for longer than the grace
+  io.show(b, 1); tick(1000);
+  assert.deepEqual(types(), ['productImpression', 'productImpression']);
 });
