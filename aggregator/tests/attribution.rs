@@ -428,3 +428,57 @@ async fn kafka_and_clickhouse() {
         std::panic::resume_unwind(e.into_panic());
     }
 }
+
+/// Before the first order, the orders topic may not exist: the source still reads the
+/// events, and no error reaches the pipeline.
+#[tokio::test]
+async fn kafka_source_reads_events_while_the_orders_topic_is_missing() {
+    let Some(brokers) = service("RM_KAFKA_BROKERS") else {
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos();
+    let tag = format!("{}_{nanos}", std::process::id());
+    let kafka = KafkaConfig {
+        brokers: Some(brokers),
+        partitions: 1,
+        replication: 1,
+        compression: "lz4".into(),
+        linger_ms: 1,
+        queue_max_messages: 10_000,
+        message_timeout_ms: 10_000,
+        properties: Vec::new(),
+    };
+    let events = format!("rm-test-events-only-{tag}");
+    let log = KafkaLog::connect(&kafka, std::slice::from_ref(&events))
+        .await
+        .expect("kafka");
+    append_all(&log, &events, late_events()).await;
+    let mut source = KafkaSource::connect_with_orders(
+        &kafka,
+        &format!("g-{tag}"),
+        &events,
+        &format!("rm-test-never-created-{tag}"),
+    )
+    .expect("consumer");
+    let t = Instant::now();
+    let mut read = Vec::new();
+    while read.len() < late_events().len() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "read {} records",
+            read.len()
+        );
+        let batch = source
+            .poll(100, Duration::from_millis(500))
+            .await
+            .expect("a missing topic is not an error");
+        read.extend(batch);
+    }
+    assert!(read
+        .iter()
+        .all(|r| r.stream == rm_aggregator::source::Stream::Events));
+    source.commit().await.expect("commit");
+}
