@@ -221,7 +221,8 @@
   }
   /** Like cart(), but sends nothing when the units equal the last sent for the line. */
   function cartChanged(o) {
-    var last = cartUnits.get((o && o.catalogId) + '\u0000' + (o && o.productCode));
+    o = o || {};
+    var last = cartUnits.get(o.catalogId + '\u0000' + o.productCode);
     return last !== undefined && last === Number(o.units) ? false : cart(o);
   }
 

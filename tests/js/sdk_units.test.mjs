@@ -72,6 +72,11 @@ test('bad input sends nothing and says why; the page never sees an exception', (
     assert.equal(sdk.cart({ adId: 'a', productCode: 'p', catalogId: 'c', units }), false, String(units));
   }
   assert.equal(sdk.cart({ adId: 'a', productCode: 'p', catalogId: 'c', units: 1, conversionValue: Infinity }), false);
+  assert.equal(sdk.cart(), false);
+  assert.equal(sdk.cartChanged(), false);
+  assert.equal(sdk.productClick(), false);
+  assert.equal(sdk.observeProduct(null, {}), false);
+  assert.equal(sdk.trackVideo({}, { adId: 'a', videoId: 'v' }), false);
   assert.equal(sent.length, 0);
   assert.match(errors.find((e) => e.includes('units')), /absolute count, an integer from 0 to 1000000 \(never a delta\), got -1/);
   const fresh = load();
