@@ -29,8 +29,8 @@ class FakeIO {
 function el() { return { nodeType: 1, isConnected: true, addEventListener() {} }; }
 
 /** A fresh snippet in a fake window; returns {sdk, sent, win}. */
-function load({ storage = new Storage(), init = {} } = {}) {
-  const win = { sessionStorage: storage, crypto: globalThis.crypto, IntersectionObserver: FakeIO, console };
+function load({ storage = new Storage(), init = {}, document } = {}) {
+  const win = { sessionStorage: storage, crypto: globalThis.crypto, IntersectionObserver: FakeIO, console, document };
   new Function('window', SRC)(win);
   const sent = [];
   const errors = [];
@@ -262,4 +262,18 @@ test('viewability: an element removed without a notification does not hold its k
   io.show(b, 0); tick(600); // b is below the fold: the key has left view for longer than the grace
   io.show(b, 1); tick(1000);
   assert.deepEqual(types(), ['productImpression', 'productImpression']);
+});
+
+test('viewability: time on a hidden tab does not count', () => {
+  const doc = Object.assign(new EventTarget(), { visibilityState: 'visible' });
+  const { sdk, types } = load({ document: doc });
+  const a = el();
+  sdk.observeProduct(a, { adId: 'ad', productCode: 'P-H', catalogId: 'cat' });
+  FakeIO.last.show(a, 1); tick(600);
+  doc.visibilityState = 'hidden'; doc.dispatchEvent(new Event('visibilitychange')); tick(5000);
+  assert.deepEqual(types(), []);
+  doc.visibilityState = 'visible'; doc.dispatchEvent(new Event('visibilitychange')); tick(999);
+  assert.deepEqual(types(), [], 'the dwell restarts when the tab shows again');
+  tick(1);
+  assert.deepEqual(types(), ['productImpression']);
 });
