@@ -28,9 +28,9 @@ fn required_tool(found: bool, what: &str) -> Option<()> {
         return Some(());
     }
     if std::env::var("RM_REQUIRE_SERVICES").as_deref() == Ok("1") {
-        panic!("{what} is missing but RM_REQUIRE_SERVICES=1 (deploy/local/up.sh installs it)");
+        panic!("{what} is missing but RM_REQUIRE_SERVICES=1");
     }
-    eprintln!("SKIPPED: {what} is missing; deploy/local/up.sh installs it");
+    eprintln!("SKIPPED: {what} is missing");
     None
 }
 
@@ -154,7 +154,7 @@ fn node_found() -> bool {
 
 #[test]
 fn the_snippet_rules_hold_in_node_unit_tests() {
-    if required_tool(node_found(), "node (Debian package nodejs)").is_none() {
+    if required_tool(node_found(), "node (Node.js, with npm)").is_none() {
         return;
     }
     let out = Command::new("node")
@@ -179,13 +179,13 @@ fn the_snippet_rules_hold_in_node_unit_tests() {
 
 #[test]
 fn the_browser_snippet_reports_what_the_shopper_did() {
-    if required_tool(node_found(), "node (Debian package nodejs)").is_none() {
+    if required_tool(node_found(), "node (Node.js, with npm)").is_none() {
         return;
     }
     let browser = chromium();
     if required_tool(
         browser.exists(),
-        &format!("chromium at {}", browser.display()),
+        &format!("chromium at {} (deploy/local/up.sh installs Debian's chromium; RM_CHROMIUM overrides the path)", browser.display()),
     )
     .is_none()
     {
