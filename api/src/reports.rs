@@ -340,6 +340,34 @@ mod tests {
         (status, String::from_utf8(bytes.to_vec()).expect("utf-8"))
     }
 
+    #[test]
+    fn roas_needs_a_positive_cost_and_a_campaign() {
+        let r = |campaign: &str| SalesReportRow {
+            campaign_id: campaign.into(),
+            catalog_id: "cat".into(),
+            product_code: "p".into(),
+            day: "2026-11-18".into(),
+            orders: 1,
+            units: 1,
+            revenue: 5.0,
+            click_attributions: 1,
+            view_attributions: 0,
+        };
+        let costs = |c: &str| match c {
+            "paid" => Some(2.0),
+            "free" => Some(0.0),
+            _ => Some(1.0),
+        };
+        assert_eq!(SalesRow::new(r("paid"), &costs).roas, Some(2.5));
+        assert_eq!(
+            SalesRow::new(r("free"), &costs).roas,
+            None,
+            "no division by 0"
+        );
+        assert_eq!(SalesRow::new(r(""), &costs).roas, None, "unattributed");
+        assert_eq!(SalesRow::new(r("paid"), &NoCosts).roas, None);
+    }
+
     #[tokio::test]
     async fn sales_rows_carry_roas_where_the_cost_is_known() {
         let dir = tempfile::tempdir().expect("tempdir");
