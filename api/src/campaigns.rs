@@ -72,9 +72,7 @@ pub async fn upsert_products(state: &State, body: &[u8]) -> Result<ProductsUpser
     for (i, p) in b.products.iter().enumerate() {
         p.validate(&format!("products[{i}]"))?;
     }
-    for p in &b.products {
-        state.put_product(p).await?;
-    }
+    state.put_products(&b.products).await?;
     Ok(ProductsUpserted {
         upserted: b.products.len() as u64,
     })

@@ -130,6 +130,18 @@ impl KvStore for EmbeddedKv {
         .await
     }
 
+    async fn put_many(&self, ns: Ns, entries: Vec<(String, Vec<u8>)>) -> Result<(), StateError> {
+        self.blocking(move |db| {
+            Self::write(db, ns, |t| {
+                for (k, v) in &entries {
+                    t.insert(k.as_str(), v.as_slice()).map_err(backend)?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
     fn readiness(&self) -> Result<(), String> {
         Ok(())
     }

@@ -126,6 +126,19 @@ pub trait KvStore: Send + Sync + 'static {
         &self,
         ns: Ns,
     ) -> impl Future<Output = Result<Vec<(String, Vec<u8>)>, StateError>> + Send;
+    /// Sets many keys at once (one transaction where the backend has them).
+    fn put_many(
+        &self,
+        ns: Ns,
+        entries: Vec<(String, Vec<u8>)>,
+    ) -> impl Future<Output = Result<(), StateError>> + Send {
+        async move {
+            for (k, v) in entries {
+                self.put(ns, &k, v).await?;
+            }
+            Ok(())
+        }
+    }
     /// `Ok` when the backend answers.
     fn readiness(&self) -> Result<(), String>;
 }
@@ -159,6 +172,9 @@ impl KvStore for AnyKv {
     }
     async fn scan(&self, ns: Ns) -> Result<Vec<(String, Vec<u8>)>, StateError> {
         each!(self, kv => kv.scan(ns).await)
+    }
+    async fn put_many(&self, ns: Ns, entries: Vec<(String, Vec<u8>)>) -> Result<(), StateError> {
+        each!(self, kv => kv.put_many(ns, entries).await)
     }
     fn readiness(&self) -> Result<(), String> {
         each!(self, kv => kv.readiness())
@@ -333,6 +349,19 @@ impl State {
                 encode(p),
             )
             .await
+    }
+    /// Adds or replaces many products in one write.
+    pub async fn put_products(&self, ps: &[Product]) -> Result<(), StateError> {
+        let entries = ps
+            .iter()
+            .map(|p| (product_key(&p.catalog_id, &p.product_code), encode(p)))
+            .collect();
+        self.kv.put_many(Ns::Products, entries).await
+    }
+    /// Adds or replaces many campaigns in one write.
+    pub async fn put_campaigns(&self, cs: &[BannerXCampaign]) -> Result<(), StateError> {
+        let entries = cs.iter().map(|c| (c.id.clone(), encode(c))).collect();
+        self.kv.put_many(Ns::Campaigns, entries).await
     }
     /// Every product of every catalog.
     pub async fn products(&self) -> Result<Vec<Product>, StateError> {
