@@ -279,6 +279,31 @@ fn kubernetes_deployments_fit_the_services() {
                 .any(|e| e["valueFrom"]["secretKeyRef"].is_object()),
             "{name}: no credential from a Secret"
         );
+        let keys = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "RM_AD_ID_KEYS");
+        assert!(
+            keys.is_some_and(|e| e["valueFrom"]["secretKeyRef"]["key"] == "ad-id-keys"),
+            "{name}: RM_AD_ID_KEYS not from the Secret's ad-id-keys"
+        );
+        let on_claim = spec["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v["persistentVolumeClaim"].is_object());
+        // The api's own state (clients, signing keys, campaigns) is embedded.
+        assert!(
+            sub != "api" || on_claim,
+            "{name}: the api's state is not on a claim"
+        );
+        if on_claim {
+            // A ReadWriteOnce claim and a state file locked by its process: one pod,
+            // and the old one gone before the new one starts.
+            assert_eq!(dep["spec"]["replicas"], 1, "{name}: replicas on a claim");
+            assert_eq!(dep["spec"]["strategy"]["type"], "Recreate", "{name}");
+        }
         let labels = &dep["spec"]["template"]["metadata"]["labels"];
         let selects = |d: &Value| {
             d["spec"]["selector"]["matchLabels"]
@@ -328,7 +353,7 @@ fn binary(args: &[&str]) -> String {
 fn known_vars() -> BTreeSet<String> {
     let mut vars = BTreeSet::new();
     for sub in ["all", "ingest", "aggregate", "api"] {
-        vars.extend(rm_tokens(&binary(&[sub, "--help"]), "[env: ", "="));
+        vars.extend(rm_tokens(&binary(&[sub, "--help"]), "[env: ", &['=', ']']));
     }
     assert!(
         vars.contains("RM_KAFKA_BROKERS") && vars.contains("RM_CLICKHOUSE_URL"),
@@ -348,8 +373,9 @@ fn default_of(flag: &str) -> u64 {
     rest[d..rest[d..].find(']').unwrap() + d].parse().unwrap()
 }
 
-/// `RM_*` names that appear right after `before` and end at `after`.
-fn rm_tokens(text: &str, before: &str, after: &str) -> BTreeSet<String> {
+/// `RM_*` names that appear right after `before` and end at one of `after`
+/// (`--help` prints `[env: RM_X=value]`, or `[env: RM_X]` for a hidden value).
+fn rm_tokens(text: &str, before: &str, after: &[char]) -> BTreeSet<String> {
     text.match_indices(before)
         .filter_map(|(i, _)| {
             let rest = &text[i + before.len()..];
@@ -424,7 +450,10 @@ fn every_rm_variable_set_is_one_the_binary_reads() {
     let known = known_vars();
     let k8s: Vec<Value> = files.iter().flat_map(|f| docs[f].clone()).collect();
     let mut set = vars_set(&docs["deploy/compose.yaml"][0], &k8s);
-    set.insert("Dockerfile".into(), rm_tokens(&read("Dockerfile"), "", "="));
+    set.insert(
+        "Dockerfile".into(),
+        rm_tokens(&read("Dockerfile"), "", &['=']),
+    );
     let mut unknown = Vec::new();
     for (place, vars) in &set {
         for v in vars.difference(&known) {
@@ -477,8 +506,16 @@ fn the_variable_check_catches_an_unknown_variable() {
     let known = known_vars();
     assert!(!known.contains("RM_KAFKA_BROKERZ") && !known.contains("RM_NOPE"));
     assert_eq!(
-        rm_tokens("ENV RM_A=1 \\\n    RM_B_2=x\nRM_C", "", "="),
+        rm_tokens("ENV RM_A=1 \\\n    RM_B_2=x\nRM_C", "", &['=']),
         BTreeSet::from(["RM_A".into(), "RM_B_2".into()])
+    );
+    assert_eq!(
+        rm_tokens(
+            "[env: RM_X] [env: RM_Y=1] [env: OTHER=2]",
+            "[env: ",
+            &['=', ']']
+        ),
+        BTreeSet::from(["RM_X".into(), "RM_Y".into()])
     );
 }
 
@@ -567,6 +604,20 @@ fn compose_runs_the_distributed_setup() {
         );
     }
     assert_eq!(s["edge"]["deploy"]["replicas"], 2);
+    // The api signs ad ids and the edges verify them: one key list for all.
+    let keys = &s["api"]["environment"]["RM_AD_ID_KEYS"];
+    assert!(keys.is_string(), "api has no RM_AD_ID_KEYS");
+    for svc in ["edge", "aggregator"] {
+        assert_eq!(&s[svc]["environment"]["RM_AD_ID_KEYS"], keys, "{svc}");
+    }
+    assert!(
+        s["api"]["volumes"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|m| m
+                .as_str()
+                .is_some_and(|m| m.ends_with(":/var/lib/retail-media")))),
+        "the api's embedded state is not on a volume"
+    );
     assert!(s["prometheus"].is_object() && s["grafana"].is_object());
 }
 
@@ -1108,7 +1159,9 @@ fn every_metric_in_alerts_and_dashboard_is_exported() {
     }
     assert!(
         missing.is_empty(),
-        "not exported by any service:\n  {}",
+        "not exported by any service (a series registered at zero before the Prometheus \
+         recorder is installed is lost until its first increment: compare \
+         each_process_exports_its_series_from_the_first_scrape):\n  {}",
         missing.join("\n  ")
     );
 }
