@@ -886,6 +886,72 @@ fn every_alert_is_tested_firing_and_not_firing() {
 }
 
 // ---------------------------------------------------------------------------------
+// Grafana
+
+/// The dashboard loads as compose provisions it: its panels name the provisioned
+/// datasource, ids are unique, panels fit the 24-column grid without overlapping, and
+/// the provider reads the folder compose mounts the JSON into.
+#[test]
+fn grafana_dashboard_fits_its_provisioning() {
+    let Some(docs) = yaml_docs(&[
+        "deploy/grafana/provisioning/datasources/prometheus.yaml",
+        "deploy/grafana/provisioning/dashboards/retail-media.yaml",
+        "deploy/compose.yaml",
+    ]) else {
+        return;
+    };
+    let ds = &docs["deploy/grafana/provisioning/datasources/prometheus.yaml"][0]["datasources"][0];
+    assert_eq!(ds["type"], "prometheus");
+    assert_eq!(ds["url"], "http://prometheus:9090", "the compose service");
+    let provider =
+        &docs["deploy/grafana/provisioning/dashboards/retail-media.yaml"][0]["providers"][0];
+    let folder = provider["options"]["path"].as_str().unwrap();
+    let mounts = &docs["deploy/compose.yaml"][0]["services"]["grafana"]["volumes"];
+    assert!(
+        mounts.as_array().unwrap().iter().any(|m| m
+            .as_str()
+            .is_some_and(|m| m.starts_with("./grafana/retail-media.json:") && m.contains(folder))),
+        "compose does not mount the dashboard into {folder}: {mounts}"
+    );
+    let dash: Value = serde_json::from_str(&read("deploy/grafana/retail-media.json")).unwrap();
+    assert_eq!(dash["uid"], "retail-media");
+    let mut ids = BTreeSet::new();
+    let mut cells = BTreeSet::new();
+    for p in dash["panels"].as_array().unwrap() {
+        let title = p["title"].as_str().unwrap();
+        assert!(
+            ids.insert(p["id"].as_u64().unwrap()),
+            "{title}: duplicate id"
+        );
+        let g = &p["gridPos"];
+        let (x, y, w, h) = ["x", "y", "w", "h"].map(|k| g[k].as_u64().unwrap()).into();
+        assert!(x + w <= 24, "{title}: wider than the grid");
+        for cell in (x..x + w).flat_map(|cx| (y..y + h).map(move |cy| (cx, cy))) {
+            assert!(
+                cells.insert(cell),
+                "{title}: overlaps another panel at {cell:?}"
+            );
+        }
+        if p["type"] == "row" {
+            continue;
+        }
+        assert_eq!(p["datasource"]["uid"], ds["uid"], "{title}: datasource");
+        let targets = p["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{title}: no query");
+        for t in targets {
+            assert_eq!(
+                t["datasource"]["uid"], ds["uid"],
+                "{title}: target datasource"
+            );
+            assert!(
+                !t["expr"].as_str().unwrap().is_empty(),
+                "{title}: empty query"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // Metric names
 
 /// PromQL words followed by a label list in parentheses, not an expression.
