@@ -155,6 +155,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             state: Arc::new(state),
             log: log.clone(),
             ad_keys: ad_keys.clone(),
+            windows: settings.aggregator.attribution(),
         };
         tasks.spawn(async move {
             rm_api::run(cfg, deps, listener, stop, drain)

@@ -142,6 +142,7 @@ struct Inner {
     max_body: usize,
     ads: ads::AdsEngine,
     serving: ads::Serving,
+    windows: rm_aggregator::aggregate::attribution::Windows,
 }
 
 fn ok_json<T: Serialize>(v: &T) -> Response {
@@ -276,8 +277,23 @@ impl Inner {
                 }
             }
             Op::Report => {
-                reports::answer(
+                // Campaign costs for ROAS come from the campaigns' fixed costs.
+                let costs: std::collections::HashMap<String, f64> =
+                    if parts.uri.path() == "/v1/reports/sales" {
+                        self.state
+                            .campaigns()
+                            .await?
+                            .iter()
+                            .filter_map(|c| c.known_cost().map(|k| (c.id.clone(), k)))
+                            .collect()
+                    } else {
+                        std::collections::HashMap::new()
+                    };
+                let cost_of = move |id: &str| costs.get(id).copied();
+                reports::answer_with(
                     &*self.store,
+                    &cost_of,
+                    &self.windows,
                     parts.uri.path(),
                     parts.uri.query().unwrap_or(""),
                     &parts.headers,
@@ -298,6 +314,8 @@ pub struct ApiDeps {
     pub log: Option<Arc<AnyLog>>,
     /// Keys that sign realised ad ids and click destinations.
     pub ad_keys: rm_schemas::ad_id::AdIdKeys,
+    /// Attribution windows of the sales report.
+    pub windows: rm_aggregator::aggregate::attribution::Windows,
 }
 
 /// Opens the token keys and loads the demo data and clients file as configured.
@@ -375,6 +393,7 @@ pub async fn run(
             max_body: config.max_body_bytes,
             ads: engine,
             serving,
+            windows: deps.windows,
         }),
     };
     let refresher = {

@@ -137,10 +137,20 @@ async fn backends(a: &Args, name: &str) -> anyhow::Result<Backends> {
 fn source(b: &Backends, a: &Args, group: &str) -> anyhow::Result<AnySource> {
     Ok(match b.log.as_ref() {
         rm_eventlog::AnyLog::Embedded(l) => {
-            AnySource::Embedded(EmbeddedSource::new(l.clone(), group, &b.topic)?)
+            // A per-run orders topic: the bench's records are all events.
+            let orders = format!("{}-orders", b.topic);
+            AnySource::Embedded(EmbeddedSource::with_orders(
+                l.clone(),
+                group,
+                &b.topic,
+                &orders,
+            )?)
         }
         rm_eventlog::AnyLog::Kafka(_) => {
-            AnySource::Kafka(KafkaSource::connect(&a.kafka, group, &b.topic)?)
+            let orders = format!("{}-orders", b.topic);
+            AnySource::Kafka(KafkaSource::connect_with_orders(
+                &a.kafka, group, &b.topic, &orders,
+            )?)
         }
     })
 }
