@@ -64,6 +64,8 @@ async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListe
 
 /// Runs `service` until SIGTERM/SIGINT, then drains.
 pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
+    // The recorder first: services register their series as they start.
+    rm_service::telemetry::install();
     let shutdown = rm_service::shutdown::on_signal();
     let drain = Duration::from_secs(settings.drain_deadline_secs);
     let runs_edge = matches!(service, Service::All | Service::Ingest);

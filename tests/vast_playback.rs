@@ -15,9 +15,15 @@ use common::{demo_token, free_port, get, required_setting, send, Service};
 use serde_json::{json, Value};
 
 fn node_ready(js: &std::path::Path) -> Option<()> {
-    let have_node = Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    let have_node = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !have_node {
-        required_setting("RM_NODE_REQUIRED_BUT_MISSING", "node (Node.js) for the VAST client test")?;
+        required_setting(
+            "RM_NODE_REQUIRED_BUT_MISSING",
+            "node (Node.js) for the VAST client test",
+        )?;
     }
     if !js.join("node_modules/@dailymotion/vast-client").exists() {
         let ok = Command::new("npm")
@@ -59,13 +65,19 @@ fn vast_client_playback_is_accepted_and_counted_once() {
         svc.api,
         "POST",
         "/v1/ads/generate",
-        &[("Authorization", &format!("Bearer {tok}")), ("Content-Type", "application/json")],
+        &[
+            ("Authorization", &format!("Bearer {tok}")),
+            ("Content-Type", "application/json"),
+        ],
         &serde_json::to_vec(&body).unwrap(),
     )
     .unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let ads = r.json();
-    assert!(!ads["ads"].as_array().unwrap().is_empty(), "at least one product ad: {ads}");
+    assert!(
+        !ads["ads"].as_array().unwrap().is_empty(),
+        "at least one product ad: {ads}"
+    );
     let video = ads["banners"]
         .as_array()
         .unwrap()
@@ -83,20 +95,40 @@ fn vast_client_playback_is_accepted_and_counted_once() {
         .current_dir(&js)
         .output()
         .unwrap();
-    assert!(out.status.success(), "node: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "node: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let played: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(played["errors"], json!([]));
     let creatives = played["creatives"].as_array().unwrap();
     assert_eq!(creatives.len(), 2);
-    let ids: Vec<&str> = creatives.iter().map(|c| c["universalAdIds"][0].as_str().unwrap()).collect();
+    let ids: Vec<&str> = creatives
+        .iter()
+        .map(|c| c["universalAdIds"][0].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["demo-crunch-15s", "demo-dip-30s"]);
     let mut mapped = vec![
-        "complete", "creativeView", "firstQuartile", "midpoint", "mute", "pause", "resume", "skip", "start",
-        "thirdQuartile", "unmute",
+        "complete",
+        "creativeView",
+        "firstQuartile",
+        "midpoint",
+        "mute",
+        "pause",
+        "resume",
+        "skip",
+        "start",
+        "thirdQuartile",
+        "unmute",
     ];
     mapped.sort_unstable();
     for c in creatives {
-        assert_eq!(c["trackingEvents"], json!(mapped), "rule 5 and 6: exactly the mapped events");
+        assert_eq!(
+            c["trackingEvents"],
+            json!(mapped),
+            "rule 5 and 6: exactly the mapped events"
+        );
     }
 
     // Every fired URL reaches the edge, macros expanded, and is accepted.
@@ -104,10 +136,18 @@ fn vast_client_playback_is_accepted_and_counted_once() {
     let mut interaction = 0;
     for u in fired {
         let u = u.as_str().unwrap();
-        assert!(!u.contains("[TIMESTAMP]") && !u.contains("[CACHEBUSTING]"), "{u}");
+        assert!(
+            !u.contains("[TIMESTAMP]") && !u.contains("[CACHEBUSTING]"),
+            "{u}"
+        );
         let path = &u[u.find("/v1/").unwrap()..];
         let r = get(svc.ingest, path).unwrap();
-        assert_eq!(r.status, 200, "{path}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            r.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
         if path.starts_with("/v1/events/ad/interaction") {
             interaction += 1;
         }
@@ -138,7 +178,19 @@ fn vast_client_playback_is_accepted_and_counted_once() {
     assert_eq!(rows.len(), 2, "{rows:#?}");
     for row in &rows {
         assert_eq!(row["adId"], ad_id.as_str());
-        for k in ["views", "creativeViews", "plays", "firstQuartiles", "midpoints", "thirdQuartiles", "completes", "pauses", "resumes", "mutes", "unmutes"] {
+        for k in [
+            "views",
+            "creativeViews",
+            "plays",
+            "firstQuartiles",
+            "midpoints",
+            "thirdQuartiles",
+            "completes",
+            "pauses",
+            "resumes",
+            "mutes",
+            "unmutes",
+        ] {
             assert_eq!(row[k], 1, "{k} in {row}");
         }
         assert_eq!(row["completionRate"], 1.0);
