@@ -147,8 +147,18 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." { "body".to_owned() } else { path };
-        ApiError::invalid(field, e.into_inner().to_string())
+        let message = e.into_inner().to_string();
+        // "missing field `x`" is reported at the parent: name the field itself.
+        let missing = message
+            .strip_prefix("missing field `")
+            .and_then(|r| r.split('`').next());
+        let field = match (path.as_str(), missing) {
+            (".", Some(m)) => m.to_owned(),
+            (".", None) => "body".to_owned(),
+            (p, Some(m)) => format!("{p}.{m}"),
+            (p, None) => p.to_owned(),
+        };
+        ApiError::invalid(field, message)
     })
 }
 

@@ -42,21 +42,30 @@ pub struct Options {
 
 /// The request body.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(rename_all = "camelCase")]
 pub struct AdsRequest {
-    /// Customer id (tracking id).
+    /// Customer id (tracking id; this or `sessionId` is required).
+    #[serde(default)]
     pub customer_id: String,
     /// Session id (tracking id when no customer id).
+    #[serde(default)]
     pub session_id: String,
     /// Placement, e.g. `category`.
+    #[schemars(length(min = 1, max = 256))]
     pub placement: String,
     /// Catalog.
+    #[schemars(length(min = 1, max = 256))]
     pub catalog_id: String,
     /// Filters: arrays of `category:<path>`.
+    #[serde(default)]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 16)))]
     pub product_filters: Vec<Vec<String>>,
     /// Options.
+    #[serde(default)]
     pub options: Options,
     /// Most ads of each kind (1 to 50, default 10).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 50))]
     pub max_number_of_ads: Option<u32>,
 }
 
