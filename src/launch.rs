@@ -149,8 +149,11 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     if let (Some(listener), Some(store)) = (api_listener, store) {
         let stop = shutdown.clone();
         let cfg = settings.api.clone();
-        let state = rm_api::state::State::open_embedded(&settings.data_dir)
-            .context("opening the api's state")?;
+        let state = match cfg.database_url.as_deref().filter(|u| !u.trim().is_empty()) {
+            Some(url) => rm_api::state::State::connect_postgres(url).await,
+            None => rm_api::state::State::open_embedded(&settings.data_dir),
+        }
+        .context("opening the api's state")?;
         tracing::info!(backend = state.backend(), "api state open");
         let deps = rm_api::ApiDeps {
             store,

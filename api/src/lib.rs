@@ -123,6 +123,15 @@ pub struct ApiConfig {
     /// start; see `retail-media clients --help`.
     #[arg(long = "api-clients-file", env = "RM_API_CLIENTS_FILE")]
     pub clients_file: Option<PathBuf>,
+    /// PostgreSQL URL of the api's state (`postgres://user:password@host:port/db`), so
+    /// several api instances share it; unset: embedded under the data dir.
+    #[arg(
+        id = "api_database_url",
+        long = "api-database-url",
+        env = "RM_API_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
 }
 
 /// The api's request handler.

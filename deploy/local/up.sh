@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # Install (if missing) and start (if not running) the local services the tests need:
-# a Kafka-protocol broker (Tansu) and ClickHouse 18.16 (Debian's), on loopback.
+# a Kafka-protocol broker (Tansu), ClickHouse 18.16 and PostgreSQL (Debian's), on loopback.
 # Idempotent and fast when everything is already there. See deploy/local/README.md.
 #
 #   deploy/local/up.sh [COMMAND]
 #
-#   up (default)        apt packages + tansu, then start kafka and clickhouse;
-#                       prints RM_KAFKA_BROKERS=... and RM_CLICKHOUSE_URL=... on stdout
+#   up (default)        apt packages + tansu, then start kafka, clickhouse and postgres;
+#                       prints RM_KAFKA_BROKERS=..., RM_CLICKHOUSE_URL=... and
+#                       RM_API_DATABASE_URL=... on stdout
 #   install             apt packages + tansu only, start nothing
 #   kafka-start         start only the broker      (kafka-stop, kafka-restart)
 #   clickhouse-start    start only ClickHouse      (clickhouse-stop, clickhouse-restart)
-#   down [--purge]      stop both (what down.sh runs); --purge also deletes their data
-#   status              show what runs; exit 0 only if both answer
+#   postgres-start      start only PostgreSQL, with its role and database
+#                       (postgres-stop, postgres-restart)
+#   down [--purge]      stop all three (what down.sh runs); --purge also deletes their data
+#   status              show what runs; exit 0 only if all three answer
 #   env                 print the RM_* lines only
 #
 # Progress goes to stderr; stdout carries only KEY=VALUE lines, so
 #   out=$(deploy/local/up.sh) && export $out
 # works. Environment: RM_LOCAL_DIR (state dir, default /var/tmp/retail-media-local),
 # RM_TANSU_STORAGE (default memory://tansu/), RM_KAFKA_PORT (9092),
-# RM_CLICKHOUSE_HTTP_PORT (8123), RM_CLICKHOUSE_TCP_PORT (9000),
+# RM_CLICKHOUSE_HTTP_PORT (8123), RM_CLICKHOUSE_TCP_PORT (9000), RM_POSTGRES_PORT (5433),
 # RM_TANSU_VERSION (0.6.0), RM_TANSU_FEATURES (dynostore).
 set -euo pipefail
 
@@ -36,6 +39,11 @@ CH_TCP_PORT=${RM_CLICKHOUSE_TCP_PORT:-9000}
 TANSU_STORAGE=${RM_TANSU_STORAGE:-memory://tansu/}
 TANSU_VERSION=${RM_TANSU_VERSION:-0.6.0}
 TANSU_FEATURES=${RM_TANSU_FEATURES:-dynostore}
+PG_PORT=${RM_POSTGRES_PORT:-5433}
+# The api's role and database (a local test cluster: the password is no secret).
+PG_ROLE=retail_media
+PG_PASSWORD=retail_media
+PG_DB=retail_media
 
 # build-essential pkg-config cmake libcurl4-openssl-dev: rdkafka's vendored librdkafka
 # build (cmake only recommends gcc/make, and we skip recommends).
@@ -321,13 +329,134 @@ clickhouse_stop() {
     stop_service clickhouse "$RUN_DIR/clickhouse.pid" "$CH_PATTERN" "$CH_HTTP_PORT"
 }
 
+# PostgreSQL: a cluster of its own under the state dir (not Debian's main cluster),
+# run by the postgres user when we are root (the server refuses to run as root).
+
+PG_BIN=''
+find_pg() {
+    local d
+    PG_BIN=''
+    for d in $(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin 2>/dev/null | sort -V); do
+        [[ -x $d/pg_ctl && -x $d/initdb ]] && PG_BIN=$d
+    done
+    [[ -n $PG_BIN ]]
+}
+
+# as_pg CMD...: run CMD as the cluster's owner, without the lock fd (a server started
+# through it must not hold the lock).
+as_pg() {
+    if [[ $(id -u) -eq 0 ]]; then
+        runuser -u postgres -- "$@" 9>&-
+    else
+        "$@" 9>&-
+    fi
+}
+
+pg_ready() { [[ -n $PG_BIN ]] && "$PG_BIN/pg_isready" -q -h "$HOST" -p "$PG_PORT" -t 2 >/dev/null 2>&1; }
+
+# psql as the superuser over the cluster's own socket.
+pg_psql() {
+    as_pg "$PG_BIN/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$STATE_DIR/postgres/socket" \
+        -p "$PG_PORT" -U postgres -d postgres "$@"
+}
+
+pg_dirs() {
+    local pg_dir=$STATE_DIR/postgres
+    mkdir -p "$pg_dir/socket"
+    if [[ $(id -u) -eq 0 ]]; then
+        id postgres >/dev/null 2>&1 || die "postgres: no postgres user (is the postgresql package installed?)"
+        chown postgres:postgres "$pg_dir" "$pg_dir/socket"
+    fi
+    chmod 700 "$pg_dir" "$pg_dir/socket"
+}
+
+# The api's role (may create databases: tests make one each) and database.
+pg_database() {
+    local has
+    pg_psql <<SQL >&2 || die "postgres: could not create role $PG_ROLE"
+DO \$\$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$PG_ROLE') THEN
+        CREATE ROLE $PG_ROLE LOGIN CREATEDB PASSWORD '$PG_PASSWORD';
+    END IF;
+END \$\$;
+SQL
+    has=$(pg_psql -c "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'") ||
+        die "postgres: could not list databases"
+    if [[ $has != 1 ]]; then
+        log "postgres: creating database $PG_DB"
+        pg_psql -c "CREATE DATABASE $PG_DB OWNER $PG_ROLE" >&2 ||
+            die "postgres: could not create database $PG_DB"
+    fi
+}
+
+postgres_start() {
+    state_dirs
+    local pg_dir=$STATE_DIR/postgres pid
+    local data=$pg_dir/data logfile=$pg_dir/postgres.log
+    find_pg || ensure_packages
+    find_pg || die "postgres: no pg_ctl under /usr/lib/postgresql/*/bin"
+    if pg_ready; then
+        pid=$(listener_pid "$PG_PORT") || pid='?'
+        log "postgres: $HOST:$PG_PORT already answers (pid $pid, $(proc_name "$pid")); leaving it"
+        [[ -d $data ]] && pg_database
+        return 0
+    fi
+    if port_open "$HOST" "$PG_PORT"; then
+        die "postgres: port $PG_PORT is taken but does not answer as PostgreSQL"
+    fi
+    pg_dirs
+    if [[ ! -s $data/PG_VERSION ]]; then
+        log "postgres: initdb $data ($PG_BIN)"
+        as_pg "$PG_BIN/initdb" -D "$data" -U postgres -E UTF8 --locale=C \
+            --auth-local=trust --auth-host=scram-sha-256 >&2 ||
+            die "postgres: initdb failed"
+    fi
+    log "postgres: starting on $HOST:$PG_PORT, data in $data (log $logfile)"
+    # pg_ctl detaches the server into its own session; -w waits until it accepts.
+    if ! as_pg "$PG_BIN/pg_ctl" -D "$data" -l "$logfile" -w -t 60 -o \
+        "-p $PG_PORT -c listen_addresses=$HOST -c max_connections=300 -k '$pg_dir/socket'" \
+        start >&2 </dev/null; then
+        tail -n 30 "$logfile" >&2 2>/dev/null || true
+        die "postgres: server did not start"
+    fi
+    pg_database
+    log "postgres: ready (pid $(head -n 1 "$data/postmaster.pid" 2>/dev/null || echo '?'))"
+}
+
+postgres_stop() {
+    state_dirs
+    local data=$STATE_DIR/postgres/data pid
+    find_pg || true
+    if [[ -z $PG_BIN || ! -s $data/postmaster.pid ]] ||
+        ! as_pg "$PG_BIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+        if port_open "$HOST" "$PG_PORT"; then
+            pid=$(listener_pid "$PG_PORT") || pid='?'
+            die "postgres: port $PG_PORT is held by pid $pid ($(proc_name "$pid")), not by the cluster in $data; not touching it"
+        fi
+        log "postgres: not running"
+        return 0
+    fi
+    # Fast shutdown: clients are disconnected (a smart one would wait for the api).
+    log "postgres: stopping"
+    as_pg "$PG_BIN/pg_ctl" -D "$data" -m fast -w -t 60 stop >&2 ||
+        die "postgres: pg_ctl stop failed"
+    for _ in $(seq 100); do
+        port_open "$HOST" "$PG_PORT" || break
+        sleep 0.1
+    done
+    port_open "$HOST" "$PG_PORT" && die "postgres: port $PG_PORT still open after stopping"
+    log "postgres: stopped"
+}
+
 print_env() {
     case ${1:-all} in
         kafka) echo "RM_KAFKA_BROKERS=$HOST:$KAFKA_PORT" ;;
         clickhouse) echo "RM_CLICKHOUSE_URL=http://$HOST:$CH_HTTP_PORT" ;;
+        postgres) echo "RM_API_DATABASE_URL=postgres://$PG_ROLE:$PG_PASSWORD@$HOST:$PG_PORT/$PG_DB" ;;
         *)
             echo "RM_KAFKA_BROKERS=$HOST:$KAFKA_PORT"
             echo "RM_CLICKHOUSE_URL=http://$HOST:$CH_HTTP_PORT"
+            echo "RM_API_DATABASE_URL=postgres://$PG_ROLE:$PG_PASSWORD@$HOST:$PG_PORT/$PG_DB"
             ;;
     esac
 }
@@ -346,6 +475,14 @@ status() {
         log "clickhouse: up on http://$HOST:$CH_HTTP_PORT (pid $pid, $(proc_name "$pid"))"
     else
         log "clickhouse: down"
+        rc=3
+    fi
+    find_pg || true
+    if pg_ready; then
+        pid=$(listener_pid "$PG_PORT") || pid='?'
+        log "postgres: up on $HOST:$PG_PORT (pid $pid, $(proc_name "$pid"))"
+    else
+        log "postgres: down"
         rc=3
     fi
     return $rc
@@ -389,6 +526,7 @@ case $cmd in
         ensure_tansu
         kafka_start
         clickhouse_start
+        postgres_start
         log "all services up in $(elapsed)s"
         print_env
         ;;
@@ -417,6 +555,16 @@ case $cmd in
         clickhouse_start
         print_env clickhouse
         ;;
+    postgres-start)
+        postgres_start
+        print_env postgres
+        ;;
+    postgres-stop) postgres_stop ;;
+    postgres-restart)
+        postgres_stop
+        postgres_start
+        print_env postgres
+        ;;
     down | stop)
         purge=0
         for arg in "$@"; do
@@ -427,9 +575,10 @@ case $cmd in
         done
         kafka_stop
         clickhouse_stop
+        postgres_stop
         if ((purge)); then
-            log "purging $STATE_DIR/clickhouse and $STATE_DIR/kafka"
-            rm -rf "${STATE_DIR:?}/clickhouse" "${STATE_DIR:?}/kafka"
+            log "purging $STATE_DIR/clickhouse, $STATE_DIR/kafka and $STATE_DIR/postgres"
+            rm -rf "${STATE_DIR:?}/clickhouse" "${STATE_DIR:?}/kafka" "${STATE_DIR:?}/postgres"
         fi
         log "all services stopped in $(elapsed)s"
         ;;

@@ -9,6 +9,7 @@
 
 pub mod clients_file;
 pub mod embedded;
+pub mod postgres;
 
 use std::future::Future;
 use std::path::Path;
@@ -147,12 +148,15 @@ pub trait KvStore: Send + Sync + 'static {
 pub enum AnyKv {
     /// redb under the data dir.
     Embedded(embedded::EmbeddedKv),
+    /// PostgreSQL, shared by several api instances.
+    Postgres(postgres::PostgresKv),
 }
 
 macro_rules! each {
     ($self:ident, $kv:ident => $e:expr) => {
         match $self {
             AnyKv::Embedded($kv) => $e,
+            AnyKv::Postgres($kv) => $e,
         }
     };
 }
@@ -224,6 +228,13 @@ impl State {
         })
     }
 
+    /// Connects to the PostgreSQL state at `url`, creating its table if missing.
+    pub async fn connect_postgres(url: &str) -> Result<State, StateError> {
+        Ok(State {
+            kv: AnyKv::Postgres(postgres::PostgresKv::connect(url).await?),
+        })
+    }
+
     /// Wraps a backend.
     pub fn new(kv: AnyKv) -> State {
         State { kv }
@@ -233,6 +244,7 @@ impl State {
     pub fn backend(&self) -> &'static str {
         match self.kv {
             AnyKv::Embedded(_) => "embedded",
+            AnyKv::Postgres(_) => "postgres",
         }
     }
 
