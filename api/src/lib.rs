@@ -23,6 +23,7 @@ pub mod sdk;
 pub mod segments;
 pub mod state;
 pub mod vast;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -232,6 +233,7 @@ impl Inner {
             Op::Jwks => ok_json(&self.auth.tokens.jwks()),
             Op::OpenApi => response::json(StatusCode::OK, self.openapi.clone()),
             Op::Sdk => sdk::answer(&parts.method, &parts.headers),
+            Op::Web => web::answer(parts.uri.path(), &parts.method, &parts.headers),
             Op::CreateSegment => {
                 ok_json(&segments::create(&self.state, &self.body(body).await?).await?)
             }

@@ -39,6 +39,8 @@ pub enum Op {
     GenerateAds,
     /// A campaign report (the path picks which).
     Report,
+    /// The analyst page and its assets (the path picks which).
+    Web,
 }
 
 /// Who may call a route.
@@ -255,6 +257,19 @@ pub fn table() -> Vec<Route> {
             ok: 200,
             response: Some(schema::<ReportRows>),
             errors: BEARER_ERRORS,
+        });
+    }
+    for asset in &crate::web::ASSETS {
+        t.push(Route {
+            method: Method::GET,
+            path: asset.path,
+            op: Op::Web,
+            access: Access::Public,
+            summary: "The analyst page (static; it reads the report routes with a token)",
+            request: None,
+            ok: 200,
+            response: None,
+            errors: &[],
         });
     }
     t
