@@ -134,7 +134,10 @@ fn entity(r: &EventRecord) -> Entity {
             catalog_id: s(&e.catalog_id),
             product_code: s(&e.product_code),
         }),
-        InteractionType::CreativeClick => Entity::None,
+        // Ad impressions and clicks (the edge's own endpoints) are not views.
+        InteractionType::CreativeClick
+        | InteractionType::AdImpression
+        | InteractionType::AdClick => Entity::None,
         _ => Entity::View(ViewKey {
             ad_id: e.ad_id.clone(),
             video_id: s(&e.video_id),

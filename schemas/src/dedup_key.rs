@@ -16,6 +16,11 @@
 //! `timestamp` is the UTC instant in nanoseconds since the epoch, so the same instant
 //! written with another offset is the same event; `units` is decimal; a
 //! `conversionValue` is Rust's shortest round-trip decimal with `-0` folded to `0`.
+//! An `adImpression` (the impression endpoint) leaves `timestamp` out: an impression
+//! counts once per realised ad id and tracking id, however often and whenever the
+//! impression URL is fired (ad ids are unique per served ad). Every other type,
+//! `adClick` included, keeps it: a click re-fired identically counts once, a new
+//! click (a new time) counts again.
 //! The key is XXH3-128 of that form (stable across versions and platforms), written as
 //! 32 lower-case hex digits. Changing the form changes every key: bump `v1` if ever.
 
@@ -24,6 +29,7 @@ use std::fmt::{self, Write as _};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::event::InteractionEvent;
+use crate::interaction::InteractionType;
 
 /// A 128-bit dedup key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -40,9 +46,11 @@ pub fn canonical_form(e: &InteractionEvent) -> String {
     out.push_str("v1;");
     push_field(&mut out, "interactionType", e.interaction_type.as_str());
     push_field(&mut out, "adId", &e.ad_id);
-    let nanos = e.timestamp.timestamp() as i128 * 1_000_000_000
-        + i128::from(e.timestamp.timestamp_subsec_nanos());
-    push_field(&mut out, "timestamp", &nanos.to_string());
+    if e.interaction_type != InteractionType::AdImpression {
+        let nanos = e.timestamp.timestamp() as i128 * 1_000_000_000
+            + i128::from(e.timestamp.timestamp_subsec_nanos());
+        push_field(&mut out, "timestamp", &nanos.to_string());
+    }
     let optional = [
         ("sessionId", &e.session_id),
         ("customerId", &e.customer_id),

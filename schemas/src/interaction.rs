@@ -1,5 +1,9 @@
 //! The 15 interaction types of the spec ("Events", "Interaction types") and what
-//! each one requires.
+//! each one requires, plus the two ad events of the service's own impression and click
+//! endpoints (`adImpression`, `adClick`). Those two are not beacon types: they are not
+//! in [`InteractionType::ALL`], so `interactionType=adImpression` on the interaction
+//! beacon is refused as an unknown type; only `GET /v1/events/ad/impression` and
+//! `/click` produce them (see [`InteractionType::AD_EVENTS`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +41,12 @@ pub enum InteractionType {
     CreativeClick,
     /// Any cart change from the ad context (absolute units).
     Cart,
+    /// A served ad was shown: the ad's impression URL (VAST `Impression`, or the
+    /// `impressionUrl` of a product or banner ad). Only the impression endpoint makes it.
+    AdImpression,
+    /// A served ad was clicked: the ad's click URL (VAST `ClickTracking`, or the
+    /// `clickUrl`). Only the click endpoint makes it.
+    AdClick,
 }
 
 /// Which extra parameters an interaction type requires.
@@ -72,6 +82,14 @@ impl InteractionType {
         Self::Cart,
     ];
 
+    /// The two ad events of the impression and click endpoints (not beacon types).
+    pub const AD_EVENTS: [InteractionType; 2] = [Self::AdImpression, Self::AdClick];
+
+    /// True for [`InteractionType::AdImpression`] and [`InteractionType::AdClick`].
+    pub const fn is_ad_event(self) -> bool {
+        matches!(self, Self::AdImpression | Self::AdClick)
+    }
+
     /// The wire name, as sent in `interactionType`.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -90,15 +108,20 @@ impl InteractionType {
             Self::ProductClick => "productClick",
             Self::CreativeClick => "creativeClick",
             Self::Cart => "cart",
+            Self::AdImpression => "adImpression",
+            Self::AdClick => "adClick",
         }
     }
 
-    /// Parses the wire name exactly (case-sensitive, as the spec spells it).
+    /// Parses the wire name of a beacon type exactly (case-sensitive, as the spec
+    /// spells it); the ad events are not beacon types and do not parse.
     pub fn from_wire(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
-    /// The parameters this type needs besides the common ones.
+    /// The parameters this type needs besides the common ones. (The ad events need
+    /// none; their endpoints validate them without this table, and this answers
+    /// `Video` for them only because the set of requirements is closed.)
     pub const fn requirement(self) -> Requirement {
         match self {
             Self::ProductImpression | Self::ProductClick => Requirement::Product,
@@ -155,6 +178,13 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), 15);
+        for t in InteractionType::AD_EVENTS {
+            assert!(t.is_ad_event() && !InteractionType::ALL.contains(&t));
+            assert_eq!(InteractionType::from_wire(t.as_str()), None, "{t}");
+            let json = serde_json::to_string(&t).expect("serialize");
+            assert_eq!(json, format!("\"{}\"", t.as_str()));
+            assert_eq!(serde_json::from_str::<InteractionType>(&json).ok(), Some(t));
+        }
     }
 
     #[test]

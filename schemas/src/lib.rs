@@ -8,9 +8,11 @@
 //! ([`topics`]) and the error status object every HTTP error body uses
 //! ([`rpc_status`]).
 
+pub mod ad_event;
 pub mod ad_id;
 pub mod dedup_key;
 pub mod event;
+pub mod inspect;
 pub mod interaction;
 pub mod order;
 pub mod query;

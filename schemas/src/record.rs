@@ -1,7 +1,8 @@
 //! The record written to the event log (topic `ad-interactions`), version 1.
 //!
 //! One JSON object per record (JSON Lines; in Kafka one object per message value,
-//! message key = `adId`). It is flat so that a ClickHouse `Kafka` engine table with
+//! message key = the tracking id, so that everything one shopper does lands in one
+//! partition). It is flat so that a ClickHouse `Kafka` engine table with
 //! `JSONEachRow`, `kcat` or `jq` can read it without a schema registry:
 //!
 //! ```json
@@ -18,7 +19,14 @@
 //!   for exactly-once counting.
 //! - `receivedAt`: the edge's receive time, UTC, RFC 3339 with milliseconds.
 //! - the event's own fields, named as the beacon parameters, absent ones omitted;
-//!   `timestamp` keeps the offset the client sent.
+//!   `timestamp` keeps the offset the client sent. `interactionType` is one of the 15
+//!   beacon types, or `adImpression` / `adClick` from the edge's impression and click
+//!   endpoints.
+//! - `adIdVerdict` (optional, added within version 1): present only when the `adId`
+//!   did not verify on receipt: `"expired"` (ours, past its expiry), `"bad_signature"`
+//!   (shaped like ours, signature wrong) or `"foreign"` (not one of ours). Absent means
+//!   the id verified, so records written before the field existed read as before.
+//!   Impressions and clicks with a verdict are not billable.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
@@ -42,9 +50,48 @@ pub struct EventRecord {
     /// When the edge received the beacon.
     #[serde(with = "millis")]
     pub received_at: DateTime<Utc>,
+    /// Why the `adId` did not verify on receipt; `None` when it verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ad_id_verdict: Option<UnverifiedAdId>,
     /// The event.
     #[serde(flatten)]
     pub event: InteractionEvent,
+}
+
+/// Why an `adId` did not verify (the non-valid [`crate::ad_id::Verdict`]s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnverifiedAdId {
+    /// Signed by us, past its expiry.
+    Expired,
+    /// Shaped like ours, but the signature does not verify.
+    BadSignature,
+    /// Not one of our ids.
+    Foreign,
+}
+
+impl UnverifiedAdId {
+    /// Every value, for pre-registering metric series.
+    pub const ALL: [UnverifiedAdId; 3] = [Self::Expired, Self::BadSignature, Self::Foreign];
+
+    /// The verdict's marker; `None` for a valid id.
+    pub const fn of(v: crate::ad_id::Verdict) -> Option<Self> {
+        match v {
+            crate::ad_id::Verdict::Valid => None,
+            crate::ad_id::Verdict::Expired => Some(Self::Expired),
+            crate::ad_id::Verdict::BadSignature => Some(Self::BadSignature),
+            crate::ad_id::Verdict::Foreign => Some(Self::Foreign),
+        }
+    }
+
+    /// The wire name (also the `verdict` metric label).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Expired => "expired",
+            Self::BadSignature => "bad_signature",
+            Self::Foreign => "foreign",
+        }
+    }
 }
 
 /// Error decoding a record.
@@ -66,6 +113,7 @@ impl EventRecord {
             event_id,
             dedup_key: DedupKey::of(&event),
             received_at,
+            ad_id_verdict: None,
             event,
         }
     }

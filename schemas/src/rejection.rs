@@ -30,11 +30,16 @@ pub enum RejectReason {
     ParameterTooLong,
     /// The `adId` does not carry a valid signature (only when verification is on).
     UnverifiedAdId,
+    /// A click's `dest` is not an absolute `http` or `https` URL.
+    InvalidDestination,
+    /// A click's `dest` has no `sig`, or its `sig` is not the api's signature of that
+    /// destination for that `adId` (the edge is never an open redirect).
+    UnsignedDestination,
 }
 
 impl RejectReason {
     /// Every reason, for pre-registering metric series.
-    pub const ALL: [RejectReason; 11] = [
+    pub const ALL: [RejectReason; 13] = [
         Self::UrlNotEncoded,
         Self::MissingParameter,
         Self::DuplicateParameter,
@@ -46,6 +51,8 @@ impl RejectReason {
         Self::InvalidConversionValue,
         Self::ParameterTooLong,
         Self::UnverifiedAdId,
+        Self::InvalidDestination,
+        Self::UnsignedDestination,
     ];
 
     /// The snake_case label used in metrics and in the error body's `reason`.
@@ -62,6 +69,8 @@ impl RejectReason {
             Self::InvalidConversionValue => "invalid_conversion_value",
             Self::ParameterTooLong => "parameter_too_long",
             Self::UnverifiedAdId => "unverified_ad_id",
+            Self::InvalidDestination => "invalid_destination",
+            Self::UnsignedDestination => "unsigned_destination",
         }
     }
 }

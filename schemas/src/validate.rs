@@ -39,11 +39,8 @@ pub const MAX_CONSENT_LEN: usize = 8192;
 /// How many parameters the beacon knows.
 pub const KNOWN: usize = 13;
 
-fn index_of(key: &str) -> Option<usize> {
-    PARAMETERS.iter().position(|p| *p == key)
-}
-
-fn missing(field: &'static str, why: &str) -> Rejection {
+/// A `missing_parameter` rejection for `field`, with why it is required.
+pub fn missing(field: &'static str, why: &str) -> Rejection {
     Rejection::new(
         RejectReason::MissingParameter,
         field,
@@ -51,19 +48,26 @@ fn missing(field: &'static str, why: &str) -> Rejection {
     )
 }
 
-/// Parses and validates a raw query string (without `?`) into an event.
-pub fn parse_beacon(query: &str) -> Result<InteractionEvent, Rejection> {
+/// Decodes `query` and picks the values of the parameters in `names`, checking in
+/// order: decoding ([`crate::query`]), repeated known parameters, unexpanded VAST
+/// macros, and each value's length against `max_len(name)`. Unknown parameters are
+/// ignored; empty values come back as `None`. Shared by every endpoint of the edge.
+pub fn known_values<const N: usize>(
+    query: &str,
+    names: &[&'static str; N],
+    max_len: impl Fn(&str) -> usize,
+) -> Result<[Option<String>; N], Rejection> {
     let pairs = decode_query(query)?;
-    let mut slots: [Option<Pair<'_>>; KNOWN] = Default::default();
+    let mut slots: [Option<Pair<'_>>; N] = std::array::from_fn(|_| None);
     for pair in pairs {
-        let Some(i) = index_of(&pair.key) else {
+        let Some(i) = names.iter().position(|p| *p == pair.key) else {
             continue;
         };
         if slots[i].is_some() {
             return Err(Rejection::new(
                 RejectReason::DuplicateParameter,
-                PARAMETERS[i],
-                format!("{} appears more than once", PARAMETERS[i]),
+                names[i],
+                format!("{} appears more than once", names[i]),
             ));
         }
         slots[i] = Some(pair);
@@ -73,23 +77,19 @@ pub fn parse_beacon(query: &str) -> Result<InteractionEvent, Rejection> {
         if p.is_macro {
             return Err(Rejection::new(
                 RejectReason::UnexpandedMacro,
-                PARAMETERS[i],
+                names[i],
                 format!(
                     "{} holds the unexpanded VAST macro {}; the player must expand macros",
-                    PARAMETERS[i], p.value
+                    names[i], p.value
                 ),
             ));
         }
-        let max = if PARAMETERS[i] == "iabConsentString" {
-            MAX_CONSENT_LEN
-        } else {
-            MAX_ID_LEN
-        };
+        let max = max_len(names[i]);
         if p.value.len() > max {
             return Err(Rejection::new(
                 RejectReason::ParameterTooLong,
-                PARAMETERS[i],
-                format!("{} is longer than {max} bytes", PARAMETERS[i]),
+                names[i],
+                format!("{} is longer than {max} bytes", names[i]),
             ));
         }
     }
@@ -99,8 +99,22 @@ pub fn parse_beacon(query: &str) -> Result<InteractionEvent, Rejection> {
             .map(|p| p.value.into_owned())
             .filter(|v| !v.is_empty())
     };
+    Ok(std::array::from_fn::<Option<String>, N, _>(take))
+}
+
+/// The length bound of a beacon parameter.
+pub fn max_len(name: &str) -> usize {
+    if name == "iabConsentString" {
+        MAX_CONSENT_LEN
+    } else {
+        MAX_ID_LEN
+    }
+}
+
+/// Parses and validates a raw query string (without `?`) into an event.
+pub fn parse_beacon(query: &str) -> Result<InteractionEvent, Rejection> {
     let [ad_id, itype, ts, session_id, customer_id, dtm_token, video_id, product_code, catalog_id, creative_id, units, conversion_value, consent] =
-        std::array::from_fn::<Option<String>, KNOWN, _>(take);
+        known_values(query, &PARAMETERS, max_len)?;
 
     let itype = itype.ok_or_else(|| missing("interactionType", "on every event"))?;
     let interaction_type = InteractionType::from_wire(&itype).ok_or_else(|| {
