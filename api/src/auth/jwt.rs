@@ -93,6 +93,10 @@ fn key_from_seed(stored: &StoredSigningKey) -> Result<Key, String> {
 
 impl Tokens {
     /// Loads the signing keys from `state`, creating the first one when there is none.
+    ///
+    /// The first key always has the `kid` `k1`: api instances that start together on
+    /// an empty shared state all try to add it, exactly one wins (`insert_new`), and
+    /// each rereads, so all of them sign with, and verify, the same key.
     pub async fn load(
         state: &State,
         issuer: &str,
@@ -105,12 +109,12 @@ impl Tokens {
             rand::fill(&mut seed);
             let now = chrono::Utc::now();
             let k = StoredSigningKey {
-                kid: format!("k{}", now.format("%Y%m%d%H%M%S")),
+                kid: "k1".to_owned(),
                 seed: URL_SAFE_NO_PAD.encode(seed),
                 created: now.to_rfc3339(),
             };
             state.add_signing_key(&k).await?;
-            // Another instance may have created one at the same moment: reread.
+            // Another instance may have won the race for `k1`: reread.
             stored = state.signing_keys().await?;
         }
         stored.sort_by(|a, b| b.created.cmp(&a.created).then(b.kid.cmp(&a.kid)));
