@@ -69,6 +69,19 @@ fn backend(e: impl std::fmt::Display) -> StateError {
     StateError::Backend(format!("postgres: {e}"))
 }
 
+/// The error with its causes (tokio-postgres shows the server's message only as a
+/// source: "db error: FATAL: password authentication failed ...").
+fn describe(e: &tokio_postgres::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
 /// A NUL cannot be stored in a PostgreSQL `text`; such a key is never present.
 fn storable(key: &str) -> bool {
     !key.contains('\0')
@@ -88,7 +101,7 @@ impl PostgresKv {
     pub async fn connect(url: &str) -> Result<PostgresKv, StateError> {
         let mut config: Config = url
             .parse()
-            .map_err(|e| backend(format!("the database URL does not parse: {e}")))?;
+            .map_err(|e| backend(format!("the database URL does not parse: {}", describe(&e))))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -123,11 +136,12 @@ impl PostgresKv {
                 Ok(v)
             }
             Ok(Err(e)) => {
+                let e_text = describe(&e);
                 // No SQLSTATE: the connection failed, not the statement.
                 if e.code().is_none() {
-                    inner.not_ready(&e);
+                    inner.not_ready(&e_text);
                 }
-                Err(backend(format!("{what}: {e}")))
+                Err(backend(format!("{what}: {e_text}")))
             }
             Err(_) => {
                 let e = format!("{what}: no answer within {OP_TIMEOUT:?}");
@@ -151,6 +165,7 @@ impl Inner {
         let (client, connection) = match self.config.connect(NoTls).await {
             Ok(c) => c,
             Err(e) => {
+                let e = describe(&e);
                 self.not_ready(&e);
                 return Err(backend(format!("connecting: {e}")));
             }
@@ -158,10 +173,11 @@ impl Inner {
         let (ready, last_error) = (Arc::clone(&self.ready), Arc::clone(&self.last_error));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
+                let e = describe(&e);
                 tracing::warn!(error = %e, "postgres connection closed");
                 ready.store(false, Ordering::Release);
                 if let Ok(mut last) = last_error.lock() {
-                    *last = e.to_string();
+                    *last = e;
                 }
             }
         });
@@ -173,7 +189,10 @@ impl Inner {
         let sql = format!("BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {SCHEMA}; COMMIT;");
         match tokio::time::timeout(OP_TIMEOUT, client.batch_execute(&sql)).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(backend(format!("creating the table api_state: {e}"))),
+            Ok(Err(e)) => Err(backend(format!(
+                "creating the table api_state: {}",
+                describe(&e)
+            ))),
             Err(_) => Err(backend("creating the table api_state: no answer")),
         }
     }
@@ -205,7 +224,9 @@ impl Inner {
         let (get, put, insert_new, remove, scan, put_many) =
             match tokio::time::timeout(OP_TIMEOUT, prepared).await {
                 Ok(Ok(s)) => s,
-                Ok(Err(e)) => return Err(backend(format!("preparing statements: {e}"))),
+                Ok(Err(e)) => {
+                    return Err(backend(format!("preparing statements: {}", describe(&e))))
+                }
                 Err(_) => return Err(backend("preparing statements: no answer")),
             };
         Ok(Conn {
@@ -249,7 +270,10 @@ async fn probe(inner: Weak<Inner>) {
         let Some(inner) = inner.upgrade() else { return };
         let answer = async {
             let c = inner.conn().await?;
-            c.client.simple_query("SELECT 1").await.map_err(backend)?;
+            c.client
+                .simple_query("SELECT 1")
+                .await
+                .map_err(|e| backend(describe(&e)))?;
             Ok::<(), StateError>(())
         };
         match tokio::time::timeout(OP_TIMEOUT, answer).await {
