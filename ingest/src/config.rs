@@ -69,6 +69,55 @@ pub struct IngestConfig {
         default_value_t = 100
     )]
     pub rejected_rows_per_sec: u64,
+    /// Refuse (400 `unverified_ad_id`) events whose `adId` is expired, badly signed or
+    /// not ours; by default they are accepted, marked `adIdVerdict` and counted.
+    #[arg(
+        long = "ingest-require-valid-ad-ids",
+        env = "RM_INGEST_REQUIRE_VALID_AD_IDS",
+        default_value_t = false
+    )]
+    pub require_valid_ad_ids: bool,
+    /// The integration inspector: `on` (every tracking id), `off`, or the fraction of
+    /// tracking ids to keep (`0.01`). Production: `off`, or a small fraction.
+    #[arg(
+        long = "ingest-inspector",
+        env = "RM_INGEST_INSPECTOR",
+        default_value = "on",
+        value_parser = crate::inspector::Sampling::parse
+    )]
+    pub inspector: crate::inspector::Sampling,
+    /// Events kept per tracking id by the inspector (the oldest go first).
+    #[arg(
+        long = "ingest-inspector-events-per-id",
+        env = "RM_INGEST_INSPECTOR_EVENTS_PER_ID",
+        default_value_t = 200
+    )]
+    pub inspector_events_per_id: usize,
+    /// Memory bound of the inspector in MiB (least recently seen tracking ids go first).
+    #[arg(
+        long = "ingest-inspector-max-mib",
+        env = "RM_INGEST_INSPECTOR_MAX_MIB",
+        default_value_t = 32
+    )]
+    pub inspector_max_mib: usize,
+    /// JWK set that verifies bearer tokens for `GET /v1/debug/events` on the edge's own
+    /// port (the api's `/.well-known/jwks.json`). Unset: the edge does not serve it.
+    #[arg(long = "ingest-jwks-url", env = "RM_INGEST_JWKS_URL")]
+    pub jwks_url: Option<String>,
+    /// Issuer bearer tokens must carry.
+    #[arg(
+        long = "ingest-jwt-issuer",
+        env = "RM_INGEST_JWT_ISSUER",
+        default_value = "retail-media"
+    )]
+    pub jwt_issuer: String,
+    /// Audience bearer tokens must carry.
+    #[arg(
+        long = "ingest-jwt-audience",
+        env = "RM_INGEST_JWT_AUDIENCE",
+        default_value = "retail-media-partner-api"
+    )]
+    pub jwt_audience: String,
 }
 
 impl IngestConfig {

@@ -1,5 +1,13 @@
 //! The beacon path: 1 decode -> 2 validate -> 3 dedup window -> 4 write to the log.
 //!
+//! Routes: `/v1/events/ad/interaction` (here), `/v1/events/ad/impression` and
+//! `/v1/events/ad/click` ([`crate::ad_events`]), `/v1/debug/events`
+//! ([`crate::debug_route`]), and the ops endpoints. Every event's `adId` is verified
+//! ([`rm_schemas::ad_id::AdIdKeys::verify`]): one that does not verify is accepted and
+//! marked `adIdVerdict` in its record, or refused with 400 `unverified_ad_id` when
+//! `RM_INGEST_REQUIRE_VALID_AD_IDS` is on. Every answered event is shown to the
+//! integration inspector ([`crate::inspector`]).
+//!
 //! `GET /v1/events/ad/interaction?<query>` answers:
 //! - 200 with a 1x1 GIF once the event is durable (or is a duplicate of one);
 //! - 400 with the error status object naming reason and field for a bad event;
@@ -20,8 +28,11 @@ use chrono::Utc;
 use http::{header, HeaderValue, Method, StatusCode};
 use hyper::body::Incoming;
 use rm_eventlog::EventLog;
+use rm_schemas::ad_id::AdIdKeys;
+use rm_schemas::inspect::{Endpoint, Outcome};
+use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::rpc_status::{Code, RpcStatus};
-use rm_schemas::{parse_beacon, EventRecord, Rejection};
+use rm_schemas::{parse_beacon, EventRecord, InteractionEvent, RejectReason, Rejection};
 use rm_service::ops::Ops;
 use rm_service::serve::Handler;
 use rm_service::{response, Response};
@@ -29,10 +40,18 @@ use tokio::sync::Semaphore;
 
 use crate::config::IngestConfig;
 use crate::dedup::{DedupWindow, Seen};
+use crate::inspector::{params_of, Inspector, Recorded};
+use crate::jwks::BearerVerifier;
 use crate::metrics::{EdgeMetrics, Route};
 
 /// Path of the interaction beacon.
 pub const BEACON_PATH: &str = "/v1/events/ad/interaction";
+/// Path of the ad impression endpoint.
+pub const IMPRESSION_PATH: &str = "/v1/events/ad/impression";
+/// Path of the ad click endpoint.
+pub const CLICK_PATH: &str = "/v1/events/ad/click";
+/// Path of the integration inspector.
+pub const DEBUG_PATH: &str = "/v1/debug/events";
 
 /// A transparent 1x1 GIF, the body of a successful beacon.
 pub const PIXEL_GIF: &[u8] = &[
@@ -48,17 +67,56 @@ const REJECTED_QUERY_MAX: usize = 2048;
 pub struct Edge<L> {
     log: Arc<L>,
     dedup: DedupWindow,
-    metrics: EdgeMetrics,
+    pub(crate) metrics: EdgeMetrics,
     inflight: Semaphore,
-    config: IngestConfig,
+    pub(crate) config: IngestConfig,
     ops: Ops,
     epoch: Instant,
     rejected_window: AtomicU64,
+    pub(crate) ad_keys: AdIdKeys,
+    pub(crate) inspector: Arc<Inspector>,
+    pub(crate) bearer: Option<BearerVerifier>,
+}
+
+/// What the write path did with a record.
+pub(crate) enum Written {
+    /// Durably written now.
+    Durable,
+    /// A duplicate of a durable event: not written again.
+    Duplicate,
+    /// Not durable: the 503 to answer.
+    Failed(Response),
+}
+
+impl Written {
+    pub(crate) fn outcome(&self) -> Outcome {
+        match self {
+            Written::Durable => Outcome::Accepted,
+            Written::Duplicate => Outcome::Duplicate,
+            Written::Failed(_) => Outcome::NotRecorded,
+        }
+    }
+}
+
+/// What the edge shares with the rest of the process.
+pub struct Shared {
+    /// Verifies realised ad ids and click destinations.
+    pub ad_keys: AdIdKeys,
+    /// The integration inspector.
+    pub inspector: Arc<Inspector>,
+    /// Verifies bearer tokens for the inspector on the edge's port (when configured).
+    pub bearer: Option<BearerVerifier>,
 }
 
 impl<L: EventLog> Edge<L> {
     /// Builds the edge over `log`.
-    pub fn new(config: IngestConfig, log: Arc<L>, metrics: EdgeMetrics, ops: Ops) -> Self {
+    pub fn new(
+        config: IngestConfig,
+        log: Arc<L>,
+        metrics: EdgeMetrics,
+        ops: Ops,
+        shared: Shared,
+    ) -> Self {
         let shards =
             (std::thread::available_parallelism().map_or(4, |n| n.get()) * 16).next_power_of_two();
         Self {
@@ -74,6 +132,9 @@ impl<L: EventLog> Edge<L> {
             ops,
             epoch: Instant::now(),
             rejected_window: AtomicU64::new(0),
+            ad_keys: shared.ad_keys,
+            inspector: shared.inspector,
+            bearer: shared.bearer,
         }
     }
 
@@ -90,6 +151,9 @@ impl<L: EventLog> Edge<L> {
             .set(self.dedup.memory_bytes() as f64);
         let busy = self.config.max_inflight.max(1) - self.inflight.available_permits();
         self.metrics.inflight.set(busy as f64);
+        let (ids, bytes) = self.inspector.usage();
+        self.metrics.inspector_ids.set(ids as f64);
+        self.metrics.inspector_memory.set(bytes as f64);
     }
 
     async fn route(&self, req: &http::Request<Incoming>) -> (Route, Response) {
@@ -97,38 +161,102 @@ impl<L: EventLog> Edge<L> {
         if let Some(r) = self.ops.route(req.method(), path) {
             return (Route::Other, r);
         }
-        if path != BEACON_PATH {
-            return (Route::Other, response::not_found(path));
-        }
+        let route = match path {
+            BEACON_PATH => Route::Beacon,
+            IMPRESSION_PATH => Route::Impression,
+            CLICK_PATH => Route::Click,
+            DEBUG_PATH => return (Route::Debug, self.debug(req).await),
+            _ => return (Route::Other, response::not_found(path)),
+        };
         let r = match *req.method() {
             Method::GET | Method::HEAD => {
                 let query = req.uri().query().unwrap_or("");
                 if query.len() > self.config.max_query_bytes {
                     too_long(self.config.max_query_bytes)
                 } else {
-                    self.beacon(query).await
+                    match route {
+                        Route::Impression => {
+                            self.ad_event(rm_schemas::InteractionType::AdImpression, query)
+                                .await
+                        }
+                        Route::Click => {
+                            self.ad_event(rm_schemas::InteractionType::AdClick, query)
+                                .await
+                        }
+                        _ => self.beacon(query).await,
+                    }
                 }
             }
             Method::OPTIONS => preflight(),
             _ => response::method_not_allowed("GET, HEAD, OPTIONS"),
         };
-        (Route::Beacon, r)
+        (route, r)
     }
 
     /// Handles one beacon query string.
     pub async fn beacon(&self, query: &str) -> Response {
         let event = match parse_beacon(query) {
             Ok(e) => e,
-            Err(rejection) => return self.reject(query, &rejection),
+            Err(rejection) => return self.reject(Endpoint::Interaction, query, &rejection),
         };
-        let interaction_type = event.interaction_type;
-        let record = EventRecord::new(event, uuid::Uuid::now_v7(), Utc::now());
+        let verdict = match self.verdict(&event) {
+            Ok(v) => v,
+            Err(rejection) => return self.reject(Endpoint::Interaction, query, &rejection),
+        };
+        let mut record = EventRecord::new(event, uuid::Uuid::now_v7(), Utc::now());
+        record.ad_id_verdict = verdict;
+        let written = self.write(record).await;
+        self.observe(
+            Endpoint::Interaction,
+            query,
+            written.outcome(),
+            None,
+            verdict,
+        );
+        match written {
+            Written::Durable | Written::Duplicate => pixel(),
+            Written::Failed(r) => r,
+        }
+    }
+
+    /// Verifies the event's `adId`: `Ok(None)` when valid, `Ok(Some(_))` when it does
+    /// not verify but is accepted (marked and counted), `Err` when the setting refuses it.
+    pub(crate) fn verdict(
+        &self,
+        event: &InteractionEvent,
+    ) -> Result<Option<UnverifiedAdId>, Rejection> {
+        let verdict = self.ad_keys.verify(&event.ad_id, Utc::now().timestamp());
+        let Some(unverified) = UnverifiedAdId::of(verdict) else {
+            return Ok(None);
+        };
+        self.metrics.unverified(unverified);
+        if self.config.require_valid_ad_ids {
+            let why = match unverified {
+                UnverifiedAdId::Expired => "has expired",
+                UnverifiedAdId::BadSignature => "does not carry a valid signature",
+                UnverifiedAdId::Foreign => "is not an ad id this service served",
+            };
+            return Err(Rejection::new(
+                RejectReason::UnverifiedAdId,
+                "adId",
+                format!(
+                    "the adId {why} ({}); this edge refuses unverified ad ids",
+                    unverified.as_str()
+                ),
+            ));
+        }
+        Ok(Some(unverified))
+    }
+
+    /// 3 dedup window -> 4 write to the log: durable, duplicate, or the 503 to answer.
+    pub(crate) async fn write(&self, record: EventRecord) -> Written {
+        let interaction_type = record.event.interaction_type;
         let key = record.dedup_key.0;
         let now_ms = self.epoch.elapsed().as_millis() as u64;
         let seen = self.dedup.check(key, now_ms);
         if seen == Seen::Durable {
             self.metrics.duplicates.increment(1);
-            return pixel();
+            return Written::Duplicate;
         }
         let forget = || {
             if seen == Seen::New {
@@ -138,19 +266,16 @@ impl<L: EventLog> Edge<L> {
         let Ok(_permit) = self.inflight.try_acquire() else {
             forget();
             self.metrics.log_error("inflight_limit");
-            return response::unavailable(
+            return Written::Failed(response::unavailable(
                 "overloaded",
                 "too many beacons in flight; retry shortly",
                 1,
-            );
+            ));
         };
         let started = Instant::now();
-        // Keyed by the shopper: every entity the aggregator derives (a view, a cart
-        // line, an attribution touch) belongs to one tracking id, so it lives in one
-        // partition and one consumer of a group writes it.
         let write = self.log.append(
             &self.config.topic,
-            record.event.tracking_id().as_bytes(),
+            record.event.ad_id.as_bytes(),
             record.to_bytes(),
         );
         let outcome = tokio::time::timeout(self.config.write_deadline(), write).await;
@@ -161,35 +286,73 @@ impl<L: EventLog> Edge<L> {
             Ok(Ok(())) => {
                 self.dedup.mark_durable(key);
                 self.metrics.accepted(interaction_type);
-                pixel()
+                Written::Durable
             }
             Ok(Err(e)) => {
                 forget();
                 self.metrics.log_error(e.kind());
                 tracing::warn!(error = %e, "event not durable");
-                response::unavailable(
+                Written::Failed(response::unavailable(
                     "log_unavailable",
                     "the event could not be made durable; retry later",
                     1,
-                )
+                ))
             }
             Err(_) => {
                 forget();
                 self.metrics.log_error("timeout");
-                response::unavailable(
+                Written::Failed(response::unavailable(
                     "log_timeout",
                     "the event log did not confirm the write in time; retry later",
                     1,
-                )
+                ))
             }
         }
     }
 
-    fn reject(&self, query: &str, rejection: &Rejection) -> Response {
+    /// Shows an answered event to the inspector (nothing at all when it is off).
+    pub(crate) fn observe(
+        &self,
+        endpoint: Endpoint,
+        query: &str,
+        outcome: Outcome,
+        message: Option<String>,
+        verdict: Option<UnverifiedAdId>,
+    ) {
+        if !self.inspector.enabled() {
+            return;
+        }
+        let recorded = Recorded {
+            received_at_ms: Utc::now().timestamp_millis(),
+            endpoint,
+            params: params_of(query),
+            outcome,
+            message,
+            ad_id_verdict: verdict,
+        };
+        self.inspector.record(recorded);
+    }
+
+    pub(crate) fn reject(
+        &self,
+        endpoint: Endpoint,
+        query: &str,
+        rejection: &Rejection,
+    ) -> Response {
         self.metrics.rejected(rejection.reason);
         if self.config.rejected_topic {
             self.write_rejected_row(query, rejection);
         }
+        self.observe(
+            endpoint,
+            query,
+            Outcome::Rejected {
+                reason: rejection.reason,
+                field: rejection.field.to_string(),
+            },
+            Some(rejection.message.clone()),
+            None,
+        );
         response::status(&RpcStatus::from_rejection(rejection))
     }
 
@@ -240,7 +403,7 @@ impl<L: EventLog> Edge<L> {
     }
 }
 
-fn beacon_headers(mut r: Response) -> Response {
+pub(crate) fn beacon_headers(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert(
@@ -250,7 +413,7 @@ fn beacon_headers(mut r: Response) -> Response {
     r
 }
 
-fn pixel() -> Response {
+pub(crate) fn pixel() -> Response {
     response::with_body(StatusCode::OK, "image/gif", Bytes::from_static(PIXEL_GIF))
 }
 
@@ -295,10 +458,9 @@ impl<L: EventLog> Handler for EdgeHandler<L> {
     async fn call(&self, req: http::Request<Incoming>) -> Response {
         let (route, r) = self.0.route(&req).await;
         self.0.metrics.request(route, r.status().as_u16());
-        if matches!(route, Route::Beacon) {
-            beacon_headers(r)
-        } else {
-            r
+        match route {
+            Route::Beacon | Route::Impression | Route::Click => beacon_headers(r),
+            Route::Debug | Route::Other => r,
         }
     }
 }

@@ -10,6 +10,9 @@ pub enum IngestError {
     /// The event log could not be opened or flushed.
     #[error(transparent)]
     Log(#[from] rm_eventlog::LogError),
+    /// A setting is unusable.
+    #[error("edge settings: {0}")]
+    Config(String),
     /// Shutdown could not drain in time.
     #[error(transparent)]
     Serve(#[from] rm_service::ServeError),

@@ -1,14 +1,23 @@
-//! The beacon edge: a minimal hyper server for `GET /v1/events/ad/interaction`.
+//! The beacon edge: a minimal hyper server for `GET /v1/events/ad/interaction`, the
+//! served ads' impression and click URLs, and the integration inspector.
 //!
 //! Data path: [`edge`] decodes and validates the query string (the contract lives in
 //! `rm-schemas`), asks the [`dedup`] window whether the event was just seen, and
 //! writes it to the event log (`rm-eventlog`), answering 200 only once it is durable.
+//! [`ad_events`] serves `/v1/events/ad/impression` and `/click` on the same path.
+//! Every answer is shown to the [`inspector`], whose [`inspector_report`] the api (or,
+//! alone, the edge's [`debug_route`] behind [`jwks`]) serves.
 //! [`metrics`] names every series; [`config`] holds the settings.
 
+pub mod ad_events;
 pub mod config;
+pub mod debug_route;
 pub mod dedup;
 pub mod edge;
 pub mod error;
+pub mod inspector;
+pub mod inspector_report;
+pub mod jwks;
 pub mod metrics;
 
 use std::sync::Arc;
@@ -22,6 +31,16 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::IngestConfig;
 pub use error::IngestError;
+pub use inspector::Inspector;
+pub use inspector_report::report;
+
+/// What the edge takes from the process that runs it.
+pub struct EdgeDeps {
+    /// The ad id keys every service shares (verifies ad ids and click destinations).
+    pub ad_keys: rm_schemas::ad_id::AdIdKeys,
+    /// The inspector (shared with the api, which serves its report in one process).
+    pub inspector: Arc<Inspector>,
+}
 
 /// Runs the edge on `listener` over `log` until `shutdown`, then drains in order:
 /// stop accepting, finish in-flight requests, flush the log, all within `drain`.
@@ -32,7 +51,15 @@ pub async fn run<L: EventLog>(
     listener: TcpListener,
     shutdown: CancellationToken,
     drain: Duration,
+    deps: EdgeDeps,
 ) -> Result<(), IngestError> {
+    let bearer = config
+        .jwks_url
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())
+        .map(|u| jwks::BearerVerifier::new(u, &config.jwt_issuer, &config.jwt_audience))
+        .transpose()
+        .map_err(IngestError::Config)?;
     let ready_log = Arc::clone(&log);
     let ops = Ops::until_shutdown(shutdown.clone(), move || ready_log.readiness());
     let edge = Arc::new(edge::Edge::new(
@@ -40,6 +67,11 @@ pub async fn run<L: EventLog>(
         Arc::clone(&log),
         metrics::EdgeMetrics::register(backend),
         ops,
+        edge::Shared {
+            ad_keys: deps.ad_keys,
+            inspector: deps.inspector,
+            bearer,
+        },
     ));
     let sampler = {
         let edge = Arc::clone(&edge);

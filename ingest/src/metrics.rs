@@ -4,8 +4,8 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `ingest_requests_total` | counter | `route` (beacon, ops, other), `status` (200, 204, 400, 404, 405, 414, 503) |
-//! | `ingest_events_accepted_total` | counter | `interaction_type` (15) |
+//! | `ingest_requests_total` | counter | `route` (beacon, impression, click, debug, other), `status` (200, 204, 302, 400, 401, 403, 404, 405, 413, 414, 503) |
+//! | `ingest_events_accepted_total` | counter | `interaction_type` (15 + adImpression, adClick) |
 //! | `ingest_events_rejected_total` | counter | `reason` (fixed set) |
 //! | `ingest_events_duplicate_total` | counter | |
 //! | `ingest_log_write_seconds` | histogram | `backend` |
@@ -13,8 +13,12 @@
 //! | `ingest_inflight_requests` | gauge | |
 //! | `ingest_dedup_keys` / `ingest_dedup_memory_bytes` | gauge | |
 //! | `ingest_rejected_rows_dropped_total` | counter | |
+//! | `ingest_ad_id_unverified_total` | counter | `verdict` (expired, bad_signature, foreign) |
+//! | `ingest_click_redirects_total` | counter | `recorded` (true, false) |
+//! | `ingest_inspector_ids` / `ingest_inspector_memory_bytes` | gauge | |
 
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{InteractionType, RejectReason};
 
 /// Beacon requests by route and status.
@@ -38,21 +42,58 @@ pub const DEDUP_MEMORY: &str = "ingest_dedup_memory_bytes";
 /// Rejected rows not sent to the rejected topic because of its rate limit.
 pub const REJECTED_ROWS_DROPPED: &str = "ingest_rejected_rows_dropped_total";
 
+/// Events whose `adId` did not verify, by verdict.
+pub const AD_ID_UNVERIFIED: &str = "ingest_ad_id_unverified_total";
+/// Click redirects, by whether the click was durably recorded.
+pub const CLICK_REDIRECTS: &str = "ingest_click_redirects_total";
+/// Tracking ids held by the inspector.
+pub const INSPECTOR_IDS: &str = "ingest_inspector_ids";
+/// Bytes held by the inspector (as it accounts them).
+pub const INSPECTOR_MEMORY: &str = "ingest_inspector_memory_bytes";
+
 /// HTTP statuses the edge answers with (bounded label set).
-pub const STATUSES: [u16; 8] = [200, 204, 400, 404, 405, 413, 414, 503];
+pub const STATUSES: [u16; 11] = [200, 204, 302, 400, 401, 403, 404, 405, 413, 414, 503];
 
 /// Routes (bounded label set).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
     /// `/v1/events/ad/interaction`.
     Beacon,
+    /// `/v1/events/ad/impression`.
+    Impression,
+    /// `/v1/events/ad/click`.
+    Click,
+    /// `/v1/debug/events`.
+    Debug,
     /// Anything else.
     Other,
 }
 
+impl Route {
+    /// Every route, in label order.
+    pub const ALL: [Route; 5] = [
+        Route::Beacon,
+        Route::Impression,
+        Route::Click,
+        Route::Debug,
+        Route::Other,
+    ];
+
+    /// The `route` label.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Route::Beacon => "beacon",
+            Route::Impression => "impression",
+            Route::Click => "click",
+            Route::Debug => "debug",
+            Route::Other => "other",
+        }
+    }
+}
+
 /// Pre-registered metric handles of the edge.
 pub struct EdgeMetrics {
-    requests: Vec<(u16, Counter, Counter)>,
+    requests: Vec<(u16, [Counter; 5])>,
     accepted: Vec<Counter>,
     rejected: Vec<(RejectReason, Counter)>,
     /// Duplicates.
@@ -68,6 +109,12 @@ pub struct EdgeMetrics {
     pub dedup_memory: Gauge,
     /// Rejected rows dropped by the rate limit.
     pub rejected_rows_dropped: Counter,
+    unverified: Vec<(UnverifiedAdId, Counter)>,
+    redirects: [Counter; 2],
+    /// Inspector tracking ids.
+    pub inspector_ids: Gauge,
+    /// Inspector memory.
+    pub inspector_memory: Gauge,
 }
 
 impl EdgeMetrics {
@@ -79,13 +126,14 @@ impl EdgeMetrics {
                 let st = s.to_string();
                 (
                     *s,
-                    counter!(REQUESTS, "route" => "beacon", "status" => st.clone()),
-                    counter!(REQUESTS, "route" => "other", "status" => st),
+                    Route::ALL
+                        .map(|r| counter!(REQUESTS, "route" => r.as_str(), "status" => st.clone())),
                 )
             })
             .collect();
         let accepted = InteractionType::ALL
             .iter()
+            .chain(InteractionType::AD_EVENTS.iter())
             .map(|t| counter!(ACCEPTED, "interaction_type" => t.as_str()))
             .collect();
         let rejected = RejectReason::ALL
@@ -114,22 +162,33 @@ impl EdgeMetrics {
             dedup_keys: gauge!(DEDUP_KEYS),
             dedup_memory: gauge!(DEDUP_MEMORY),
             rejected_rows_dropped: counter!(REJECTED_ROWS_DROPPED),
+            unverified: UnverifiedAdId::ALL
+                .iter()
+                .map(|v| (*v, counter!(AD_ID_UNVERIFIED, "verdict" => v.as_str())))
+                .collect(),
+            redirects: [
+                counter!(CLICK_REDIRECTS, "recorded" => "true"),
+                counter!(CLICK_REDIRECTS, "recorded" => "false"),
+            ],
+            inspector_ids: gauge!(INSPECTOR_IDS),
+            inspector_memory: gauge!(INSPECTOR_MEMORY),
         }
     }
 
     /// Counts one answered request.
     pub fn request(&self, route: Route, status: u16) {
-        if let Some((_, beacon, other)) = self.requests.iter().find(|(s, _, _)| *s == status) {
-            match route {
-                Route::Beacon => beacon.increment(1),
-                Route::Other => other.increment(1),
-            }
+        if let Some((_, by_route)) = self.requests.iter().find(|(s, _)| *s == status) {
+            by_route[route as usize].increment(1);
         }
     }
 
     /// Counts one accepted event.
     pub fn accepted(&self, t: InteractionType) {
-        if let Some(i) = InteractionType::ALL.iter().position(|x| *x == t) {
+        let i = InteractionType::ALL
+            .iter()
+            .chain(InteractionType::AD_EVENTS.iter())
+            .position(|x| *x == t);
+        if let Some(i) = i {
             self.accepted[i].increment(1);
         }
     }
@@ -139,6 +198,18 @@ impl EdgeMetrics {
         if let Some((_, c)) = self.rejected.iter().find(|(r, _)| *r == reason) {
             c.increment(1);
         }
+    }
+
+    /// Counts one event whose `adId` did not verify.
+    pub fn unverified(&self, v: UnverifiedAdId) {
+        if let Some((_, c)) = self.unverified.iter().find(|(x, _)| *x == v) {
+            c.increment(1);
+        }
+    }
+
+    /// Counts one click redirect, recorded durably or not.
+    pub fn click_redirect(&self, recorded: bool) {
+        self.redirects[usize::from(!recorded)].increment(1);
     }
 
     /// Counts one failed log write.

@@ -1,0 +1,415 @@
+//! The integration inspector's memory: the latest events the edge answered, per
+//! tracking id, for `GET /v1/debug/events?trackingId=...` ([`crate::inspector_report`]).
+//!
+//! Bounded three ways: at most `events_per_id` events per tracking id (a ring: the
+//! oldest go first), at most `max_bytes` in all (accounted per event: its decoded
+//! parameters, each cut to [`MAX_VALUE_BYTES`], plus fixed overheads; when a shard
+//! is over its share, its least recently seen tracking ids are dropped whole), and
+//! sampling by tracking id (`RM_INGEST_INSPECTOR=0.01` keeps every event of 1% of the
+//! ids, so the rule checks still see whole sessions). With the defaults (200 events
+//! per id, 32 MiB) that is about 300 bytes an event, so some 100k events in all.
+//!
+//! Hot path: when off, [`Inspector::enabled`] is one load and nothing is allocated;
+//! when on, one hash of the tracking id decides sampling, then one lock of one shard
+//! (picked by the tracking id) per tracking id the event carries. An event carrying
+//! several tracking ids (`sessionId` and `customerId`) is kept under each.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use rm_schemas::inspect::{Endpoint, Observed, Outcome};
+use rm_schemas::record::UnverifiedAdId;
+
+/// Longest parameter value kept, in bytes (longer values are cut).
+pub const MAX_VALUE_BYTES: usize = 256;
+const SHARDS: usize = 16;
+const ID_OVERHEAD: usize = 160;
+
+/// Which tracking ids the inspector keeps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sampling {
+    /// None: the inspector is off.
+    Off,
+    /// Every tracking id.
+    On,
+    /// This fraction of tracking ids (0 < f < 1), chosen by a hash of the id.
+    Fraction(f64),
+}
+
+impl Sampling {
+    /// Parses `off`, `on` or a fraction in (0, 1].
+    pub fn parse(s: &str) -> Result<Sampling, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" | "false" | "0" => Ok(Sampling::Off),
+            "on" | "true" | "1" => Ok(Sampling::On),
+            other => match other.parse::<f64>() {
+                Ok(f) if f > 0.0 && f < 1.0 => Ok(Sampling::Fraction(f)),
+                Ok(1.0) => Ok(Sampling::On),
+                _ => Err(format!(
+                    "'{s}' is not off, on, or a fraction of tracking ids between 0 and 1"
+                )),
+            },
+        }
+    }
+}
+
+/// One event as kept: what the edge answered and what it was sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// Unix milliseconds of arrival.
+    pub received_at_ms: i64,
+    /// The endpoint.
+    pub endpoint: Endpoint,
+    /// Decoded known parameters (consent left out), each cut to [`MAX_VALUE_BYTES`].
+    pub params: Vec<(&'static str, String)>,
+    /// The answer.
+    pub outcome: Outcome,
+    /// The rejection's sentence, or why a redirect was not recorded.
+    pub message: Option<String>,
+    /// The ad id's verdict when it did not verify.
+    pub ad_id_verdict: Option<UnverifiedAdId>,
+}
+
+impl Recorded {
+    fn size(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self
+                .params
+                .iter()
+                .map(|(_, v)| v.len() + std::mem::size_of::<(&str, String)>())
+                .sum::<usize>()
+            + self.message.as_ref().map_or(0, String::len)
+            + 16
+    }
+
+    /// As the rule checks see it.
+    pub fn observed(&self, seq: u64) -> Observed {
+        Observed {
+            seq,
+            received_at_ms: self.received_at_ms,
+            endpoint: self.endpoint,
+            params: self.params.clone(),
+            outcome: self.outcome.clone(),
+        }
+    }
+
+    /// The distinct tracking ids the event carries.
+    pub fn tracking_ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = Vec::with_capacity(3);
+        for (k, v) in &self.params {
+            if matches!(*k, "customerId" | "sessionId" | "dtmToken")
+                && !v.is_empty()
+                && !ids.contains(&v.as_str())
+            {
+                ids.push(v);
+            }
+        }
+        ids
+    }
+}
+
+struct Ring {
+    events: VecDeque<(u64, Arc<Recorded>, usize)>,
+    next_seq: u64,
+    bytes: usize,
+    touched: u64,
+}
+
+#[derive(Default)]
+struct Shard {
+    ids: HashMap<Arc<str>, Ring>,
+    lru: BTreeMap<u64, Arc<str>>,
+    tick: u64,
+    bytes: usize,
+}
+
+/// The inspector: shared by the edge (which records) and whoever serves the report.
+pub struct Inspector {
+    /// Hashes at or below this are sampled (`None`: off).
+    threshold: Option<u64>,
+    events_per_id: usize,
+    shard_budget: usize,
+    shards: Box<[Mutex<Shard>]>,
+}
+
+impl std::fmt::Debug for Inspector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (ids, bytes) = self.usage();
+        write!(f, "Inspector({ids} ids, {bytes} bytes)")
+    }
+}
+
+fn hash(id: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish()
+}
+
+impl Inspector {
+    /// An inspector keeping `sampling` of the tracking ids, `events_per_id` events
+    /// each, within about `max_bytes`.
+    pub fn new(sampling: Sampling, events_per_id: usize, max_bytes: usize) -> Arc<Inspector> {
+        let threshold = match sampling {
+            Sampling::Off => None,
+            Sampling::On => Some(u64::MAX),
+            Sampling::Fraction(f) => Some((f * u64::MAX as f64) as u64),
+        };
+        Arc::new(Inspector {
+            threshold: threshold.filter(|_| events_per_id > 0 && max_bytes > 0),
+            events_per_id: events_per_id.max(1),
+            shard_budget: (max_bytes / SHARDS).max(1),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+        })
+    }
+
+    /// From the edge's settings.
+    pub fn from_config(c: &crate::IngestConfig) -> Arc<Inspector> {
+        Self::new(
+            c.inspector,
+            c.inspector_events_per_id,
+            c.inspector_max_mib.saturating_mul(1 << 20),
+        )
+    }
+
+    /// True when the inspector keeps anything at all.
+    pub fn enabled(&self) -> bool {
+        self.threshold.is_some()
+    }
+
+    /// True when events of `tracking_id` are kept.
+    pub fn samples(&self, tracking_id: &str) -> bool {
+        self.threshold.is_some_and(|t| hash(tracking_id) <= t)
+    }
+
+    fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
+        // Plain maps: a panic elsewhere cannot leave a shard inconsistent.
+        self.shards[(hash(id) >> 32) as usize % SHARDS]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `event` under each of its sampled tracking ids.
+    pub fn record(&self, event: Recorded) {
+        let event = Arc::new(event);
+        let size = event.size();
+        for id in event.tracking_ids() {
+            if self.samples(id) {
+                self.keep(id, &event, size);
+            }
+        }
+    }
+
+    fn keep(&self, id: &str, event: &Arc<Recorded>, size: usize) {
+        let mut guard = self.shard(id);
+        let s = &mut *guard;
+        s.tick += 1;
+        let tick = s.tick;
+        let key: Arc<str> = match s.ids.get_key_value(id) {
+            Some((k, r)) => {
+                let (k, old) = (Arc::clone(k), r.touched);
+                s.lru.remove(&old);
+                k
+            }
+            None => {
+                let k: Arc<str> = Arc::from(id);
+                s.bytes += ID_OVERHEAD + id.len();
+                s.ids.insert(
+                    Arc::clone(&k),
+                    Ring {
+                        events: VecDeque::new(),
+                        next_seq: 1,
+                        bytes: ID_OVERHEAD + id.len(),
+                        touched: 0,
+                    },
+                );
+                k
+            }
+        };
+        if let Some(ring) = s.ids.get_mut(id) {
+            ring.touched = tick;
+            ring.events
+                .push_back((ring.next_seq, Arc::clone(event), size));
+            ring.next_seq += 1;
+            ring.bytes += size;
+            s.bytes += size;
+            while ring.events.len() > self.events_per_id {
+                if let Some((_, _, n)) = ring.events.pop_front() {
+                    ring.bytes -= n;
+                    s.bytes -= n;
+                }
+            }
+        }
+        s.lru.insert(tick, key);
+        // Over budget: drop the least recently seen ids (never the one just written).
+        while s.bytes > self.shard_budget {
+            let Some((&oldest, _)) = s.lru.iter().next() else {
+                break;
+            };
+            if oldest == tick {
+                break;
+            }
+            if let Some(k) = s.lru.remove(&oldest) {
+                if let Some(r) = s.ids.remove(&k) {
+                    s.bytes -= r.bytes;
+                }
+            }
+        }
+    }
+
+    /// The events kept for `tracking_id`, oldest first, with their arrival numbers.
+    pub fn events(&self, tracking_id: &str) -> Vec<(u64, Arc<Recorded>)> {
+        self.shard(tracking_id)
+            .ids
+            .get(tracking_id)
+            .map(|r| {
+                r.events
+                    .iter()
+                    .map(|(seq, e, _)| (*seq, Arc::clone(e)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Tracking ids and bytes held now.
+    pub fn usage(&self) -> (usize, usize) {
+        self.shards.iter().fold((0, 0), |(i, b), m| {
+            let s = m.lock().unwrap_or_else(PoisonError::into_inner);
+            (i + s.ids.len(), b + s.bytes)
+        })
+    }
+
+    /// The memory bound in bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.shard_budget * SHARDS
+    }
+}
+
+/// Parameter names the inspector keeps (the consent string is left out: long, and
+/// not about the integration).
+pub const KEPT_PARAMETERS: [&str; 14] = [
+    "adId",
+    "interactionType",
+    "timestamp",
+    "sessionId",
+    "customerId",
+    "dtmToken",
+    "videoId",
+    "productCode",
+    "catalogId",
+    "creativeId",
+    "units",
+    "conversionValue",
+    "dest",
+    "sig",
+];
+
+/// The kept parameters of a raw query, decoded piece by piece (a piece that does not
+/// decode is kept as sent, so a refused query still shows what it held).
+pub fn params_of(query: &str) -> Vec<(&'static str, String)> {
+    let mut out = Vec::with_capacity(8);
+    for piece in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = match rm_schemas::query::decode_query(piece) {
+            Ok(mut pairs) if !pairs.is_empty() => {
+                let p = pairs.swap_remove(0);
+                (p.key.into_owned(), p.value.into_owned())
+            }
+            _ => {
+                let (k, v) = piece.split_once('=').unwrap_or((piece, ""));
+                (k.to_owned(), v.to_owned())
+            }
+        };
+        if let Some(name) = KEPT_PARAMETERS.iter().find(|n| **n == key) {
+            if !out.iter().any(|(n, _)| n == name) {
+                out.push((*name, cut(&value)));
+            }
+        }
+    }
+    out
+}
+
+/// Cuts `v` to at most [`MAX_VALUE_BYTES`] on a character boundary.
+pub fn cut(v: &str) -> String {
+    let mut end = v.len().min(MAX_VALUE_BYTES);
+    while !v.is_char_boundary(end) {
+        end -= 1;
+    }
+    v[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ev(id: &str, n: usize) -> Recorded {
+        Recorded {
+            received_at_ms: n as i64,
+            endpoint: Endpoint::Interaction,
+            params: vec![("sessionId", id.to_owned()), ("adId", "a".repeat(n % 50))],
+            outcome: Outcome::Accepted,
+            message: None,
+            ad_id_verdict: None,
+        }
+    }
+
+    #[test]
+    fn sampling_settings_parse() {
+        assert_eq!(Sampling::parse("off"), Ok(Sampling::Off));
+        assert_eq!(Sampling::parse("ON"), Ok(Sampling::On));
+        assert_eq!(Sampling::parse("0.25"), Ok(Sampling::Fraction(0.25)));
+        assert!(Sampling::parse("2").is_err());
+        assert!(Sampling::parse("-0.1").is_err());
+        assert!(Sampling::parse("sometimes").is_err());
+    }
+
+    #[test]
+    fn off_keeps_nothing_and_a_ring_keeps_the_latest() {
+        let off = Inspector::new(Sampling::Off, 10, 1 << 20);
+        off.record(ev("s", 1));
+        assert!(!off.enabled());
+        assert!(off.events("s").is_empty());
+        let on = Inspector::new(Sampling::On, 3, 1 << 20);
+        for n in 0..5 {
+            on.record(ev("s", n));
+        }
+        let kept: Vec<u64> = on.events("s").iter().map(|(s, _)| *s).collect();
+        assert_eq!(kept, vec![3, 4, 5]);
+    }
+
+    #[test]
+    fn both_tracking_ids_find_an_event() {
+        let on = Inspector::new(Sampling::On, 3, 1 << 20);
+        let mut e = ev("s-1", 1);
+        e.params.push(("customerId", "c-1".into()));
+        on.record(e);
+        assert_eq!(on.events("s-1").len(), 1);
+        assert_eq!(on.events("c-1").len(), 1);
+    }
+
+    #[test]
+    fn sampling_keeps_whole_ids() {
+        let some = Inspector::new(Sampling::Fraction(0.5), 10, 1 << 20);
+        let kept = (0..1000)
+            .filter(|i| some.samples(&format!("id-{i}")))
+            .count();
+        assert!((350..650).contains(&kept), "{kept}");
+    }
+
+    proptest! {
+        /// Whatever arrives, memory stays within the bound and the newest id survives.
+        #[test]
+        fn bounded_in_bytes(ids in proptest::collection::vec(0u32..500, 1..2_000), budget in 16usize..64) {
+            let max = budget * 1024;
+            let i = Inspector::new(Sampling::On, 20, max);
+            for (n, id) in ids.iter().enumerate() {
+                let id = format!("id-{id}");
+                i.record(ev(&id, n));
+                let (_, bytes) = i.usage();
+                // One ring of 20 events may sit on top of a shard's share.
+                prop_assert!(bytes <= i.max_bytes() + 20 * 400, "{} > {}", bytes, i.max_bytes());
+                prop_assert!(!i.events(&id).is_empty());
+            }
+        }
+    }
+}

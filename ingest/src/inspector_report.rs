@@ -1,0 +1,91 @@
+//! The integration inspector's answer for one tracking id: the events the edge kept
+//! ([`crate::inspector`]) in arrival order with their outcomes, grouped per view and
+//! per cart line, and the rule checks of `rm_schemas::inspect` over them.
+//!
+//! ```json
+//! {"trackingId":"s-1","inspector":{"enabled":true,"sampled":true,"eventsPerId":200,"kept":4},
+//!  "events":[{"seq":1,"receivedAt":"2026-11-22T10:15:30.251Z","endpoint":"interaction",
+//!             "params":{"adId":"ad-1","interactionType":"cart","units":"-1",...},
+//!             "outcome":"rejected","reason":"invalid_units","field":"units","message":"..."}],
+//!  "rules":[{"rule":10,"title":"cart units absolute, removal 0","verdict":"violated",
+//!            "summary":"...","findings":["cart line p-1 (catalog c): cart #4 sent units=-1 ..."]}],
+//!  "views":[{"adId":..,"videoId":..,"events":[1,2],"sequence":["videoPlay",...]}],
+//!  "carts":[{"catalogId":..,"productCode":..,"events":[..],"units":["1","1","1","-1"]}]}
+//! ```
+//!
+//! `outcome` is `accepted`, `duplicate` (answered 200 without a write), `rejected`
+//! (400, with `reason`, `field` and `message`) or `not_recorded` (503, or a click
+//! redirected while the log was down).
+
+use rm_schemas::inspect::{inspect, Outcome, Thresholds};
+use serde_json::{json, Map, Value};
+
+use crate::inspector::Inspector;
+
+/// The inspector's report for `tracking_id` (empty when nothing was kept for it).
+pub fn report(inspector: &Inspector, tracking_id: &str) -> Value {
+    let kept = inspector.events(tracking_id);
+    let observed: Vec<_> = kept.iter().map(|(seq, e)| e.observed(*seq)).collect();
+    let judged = inspect(&observed, Thresholds::default());
+    let events: Vec<Value> = kept
+        .iter()
+        .map(|(seq, e)| {
+            let params: Map<String, Value> = e
+                .params
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Value::String(v.clone())))
+                .collect();
+            let mut o = json!({
+                "seq": seq,
+                "receivedAt": chrono::DateTime::from_timestamp_millis(e.received_at_ms)
+                    .map(rm_schemas::record::format_received_at),
+                "endpoint": e.endpoint,
+                "params": params,
+            });
+            let (outcome, reason, field) = match &e.outcome {
+                Outcome::Accepted => ("accepted", None, None),
+                Outcome::Duplicate => ("duplicate", None, None),
+                Outcome::NotRecorded => ("not_recorded", None, None),
+                Outcome::Rejected { reason, field } => {
+                    ("rejected", Some(reason.as_str()), Some(field.as_str()))
+                }
+            };
+            o["outcome"] = json!(outcome);
+            if let Some(r) = reason {
+                o["reason"] = json!(r);
+            }
+            if let Some(f) = field {
+                o["field"] = json!(f);
+            }
+            if let Some(m) = &e.message {
+                o["message"] = json!(m);
+            }
+            if let Some(v) = e.ad_id_verdict {
+                o["adIdVerdict"] = json!(v.as_str());
+            }
+            o
+        })
+        .collect();
+    let note = if !inspector.enabled() {
+        "the inspector is off on this edge (RM_INGEST_INSPECTOR=off)"
+    } else if !inspector.samples(tracking_id) {
+        "this tracking id is not sampled (RM_INGEST_INSPECTOR is a fraction); use another id or set it to on"
+    } else if kept.is_empty() {
+        "no event for this tracking id yet (or it was evicted: the least recently seen ids go first)"
+    } else {
+        "the latest events of this tracking id, oldest first"
+    };
+    json!({
+        "trackingId": tracking_id,
+        "inspector": {
+            "enabled": inspector.enabled(),
+            "sampled": inspector.samples(tracking_id),
+            "kept": kept.len(),
+            "note": note,
+        },
+        "events": events,
+        "rules": judged.rules,
+        "views": judged.views,
+        "carts": judged.carts,
+    })
+}
