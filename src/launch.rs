@@ -75,6 +75,8 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
 
     let ad_keys = ad_id_keys(&settings)?;
+    // The integration inspector: the edge records, the api (in one process) serves it.
+    let inspector = rm_ingest::Inspector::from_config(&settings.ingest);
 
     // Bind first, so a port conflict fails fast before any state is opened.
     let edge_listener = if runs_edge {
@@ -121,8 +123,12 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     if let (Some(listener), Some(log)) = (edge_listener, log.clone()) {
         let backend = log.backend();
         let (cfg, stop) = (settings.ingest.clone(), shutdown.clone());
+        let deps = rm_ingest::EdgeDeps {
+            ad_keys: ad_keys.clone(),
+            inspector: inspector.clone(),
+        };
         tasks.spawn(async move {
-            rm_ingest::run(cfg, log, backend, listener, stop, drain)
+            rm_ingest::run(cfg, log, backend, listener, stop, drain, deps)
                 .await
                 .context("edge")
         });
