@@ -733,6 +733,29 @@ async fn postgres_restart_fails_calls_then_recovers() {
     })
     .await;
     assert_eq!(bearer_get(svc.api, seg, &tok).status, 200);
+
+    // `postgres-restart` in one step: the same handle and the api come back by themselves.
+    let _again = StartOnDrop;
+    tokio::task::spawn_blocking(|| up_sh("postgres-restart"))
+        .await
+        .unwrap();
+    let t = Instant::now();
+    loop {
+        match kv.get(Ns::Segments, "kept").await {
+            Ok(v) => break assert_eq!(v, Some(b"1".to_vec())),
+            Err(StateError::Backend(m)) if t.elapsed() < Duration::from_secs(10) => {
+                eprintln!("after restart, still: {m}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("no recovery after postgres-restart: {e}"),
+        }
+    }
+    eventually(
+        Duration::from_secs(10),
+        "the api answers after a restart",
+        || bearer_get(api, seg, &tok).status == 200,
+    )
+    .await;
     svc.terminate();
 }
 
