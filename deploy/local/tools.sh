@@ -59,6 +59,11 @@ command -v "$PYTHON" >/dev/null 2>&1 || {
     log "ERROR: $PYTHON not found (Debian: apt-get install python3 python3-venv)"
     exit 1
 }
+# A venv whose interpreter is gone (made by a Python since removed) is made again.
+if [[ -d $VENV ]] && ! "$VENV/bin/python" -c '' 2>/dev/null; then
+    log "venv $VENV has no working python; making it again"
+    rm -rf "$VENV"
+fi
 if [[ ! -x $VENV/bin/pip ]]; then
     log "creating venv $VENV"
     rm -rf "$VENV"
