@@ -1,0 +1,280 @@
+//! The integration inspector through `GET /v1/debug/events` on the edge's port, with
+//! a bearer token from the running api (`retail-media all`, the edge verifying tokens
+//! against the api's own JWK set through `RM_INGEST_JWKS_URL`): broken integrations
+//! are flagged with the right rule, a clean one is ok.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{beacon, enc, free_port, get, send, Service};
+use serde_json::Value;
+
+const BASE_MS: i64 = 1_795_341_600_000; // 2026-11-22T10:00:00Z
+
+fn ts(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(BASE_MS + ms)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+struct Harness {
+    svc: Service,
+    api: SocketAddr,
+    token: String,
+}
+
+impl Harness {
+    fn start(dir: &std::path::Path) -> Harness {
+        let api_port = free_port();
+        let svc = Service::start(
+            "all",
+            dir,
+            &[
+                ("RM_API_ADDR", format!("127.0.0.1:{api_port}")),
+                (
+                    "RM_INGEST_JWKS_URL",
+                    format!("http://127.0.0.1:{api_port}/.well-known/jwks.json"),
+                ),
+            ],
+        );
+        let api: SocketAddr = ([127, 0, 0, 1], api_port).into();
+        svc.wait_ready(api, Duration::from_secs(60));
+        let token = common::demo_token(api);
+        Harness { svc, api, token }
+    }
+
+    fn video(&self, session: &str, video: &str, kind: &str, at: i64) -> u16 {
+        let t = ts(at);
+        get(
+            self.svc.ingest,
+            &beacon(&[
+                ("adId", "ad-video"),
+                ("interactionType", kind),
+                ("videoId", video),
+                ("sessionId", session),
+                ("timestamp", &t),
+            ]),
+        )
+        .unwrap()
+        .status
+    }
+
+    fn full_watch(&self, session: &str, video: &str, start: i64) {
+        for (i, k) in [
+            "videoCreativeView",
+            "videoPlay",
+            "videoFirstQuartile",
+            "videoMidpoint",
+            "videoThirdQuartile",
+            "videoComplete",
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert_eq!(self.video(session, video, k, start + i as i64 * 2_500), 200);
+        }
+    }
+
+    fn cart(&self, session: &str, units: &str, at: i64) -> u16 {
+        let t = ts(at);
+        get(
+            self.svc.ingest,
+            &beacon(&[
+                ("adId", "ad-cart"),
+                ("interactionType", "cart"),
+                ("productCode", "cola-1l"),
+                ("catalogId", "demo-catalog"),
+                ("units", units),
+                ("sessionId", session),
+                ("timestamp", &t),
+            ]),
+        )
+        .unwrap()
+        .status
+    }
+
+    fn product_impression(&self, session: &str, at: i64) -> u16 {
+        let t = ts(at);
+        get(
+            self.svc.ingest,
+            &beacon(&[
+                ("adId", "ad-product"),
+                ("interactionType", "productImpression"),
+                ("productCode", "crisps-150g"),
+                ("catalogId", "demo-catalog"),
+                ("sessionId", session),
+                ("timestamp", &t),
+            ]),
+        )
+        .unwrap()
+        .status
+    }
+
+    fn inspect_with(&self, tracking_id: &str, auth: Option<&str>) -> common::HttpResponse {
+        let path = format!("/v1/debug/events?trackingId={}", enc(tracking_id));
+        let header = auth.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = header
+            .as_deref()
+            .map(|h| vec![("Authorization", h)])
+            .unwrap_or_default();
+        send(self.svc.ingest, "GET", &path, &headers, b"").unwrap()
+    }
+
+    fn inspect(&self, tracking_id: &str) -> Value {
+        let r = self.inspect_with(tracking_id, Some(&self.token));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        r.json()
+    }
+}
+
+fn rule(report: &Value, n: u64) -> &Value {
+    report["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == n)
+        .unwrap_or_else(|| panic!("no rule {n} in {report:#}"))
+}
+
+/// Only rule `n` is violated; returns its findings joined.
+fn only_violated(report: &Value, n: u64) -> String {
+    for r in report["rules"].as_array().unwrap() {
+        let expected = if r["rule"] == n { "violated" } else { "" };
+        if expected.is_empty() {
+            assert_ne!(r["verdict"], "violated", "rule {} in {report:#}", r["rule"]);
+        } else {
+            assert_eq!(r["verdict"], "violated", "rule {n} in {report:#}");
+        }
+    }
+    rule(report, n)["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_inspector_flags_broken_integrations_and_passes_a_clean_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::start(dir.path());
+
+    // Access: a bearer token with scope reports, verified against the api's JWK set.
+    assert_eq!(h.inspect_with("s-clean", None).status, 401);
+    assert_eq!(h.inspect_with("s-clean", Some("not.a.jwt")).status, 401);
+    let ads_only = common::token(h.api, "demo-client", "demo-secret", Some("ads"));
+    assert_eq!(h.inspect_with("s-clean", Some(&ads_only)).status, 403);
+    let r = send(
+        h.svc.ingest,
+        "GET",
+        "/v1/debug/events",
+        &[("Authorization", &format!("Bearer {}", h.token))],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["details"][0]["metadata"]["field"], "trackingId");
+
+    // Rule 1: a midpoint without a first quartile (synthesised on seek).
+    assert_eq!(h.video("s-seek", "v-1", "videoCreativeView", 0), 200);
+    assert_eq!(h.video("s-seek", "v-1", "videoPlay", 100), 200);
+    assert_eq!(h.video("s-seek", "v-1", "videoMidpoint", 8_000), 200);
+    let report = h.inspect("s-seek");
+    let f = only_violated(&report, 1);
+    assert!(
+        f.contains("videoMidpoint #3 arrived without videoFirstQuartile"),
+        "{f}"
+    );
+    assert_eq!(report["views"][0]["videoId"], "v-1");
+    assert_eq!(report["events"].as_array().unwrap().len(), 3);
+
+    // Rule 1: two completes in one view (a replay).
+    h.full_watch("s-twice", "v-1", 0);
+    assert_eq!(h.video("s-twice", "v-1", "videoComplete", 40_000), 200);
+    let f = only_violated(&h.inspect("s-twice"), 1);
+    assert!(
+        f.contains("two videoComplete (videoComplete #6 and videoComplete #7)"),
+        "{f}"
+    );
+
+    // Rule 10: cart units sent as deltas. The -1 is refused by the edge; the
+    // inspector shows the refusal and still judges the line.
+    for (i, u) in ["1", "1", "1"].iter().enumerate() {
+        assert_eq!(h.cart("s-deltas", u, i as i64 * 2_000), 200);
+    }
+    assert_eq!(h.cart("s-deltas", "-1", 6_000), 400);
+    let report = h.inspect("s-deltas");
+    let f = only_violated(&report, 10);
+    assert!(f.contains("cart #4 sent units=-1"), "{f}");
+    assert!(f.contains("both sent units=1"), "{f}");
+    let refused = &report["events"][3];
+    assert_eq!(refused["outcome"], "rejected", "{report:#}");
+    assert_eq!(refused["reason"], "invalid_units");
+    assert_eq!(refused["field"], "units");
+    assert_eq!(refused["params"]["units"], "-1");
+    assert_eq!(
+        report["carts"][0]["units"],
+        serde_json::json!(["1", "1", "1", "-1"])
+    );
+
+    // Rule 9: a product impression re-fired on every re-render (and once identically,
+    // which the edge dropped as a duplicate).
+    for at in [0, 150, 300, 450] {
+        assert_eq!(h.product_impression("s-rerender", at), 200);
+    }
+    assert_eq!(h.product_impression("s-rerender", 0), 200);
+    let report = h.inspect("s-rerender");
+    let f = only_violated(&report, 9);
+    assert!(f.contains("150 ms apart"), "{f}");
+    assert!(f.contains("duplicate"), "{f}");
+    assert_eq!(report["events"][4]["outcome"], "duplicate");
+
+    // A clean integration: a full watch with spaced controls, absolute cart units,
+    // one impression per product, the served ad's impression and click once.
+    h.full_watch("s-clean", "v-1", 0);
+    assert_eq!(h.video("s-clean", "v-1", "videoPause", 3_000), 200);
+    assert_eq!(h.video("s-clean", "v-1", "videoResume", 6_000), 200);
+    for (i, u) in ["1", "2", "3", "0"].iter().enumerate() {
+        assert_eq!(h.cart("s-clean", u, 20_000 + i as i64 * 3_000), 200);
+    }
+    assert_eq!(h.product_impression("s-clean", 40_000), 200);
+    for what in ["impression", "click"] {
+        let t = ts(50_000);
+        let r = get(
+            h.svc.ingest,
+            &format!(
+                "/v1/events/ad/{what}?adId=ad-served&sessionId=s-clean&timestamp={}",
+                enc(&t)
+            ),
+        )
+        .unwrap();
+        assert_eq!(r.status, 200);
+    }
+    let report = h.inspect("s-clean");
+    for n in [1, 2, 3, 9, 10] {
+        assert_eq!(rule(&report, n)["verdict"], "ok", "rule {n}: {report:#}");
+        assert!(rule(&report, n)["findings"].as_array().unwrap().is_empty());
+    }
+    let events = report["events"].as_array().unwrap();
+    assert_eq!(events.len(), 15);
+    assert!(
+        events.iter().all(|e| e["outcome"] == "accepted"),
+        "{report:#}"
+    );
+    assert_eq!(events[13]["endpoint"], "impression");
+    assert_eq!(events[14]["adIdVerdict"], "foreign");
+
+    // An id nobody used: empty, with a note.
+    let report = h.inspect("nobody");
+    assert_eq!(report["events"], serde_json::json!([]));
+    assert!(report["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["verdict"] == "not_applicable"));
+    assert_eq!(h.svc.terminate(), Some(0));
+}
