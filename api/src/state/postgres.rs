@@ -87,6 +87,16 @@ fn storable(key: &str) -> bool {
     !key.contains('\0')
 }
 
+/// The entries of a batch as key and value arrays, each key once with its last value
+/// (one statement may not touch a row twice), in key order.
+fn last_wins(entries: Vec<(String, Vec<u8>)>) -> (Vec<String>, Vec<Vec<u8>>) {
+    entries
+        .into_iter()
+        .collect::<BTreeMap<_, _>>()
+        .into_iter()
+        .unzip()
+}
+
 fn nul_key(ns: Ns) -> StateError {
     StateError::Backend(format!(
         "postgres: a key of {} contains NUL, which PostgreSQL text cannot hold",
@@ -356,12 +366,7 @@ impl KvStore for PostgresKv {
         if entries.iter().any(|(k, _)| !storable(k)) {
             return Err(nul_key(ns));
         }
-        // One statement may not touch a row twice: the last value of a key wins.
-        let (keys, values): (Vec<String>, Vec<Vec<u8>>) = entries
-            .into_iter()
-            .collect::<BTreeMap<_, _>>()
-            .into_iter()
-            .unzip();
+        let (keys, values) = last_wins(entries);
         if keys.is_empty() {
             return Ok(());
         }
@@ -391,6 +396,25 @@ impl KvStore for PostgresKv {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_batch_keeps_each_key_once_with_its_last_value(
+            entries in prop::collection::vec(("[a-c]{0,2}", prop::collection::vec(any::<u8>(), 0..3)), 0..20)
+        ) {
+            let (keys, values) = last_wins(entries.clone());
+            prop_assert_eq!(keys.len(), values.len());
+            prop_assert!(keys.windows(2).all(|w| w[0] < w[1]));
+            for (k, v) in keys.iter().zip(&values) {
+                let last = entries.iter().rev().find(|(ek, _)| ek == k).map(|(_, ev)| ev);
+                prop_assert_eq!(Some(v), last);
+            }
+            for (k, _) in &entries {
+                prop_assert!(keys.contains(k));
+            }
+        }
+    }
 
     #[tokio::test]
     async fn a_bad_url_is_a_clear_error() {
