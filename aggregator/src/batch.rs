@@ -11,6 +11,12 @@
 //! `future_skew` after, is not aggregated (counted as dropped by reason): the decision
 //! uses the record's `receivedAt`, so replays decide the same way.
 //!
+//! Ad impressions and ad clicks (the edge's impression and click endpoints) are stored
+//! as [`AdFact`]s, one row per distinct copy, resolved when read (see
+//! [`crate::aggregate::ads`]). Every fact keeps its record's `adIdVerdict` as an
+//! [`AdIdStatus`] (see [`crate::aggregate::status`]); unverified events are counted
+//! by verdict in [`FoldStats::unverified`].
+//!
 //! Product impressions, product clicks and creative clicks are also stored as
 //! attribution touches (one per shopper id, keyed by shopper and dedup key), and the
 //! orders of the `orders` topic as order lines ([`fold_orders`]): sales are attributed
@@ -20,13 +26,16 @@
 use std::collections::{HashMap, HashSet};
 
 use rm_schemas::order::OrderRecord;
+use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{EventRecord, InteractionType};
 
+use crate::aggregate::ads::{AdAction, AdFact};
 use crate::aggregate::attribution::{self, OrderLine, Touch};
 use crate::aggregate::carts::{self, CartEventRow, CartFact, CartKey};
 use crate::aggregate::day_of;
 use crate::aggregate::funnel::{self, ViewFact, ViewKey, ViewRow};
 use crate::aggregate::products::{ProductAction, ProductFact, ProductGroup};
+use crate::aggregate::status::AdIdStatus;
 use crate::campaign::campaign_of;
 
 /// Aggregation policy.
@@ -68,6 +77,8 @@ pub struct BatchWrite {
     pub views: Vec<ViewRow>,
     /// New product facts (idempotent by dedup key).
     pub product_facts: Vec<ProductFact>,
+    /// New copies of ad impressions and clicks (idempotent: a copy is its whole row).
+    pub ad_facts: Vec<AdFact>,
     /// Derived event rows of touched carts (complete per cart).
     pub cart_rows: Vec<CartEventRow>,
     /// New attribution touches (idempotent by shopper and dedup key).
@@ -87,6 +98,8 @@ pub struct FoldStats {
     pub duplicates: u64,
     /// Events not aggregated, by reason.
     pub dropped: HashMap<Dropped, u64>,
+    /// Events aggregated whose ad id did not verify, by verdict.
+    pub unverified: HashMap<UnverifiedAdId, u64>,
 }
 
 /// Fact sets of entities, as loaded from the store or kept in the cache.
@@ -110,7 +123,7 @@ pub fn touched(records: &[EventRecord]) -> (HashSet<ViewKey>, HashSet<CartKey>) 
             Entity::Cart(k) => {
                 carts.insert(k);
             }
-            Entity::Product(_) | Entity::None => {}
+            Entity::Product(_) | Entity::Ad(_) | Entity::None => {}
         }
     }
     (views, carts)
@@ -120,6 +133,7 @@ enum Entity {
     View(ViewKey),
     Cart(CartKey),
     Product(ProductAction),
+    Ad(AdAction),
     None,
 }
 
@@ -134,10 +148,10 @@ fn entity(r: &EventRecord) -> Entity {
             catalog_id: s(&e.catalog_id),
             product_code: s(&e.product_code),
         }),
-        // Ad impressions and clicks (the edge's own endpoints) are not views.
-        InteractionType::CreativeClick
-        | InteractionType::AdImpression
-        | InteractionType::AdClick => Entity::None,
+        // Ad impressions and clicks (the edge's own endpoints) are ad facts, not views.
+        InteractionType::AdImpression => Entity::Ad(AdAction::Impression),
+        InteractionType::AdClick => Entity::Ad(AdAction::Click),
+        InteractionType::CreativeClick => Entity::None,
         _ => Entity::View(ViewKey {
             ad_id: e.ad_id.clone(),
             video_id: s(&e.video_id),
@@ -170,6 +184,7 @@ pub fn fold(
             continue;
         }
         let key = r.dedup_key.0;
+        let status = AdIdStatus::of(r.ad_id_verdict);
         let campaign_id = campaign_of(&r.event.ad_id);
         write.touches.extend(attribution::touches_of(
             &r.event,
@@ -183,6 +198,7 @@ pub fn fold(
                     dedup_key: key,
                     kind: r.event.interaction_type,
                     time_ms,
+                    status,
                 };
                 let fresh = funnel::insert_fact(sets.views.entry(k.clone()).or_default(), fact);
                 campaigns.insert(k.clone(), campaign_id);
@@ -197,6 +213,7 @@ pub fn fold(
                     value: r.event.conversion_value,
                     campaign_id,
                     ad_id: r.event.ad_id.clone(),
+                    status,
                 };
                 let fresh = carts::insert_fact(sets.carts.entry(k.clone()).or_default(), fact);
                 dirty_carts.insert(k);
@@ -214,6 +231,18 @@ pub fn fold(
                     },
                     action,
                     dedup_key: key,
+                    status,
+                });
+                true
+            }
+            Entity::Ad(action) => {
+                write.ad_facts.push(AdFact {
+                    campaign_id,
+                    ad_id: r.event.ad_id.clone(),
+                    action,
+                    dedup_key: key,
+                    time_ms,
+                    status,
                 });
                 true
             }
@@ -221,6 +250,9 @@ pub fn fold(
         };
         if fresh {
             *stats.by_type.entry(r.event.interaction_type).or_default() += 1;
+            if let Some(v) = r.ad_id_verdict {
+                *stats.unverified.entry(v).or_default() += 1;
+            }
             write.newest_event_ms = write.newest_event_ms.max(Some(time_ms));
         } else {
             stats.duplicates += 1;

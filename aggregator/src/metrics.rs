@@ -6,6 +6,7 @@
 //! | `aggregator_batch_records` | histogram | |
 //! | `aggregator_events_total` | counter | `interaction_type` |
 //! | `aggregator_duplicates_total` | counter | |
+//! | `aggregator_unverified_events_total` | counter | `verdict` (expired, bad_signature, foreign) |
 //! | `aggregator_events_dropped_total` | counter | `reason` (too_late, future, undecodable) |
 //! | `aggregator_rule_violations_total` | counter | `rule` (funnel_gap, repeated_milestone) |
 //! | `aggregator_store_write_seconds` | histogram | `backend` |
@@ -15,6 +16,7 @@
 //! | `aggregator_freshness_seconds` | gauge | |
 
 use metrics::{counter, gauge, histogram};
+use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::InteractionType;
 
 use crate::batch::{Dropped, FoldStats, OrderStats};
@@ -27,6 +29,8 @@ pub const BATCH_RECORDS: &str = "aggregator_batch_records";
 pub const EVENTS: &str = "aggregator_events_total";
 /// Events already counted (duplicates that passed the edge).
 pub const DUPLICATES: &str = "aggregator_duplicates_total";
+/// Events aggregated whose ad id did not verify, by verdict.
+pub const UNVERIFIED: &str = "aggregator_unverified_events_total";
 /// Events not aggregated.
 pub const DROPPED: &str = "aggregator_events_dropped_total";
 /// Rule violations seen.
@@ -46,8 +50,14 @@ pub const FRESHNESS: &str = "aggregator_freshness_seconds";
 pub fn register(backend: &'static str) {
     counter!(BATCHES).absolute(0);
     counter!(DUPLICATES).absolute(0);
-    for t in InteractionType::ALL {
+    for t in InteractionType::ALL
+        .into_iter()
+        .chain(InteractionType::AD_EVENTS)
+    {
         counter!(EVENTS, "interaction_type" => t.as_str()).absolute(0);
+    }
+    for v in UnverifiedAdId::ALL {
+        counter!(UNVERIFIED, "verdict" => v.as_str()).absolute(0);
     }
     for r in ["too_late", "future", "undecodable"] {
         counter!(DROPPED, "reason" => r).absolute(0);
@@ -73,6 +83,9 @@ pub fn batch(records: usize, stats: &FoldStats, gaps: i64, repeats: i64) {
         counter!(EVENTS, "interaction_type" => t.as_str()).increment(*n);
     }
     counter!(DUPLICATES).increment(stats.duplicates);
+    for (v, n) in &stats.unverified {
+        counter!(UNVERIFIED, "verdict" => v.as_str()).increment(*n);
+    }
     for (d, n) in &stats.dropped {
         let reason = match d {
             Dropped::TooLate => "too_late",

@@ -8,7 +8,8 @@
 //! backends and requires equal transcripts.
 //!
 //! The sales report (order lines and attribution touches) has its own part,
-//! [`sales::suite`], run the same way on both backends.
+//! [`sales::suite`], and so do the ad report, unverified ad ids and the campaign
+//! summary, [`ads::suite`]; both run the same way on both backends.
 //!
 //! The ClickHouse test needs `RM_CLICKHOUSE_URL` (`deploy/local/up.sh` prints it); it
 //! works in a fresh database `rm_test_<pid>_<nanos>` and drops it at the end. Without
@@ -20,6 +21,7 @@ use chrono::{DateTime, FixedOffset, Utc};
 use rm_aggregator::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
 use rm_aggregator::aggregate::funnel::{FunnelReportRow, ViewKey};
 use rm_aggregator::aggregate::products::ProductReportRow;
+use rm_aggregator::aggregate::status::AdIdStatus;
 use rm_aggregator::aggregate::{format_day, DAY_MS};
 use rm_aggregator::batch::{fold, touched, EntitySets, FoldStats, Policy};
 use rm_aggregator::store::clickhouse::{ClickHouseConfig, ClickHouseStore};
@@ -27,6 +29,8 @@ use rm_aggregator::store::embedded::EmbeddedStore;
 use rm_aggregator::store::{ReportFilter, Store};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 
+#[path = "store_suite/ads.rs"]
+mod ads;
 #[path = "store_suite/sales.rs"]
 mod sales;
 
@@ -316,6 +320,8 @@ fn funnel_row(
         unmutes: c[4],
         funnel_gap_violations: violations[0],
         repeated_milestone_violations: violations[1],
+        impressions: 0,
+        ad_id_status: AdIdStatus::Verified,
     }
 }
 
@@ -331,6 +337,7 @@ fn product_row(g: (&str, &str, &str, &str, &str), i: u64, c: u64, ctr: f64) -> P
         impressions: i,
         clicks: c,
         ctr,
+        ad_id_status: AdIdStatus::Verified,
     }
 }
 
@@ -354,6 +361,7 @@ fn cart_row(
         campaign_id: latest.0.into(),
         ad_id: latest.1.into(),
         last_day: latest.2.into(),
+        ad_id_status: AdIdStatus::Verified,
     }
 }
 
@@ -819,6 +827,14 @@ async fn embedded() {
 }
 
 #[tokio::test]
+async fn ads_embedded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    let transcript = ads::suite(&store).await;
+    assert_eq!(transcript.len(), 3 * 2 * 2 * 2 * 5);
+}
+
+#[tokio::test]
 async fn sales_embedded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
@@ -861,7 +877,9 @@ async fn clickhouse() {
         user: "default".into(),
         password: String::new(),
     };
+    let url2 = url.clone();
     let run = tokio::spawn(async move {
+        let url = url2;
         // Connecting twice applies the DDL twice: harmless.
         ClickHouseStore::connect(&config).await.expect("connect");
         let store = ClickHouseStore::connect(&config)
@@ -882,6 +900,39 @@ async fn clickhouse() {
         for (c, e) in sales_clickhouse.iter().zip(&sales_embedded) {
             assert_eq!(c, e, "the backends disagree on sales");
         }
+        let ads_clickhouse = ads::suite(&store).await;
+        let ads_embedded = ads::suite(&embedded).await;
+        assert_eq!(ads_clickhouse.len(), ads_embedded.len());
+        for (c, e) in ads_clickhouse.iter().zip(&ads_embedded) {
+            assert_eq!(c, e, "the backends disagree on ads");
+        }
+
+        // A table created before `ad_id_status` existed gets the column at start.
+        let client = clickhouse::Client::default()
+            .with_url(url.clone())
+            .with_database(config.database.clone())
+            .with_validation(false);
+        // (`product_facts` has the column in its sorting key, which cannot be dropped.)
+        for (table, column, _) in rm_schemas::tables::ADDED_COLUMNS
+            .into_iter()
+            .filter(|c| c.0 != "product_facts")
+        {
+            client
+                .query_raw(&format!("ALTER TABLE {table} DROP COLUMN {column}"))
+                .execute()
+                .await
+                .expect("drop column");
+        }
+        let upgraded = ClickHouseStore::connect(&config)
+            .await
+            .expect("connect adds columns");
+        let funnel = upgraded.funnel(&all()).await.expect("funnel after upgrade");
+        assert!(
+            funnel
+                .iter()
+                .all(|r| r.ad_id_status == AdIdStatus::Verified),
+            "old rows read as verified"
+        );
 
         // A schema problem is refused (a retry will not help) and the store stays
         // ready; an unreachable server is retryable.

@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS retail_media.view_facts_local ON CLUSTER '{cluster}' 
     tracking_id String,
     dedup_key String,
     kind String,
-    time_ms Int64
+    time_ms Int64,
+    ad_id_status UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/view_facts', '{replica}')
 ORDER BY (ad_id, video_id, tracking_id, dedup_key);
@@ -55,7 +56,8 @@ CREATE TABLE IF NOT EXISTS retail_media.views_local ON CLUSTER '{cluster}' (
     mutes UInt32,
     unmutes UInt32,
     funnel_gaps UInt32,
-    repeated_milestones UInt32
+    repeated_milestones UInt32,
+    ad_id_status UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/views', '{replica}', version)
 ORDER BY (ad_id, video_id, tracking_id);
@@ -71,13 +73,14 @@ CREATE TABLE IF NOT EXISTS retail_media.product_facts_local ON CLUSTER '{cluster
     product_code String,
     day Int32,
     action String,
-    dedup_key String
+    dedup_key String,
+    ad_id_status UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/product_facts', '{replica}')
-ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key);
+ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, ad_id_status);
 
 CREATE TABLE IF NOT EXISTS retail_media.product_facts ON CLUSTER '{cluster}' AS retail_media.product_facts_local
-ENGINE = Distributed('{cluster}', retail_media, product_facts_local, cityHash64(campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key));
+ENGINE = Distributed('{cluster}', retail_media, product_facts_local, cityHash64(campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, ad_id_status));
 
 -- cart_events: replicated on every shard, distributed over the cluster.
 CREATE TABLE IF NOT EXISTS retail_media.cart_events_local ON CLUSTER '{cluster}' (
@@ -92,7 +95,8 @@ CREATE TABLE IF NOT EXISTS retail_media.cart_events_local ON CLUSTER '{cluster}'
     ad_id String,
     prev_units UInt64,
     transition String,
-    version UInt32
+    version UInt32,
+    ad_id_status UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/cart_events', '{replica}', version)
 ORDER BY (tracking_id, catalog_id, product_code, dedup_key);
@@ -136,3 +140,19 @@ ORDER BY (shopper, time_ms, dedup_key);
 
 CREATE TABLE IF NOT EXISTS retail_media.attribution_touches ON CLUSTER '{cluster}' AS retail_media.attribution_touches_local
 ENGINE = Distributed('{cluster}', retail_media, attribution_touches_local, cityHash64(shopper, time_ms, dedup_key));
+
+-- ad_facts: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.ad_facts_local ON CLUSTER '{cluster}' (
+    campaign_id String,
+    ad_id String,
+    action String,
+    dedup_key String,
+    time_ms Int64,
+    day Int32,
+    ad_id_status UInt8
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/ad_facts', '{replica}')
+ORDER BY (campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status);
+
+CREATE TABLE IF NOT EXISTS retail_media.ad_facts ON CLUSTER '{cluster}' AS retail_media.ad_facts_local
+ENGINE = Distributed('{cluster}', retail_media, ad_facts_local, cityHash64(campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status));

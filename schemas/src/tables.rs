@@ -25,6 +25,7 @@
 //! | [`CART_EVENTS`] | cart, dedup key | `version` (facts in the cart) | `FINAL` |
 //! | [`ORDER_LINES`] | order id, line | none (copies are equal) | distinct (order id, line) |
 //! | [`ATTRIBUTION_TOUCHES`] | shopper, event time, dedup key | none (copies are equal) | distinct (dedup key) |
+//! | [`AD_FACTS`] | campaign, ad, action, dedup key, event time, status | none (copies are equal) | one fact per dedup key: earliest time, best status |
 //!
 //! An order id is written once: the aggregator looks the batch's order ids up first
 //! and writes only the orders the table does not hold, so a re-sent order (same id,
@@ -41,6 +42,20 @@
 //! partition, and a view's day (its earliest event) can move when a late event
 //! arrives, so a partition key derived from it would keep stale versions.
 //!
+//! **Ad id status.** `ad_id_status` (`UInt8`) is how the event's realised ad id
+//! verified at the edge, as a rank from best to worst: 0 verified, 1 expired,
+//! 2 bad signature, 3 foreign (`rm_aggregator::aggregate::status`). Reports show the
+//! worst status of a row's events, each event taking the best status of its copies.
+//! The column was added to `view_facts`, `views`, `product_facts` and `cart_events`
+//! after they first shipped: [`ADDED_COLUMNS`] lists it, and the store adds it (with
+//! its default, 0 = verified) to a table created before. ClickHouse 18.16 has no
+//! `ADD COLUMN IF NOT EXISTS`, so the store reads `system.columns` first. On a cluster
+//! built from `deploy/clickhouse/cluster.sql` before that, run `ALTER TABLE
+//! retail_media.<t>_local ON CLUSTER '{cluster}' ADD COLUMN ad_id_status UInt8` and
+//! the same on `retail_media.<t>` for each of those tables before upgrading. In a
+//! table created before the column, copies of one event that differ only in status
+//! may be merged to one of them (the status is not in that table's sorting key).
+//!
 //! Dedup keys are stored as 32 lower-case hex digits (`format!("{:032x}")`): fixed
 //! width, so their string order is their numeric order. Days are `Int32` days since
 //! 1970-01-01 (UTC), exactly the aggregator's day numbers.
@@ -52,7 +67,8 @@ pub const VIEW_FACTS: &str = "CREATE TABLE IF NOT EXISTS view_facts (
     tracking_id String,
     dedup_key String,
     kind String,
-    time_ms Int64
+    time_ms Int64,
+    ad_id_status UInt8
 ) ENGINE = ReplacingMergeTree
 ORDER BY (ad_id, video_id, tracking_id, dedup_key)";
 
@@ -76,7 +92,8 @@ pub const VIEWS: &str = "CREATE TABLE IF NOT EXISTS views (
     mutes UInt32,
     unmutes UInt32,
     funnel_gaps UInt32,
-    repeated_milestones UInt32
+    repeated_milestones UInt32,
+    ad_id_status UInt8
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (ad_id, video_id, tracking_id)";
 
@@ -88,9 +105,10 @@ pub const PRODUCT_FACTS: &str = "CREATE TABLE IF NOT EXISTS product_facts (
     product_code String,
     day Int32,
     action String,
-    dedup_key String
+    dedup_key String,
+    ad_id_status UInt8
 ) ENGINE = ReplacingMergeTree
-ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key)";
+ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, ad_id_status)";
 
 /// Every distinct cart event with the transition it caused, derived from the cart's
 /// fact set; `version` is the number of facts of the cart when derived. `transition`
@@ -107,7 +125,8 @@ pub const CART_EVENTS: &str = "CREATE TABLE IF NOT EXISTS cart_events (
     ad_id String,
     prev_units UInt64,
     transition String,
-    version UInt32
+    version UInt32,
+    ad_id_status UInt8
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (tracking_id, catalog_id, product_code, dedup_key)";
 
@@ -144,14 +163,42 @@ pub const ATTRIBUTION_TOUCHES: &str = "CREATE TABLE IF NOT EXISTS attribution_to
 ) ENGINE = ReplacingMergeTree
 ORDER BY (shopper, time_ms, dedup_key)";
 
+/// Every distinct copy of an ad impression or click (the edge's impression and click
+/// endpoints; `action` is `impression` or `click`). An impression's dedup key leaves
+/// its timestamp out, so copies of one impression may differ in `time_ms` (and `day`,
+/// the UTC day of `time_ms`) and in `ad_id_status`: all are kept, and the report
+/// makes one fact per dedup key, on the day of its earliest copy
+/// (`argMin(day, time_ms)`) with its best status (`min(ad_id_status)`).
+pub const AD_FACTS: &str = "CREATE TABLE IF NOT EXISTS ad_facts (
+    campaign_id String,
+    ad_id String,
+    action String,
+    dedup_key String,
+    time_ms Int64,
+    day Int32,
+    ad_id_status UInt8
+) ENGINE = ReplacingMergeTree
+ORDER BY (campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status)";
+
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 6] = [
+pub const ALL: [&str; 7] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
     CART_EVENTS,
     ORDER_LINES,
     ATTRIBUTION_TOUCHES,
+    AD_FACTS,
+];
+
+/// Columns added to a table after it first shipped: (table, column, type). Each is
+/// also in the table's statement above; the store adds the ones a table created
+/// earlier lacks (the type's default fills the old rows).
+pub const ADDED_COLUMNS: [(&str, &str, &str); 4] = [
+    ("view_facts", "ad_id_status", "UInt8"),
+    ("views", "ad_id_status", "UInt8"),
+    ("product_facts", "ad_id_status", "UInt8"),
+    ("cart_events", "ad_id_status", "UInt8"),
 ];
 
 #[cfg(test)]
@@ -167,6 +214,20 @@ mod tests {
             for modern_only in ["Bool", "DateTime64", "Map(", "LowCardinality", "TTL"] {
                 assert!(!ddl.contains(modern_only), "{modern_only} in {ddl}");
             }
+        }
+    }
+
+    #[test]
+    fn added_columns_are_in_their_tables() {
+        for (table, column, ty) in ADDED_COLUMNS {
+            let ddl = ALL
+                .iter()
+                .find(|d| d.starts_with(&format!("CREATE TABLE IF NOT EXISTS {table} (")))
+                .unwrap_or_else(|| panic!("no table {table}"));
+            assert!(
+                ddl.contains(&format!("    {column} {ty}\n")),
+                "{table}.{column}"
+            );
         }
     }
 }

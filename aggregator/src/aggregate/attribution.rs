@@ -34,6 +34,7 @@ use rm_schemas::order::Order;
 use rm_schemas::{InteractionEvent, InteractionType};
 use serde::{Deserialize, Serialize};
 
+use super::campaigns::CampaignSalesRow;
 use super::{day_of, format_day, DAY_MS};
 
 /// Attribution windows, in milliseconds before the order.
@@ -340,25 +341,8 @@ pub fn sales_report(
     w: &Windows,
     keep: impl Fn(&str, &str) -> bool,
 ) -> Vec<SalesReportRow> {
-    let mut by_shopper: HashMap<&str, Vec<&Touch>> = HashMap::new();
-    for t in touches {
-        by_shopper.entry(&t.shopper).or_default().push(t);
-    }
-    let mut sorted: Vec<&OrderLine> = lines.iter().collect();
-    sorted.sort_by(|a, b| (&a.order_id, a.line).cmp(&(&b.order_id, b.line)));
-    let mut seen = HashSet::new();
     let mut groups: BTreeMap<(&str, &str, &str, i32), Acc<'_>> = BTreeMap::new();
-    for l in sorted {
-        if !seen.insert((&l.order_id, l.line)) {
-            continue;
-        }
-        let shoppers = l.shoppers();
-        let candidates = shoppers
-            .iter()
-            .filter_map(|s| by_shopper.get(s.as_str()))
-            .flatten()
-            .copied();
-        let credit = attribute(l, candidates, w);
+    for (l, credit) in credited(lines, touches, w) {
         let (campaign, ad) = credit.map_or(("", ""), |(t, _)| (&t.campaign_id, &t.ad_id));
         if !keep(campaign, ad) {
             continue;
@@ -389,6 +373,66 @@ pub fn sales_report(
             view_attributions: a.views,
         })
         .collect()
+}
+
+/// Attributed sales per credited campaign and order day (the campaign summary):
+/// distinct orders with a line credited to the campaign, and those lines' revenue.
+/// Unattributed lines are left out; `keep` selects credited campaigns. Copies count
+/// once and lines are summed in (order id, line) order, as in [`sales_report`].
+pub fn campaign_sales(
+    lines: &[OrderLine],
+    touches: &[Touch],
+    w: &Windows,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<CampaignSalesRow> {
+    let mut groups: BTreeMap<(&str, i32), (BTreeSet<&str>, f64)> = BTreeMap::new();
+    for (l, credit) in credited(lines, touches, w) {
+        let Some((t, _)) = credit else { continue };
+        if !keep(&t.campaign_id) {
+            continue;
+        }
+        let acc = groups.entry((&t.campaign_id, l.day())).or_default();
+        acc.0.insert(&l.order_id);
+        acc.1 += l.revenue;
+    }
+    groups
+        .into_iter()
+        .map(|((campaign, day), (orders, revenue))| CampaignSalesRow {
+            campaign_id: campaign.to_owned(),
+            day: format_day(day),
+            orders: orders.len() as u64,
+            revenue,
+        })
+        .collect()
+}
+
+/// Every distinct line (by order id and line, in that order) with its credit.
+fn credited<'a>(
+    lines: &'a [OrderLine],
+    touches: &'a [Touch],
+    w: &Windows,
+) -> Vec<(&'a OrderLine, Option<(&'a Touch, Credit)>)> {
+    let mut by_shopper: HashMap<&str, Vec<&Touch>> = HashMap::new();
+    for t in touches {
+        by_shopper.entry(&t.shopper).or_default().push(t);
+    }
+    let mut sorted: Vec<&OrderLine> = lines.iter().collect();
+    sorted.sort_by(|a, b| (&a.order_id, a.line).cmp(&(&b.order_id, b.line)));
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(sorted.len());
+    for l in sorted {
+        if !seen.insert((&l.order_id, l.line)) {
+            continue;
+        }
+        let shoppers = l.shoppers();
+        let candidates = shoppers
+            .iter()
+            .filter_map(|s| by_shopper.get(s.as_str()))
+            .flatten()
+            .copied();
+        out.push((l, attribute(l, candidates, w)));
+    }
+    out
 }
 
 #[cfg(test)]

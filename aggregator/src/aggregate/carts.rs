@@ -11,13 +11,19 @@
 //! Each event's transition is attributed to the campaign of its own ad. Per campaign
 //! and product: carts added (adds), units added (the sum of rises), and value (the
 //! latest value of each cart whose latest event belongs to the campaign and still
-//! holds units).
+//! holds units). Per campaign and day ([`campaign_day_adds`]): carts added, on the
+//! day of the add event (for the campaign summary).
+//!
+//! A cart state row's `adIdStatus` is the worst [`AdIdStatus`] among the line's
+//! events (see [`super::status`]).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::format_day;
+use super::campaigns::CartAddsRow;
+use super::status::AdIdStatus;
+use super::{day_of, format_day};
 
 /// Identifies a cart line.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -45,6 +51,9 @@ pub struct CartFact {
     pub campaign_id: String,
     /// Realised ad id.
     pub ad_id: String,
+    /// How the ad id verified (best of the event's copies).
+    #[serde(default)]
+    pub status: AdIdStatus,
 }
 
 /// What an event did to its cart.
@@ -104,8 +113,10 @@ pub struct CartEventRow {
 
 /// Adds `fact` to a cart's set (by dedup key), keeping event-time order; false when
 /// it was already there.
+/// A copy with a better ad id status improves the stored one.
 pub fn insert_fact(facts: &mut Vec<CartFact>, fact: CartFact) -> bool {
-    if facts.iter().any(|f| f.dedup_key == fact.dedup_key) {
+    if let Some(f) = facts.iter_mut().find(|f| f.dedup_key == fact.dedup_key) {
+        f.status = f.status.min(fact.status);
         return false;
     }
     let at = facts.partition_point(|f| (f.time_ms, f.dedup_key) < (fact.time_ms, fact.dedup_key));
@@ -165,6 +176,8 @@ pub struct CartStateRow {
     pub ad_id: String,
     /// UTC day of the latest event.
     pub last_day: String,
+    /// Worst ad id status among the line's events.
+    pub ad_id_status: AdIdStatus,
 }
 
 /// One row of the per-campaign cart rollup.
@@ -219,6 +232,25 @@ pub fn campaign_rollup<'a>(
     out.into_values().collect()
 }
 
+/// Adds per campaign and day of the add event, from derived event rows (any order,
+/// older versions superseded), sorted by campaign and day.
+pub fn campaign_day_adds<'a>(rows: impl IntoIterator<Item = &'a CartEventRow>) -> Vec<CartAddsRow> {
+    let mut out: BTreeMap<(String, i32), u64> = BTreeMap::new();
+    for evs in latest_versions(rows).values() {
+        for e in evs.iter().filter(|e| e.transition == Transition::Add) {
+            *out.entry((e.fact.campaign_id.clone(), day_of(e.fact.time_ms)))
+                .or_default() += 1;
+        }
+    }
+    out.into_iter()
+        .map(|((campaign_id, day), carts_added)| CartAddsRow {
+            campaign_id,
+            day: format_day(day),
+            carts_added,
+        })
+        .collect()
+}
+
 fn entry<'m>(
     out: &'m mut BTreeMap<(String, String, String), CartCampaignRow>,
     campaign: &str,
@@ -270,6 +302,7 @@ fn state_of(key: CartKey, evs: &[&CartEventRow]) -> CartStateRow {
         last_day: last
             .map(|e| format_day(super::day_of(e.fact.time_ms)))
             .unwrap_or_default(),
+        ad_id_status: evs.iter().map(|e| e.fact.status).max().unwrap_or_default(),
         tracking_id: key.tracking_id,
         catalog_id: key.catalog_id,
         product_code: key.product_code,
@@ -297,6 +330,7 @@ mod tests {
             value: Some(units as f64 * 2.5),
             campaign_id: "c".into(),
             ad_id: "a".into(),
+            status: AdIdStatus::Verified,
         }
     }
 

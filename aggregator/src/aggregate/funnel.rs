@@ -13,11 +13,19 @@
 //! - each control (skip, pause, resume, mute, unmute) is counted per view, and
 //!   repeats of the same control closer than `debounce_ms` to the previous one merge
 //!   into one (rule 2: rapid toggles are debounced);
-//! - the view's day is the UTC day of its earliest event.
+//! - the view's day is the UTC day of its earliest event;
+//! - the view's `ad_id_status` is the worst [`AdIdStatus`] of its facts (a fact seen
+//!   again with a better status keeps the better one: see [`super::status`]).
+//!
+//! The report row also carries `impressions`: the billable ad-level impressions of
+//! the row's ad that day ([`with_impressions`], from [`super::ads`]); every creative
+//! row of one ad shows the ad's number.
 
 use rm_schemas::InteractionType;
 use serde::{Deserialize, Serialize};
 
+use super::ads::AdReportRow;
+use super::status::AdIdStatus;
 use super::{day_of, rate};
 
 /// Identifies a view.
@@ -40,6 +48,9 @@ pub struct ViewFact {
     pub kind: InteractionType,
     /// Event time, ms since the epoch.
     pub time_ms: i64,
+    /// How the ad id verified (best of the event's copies).
+    #[serde(default)]
+    pub status: AdIdStatus,
 }
 
 /// The controls, in report order.
@@ -70,11 +81,16 @@ pub struct ViewRow {
     pub funnel_gaps: u32,
     /// Extra occurrences of milestones already reached.
     pub repeated_milestones: u32,
+    /// Worst ad id status of the view's facts.
+    #[serde(default)]
+    pub ad_id_status: AdIdStatus,
 }
 
-/// Adds `fact` to the set (by dedup key); false when it was already there.
+/// Adds `fact` to the set (by dedup key); false when it was already there (a copy
+/// with a better ad id status then improves the stored one).
 pub fn insert_fact(facts: &mut Vec<ViewFact>, fact: ViewFact) -> bool {
-    if facts.iter().any(|f| f.dedup_key == fact.dedup_key) {
+    if let Some(f) = facts.iter_mut().find(|f| f.dedup_key == fact.dedup_key) {
+        f.status = f.status.min(fact.status);
         return false;
     }
     let at = facts.partition_point(|f| (f.time_ms, f.dedup_key) < (fact.time_ms, fact.dedup_key));
@@ -121,6 +137,7 @@ pub fn derive_view(
         controls,
         funnel_gaps,
         repeated_milestones,
+        ad_id_status: sorted.iter().map(|f| f.status).max().unwrap_or_default(),
     }
 }
 
@@ -138,6 +155,8 @@ pub struct FunnelReportRow {
     pub day: String,
     /// Views with at least one milestone.
     pub views: u64,
+    /// Billable ad-level impressions of the ad that day (every creative of the ad).
+    pub impressions: u64,
     /// Views that reached creativeView.
     pub creative_views: u64,
     /// Views that reached play.
@@ -172,6 +191,8 @@ pub struct FunnelReportRow {
     pub funnel_gap_violations: u64,
     /// Rule-1 violations: repeated milestones in one view.
     pub repeated_milestone_violations: u64,
+    /// Worst ad id status of the row's views.
+    pub ad_id_status: AdIdStatus,
 }
 
 impl FunnelReportRow {
@@ -183,6 +204,7 @@ impl FunnelReportRow {
             video_id,
             day: super::format_day(day),
             views: 0,
+            impressions: 0,
             creative_views: 0,
             plays: 0,
             first_quartiles: 0,
@@ -200,6 +222,7 @@ impl FunnelReportRow {
             unmutes: 0,
             funnel_gap_violations: 0,
             repeated_milestone_violations: 0,
+            ad_id_status: AdIdStatus::Verified,
         }
     }
 
@@ -229,6 +252,7 @@ impl FunnelReportRow {
         self.unmutes += c[4];
         self.funnel_gap_violations += u64::from(v.funnel_gaps);
         self.repeated_milestone_violations += u64::from(v.repeated_milestones);
+        self.ad_id_status = self.ad_id_status.max(v.ad_id_status);
     }
 }
 
@@ -258,6 +282,30 @@ pub fn report<'a>(views: impl IntoIterator<Item = &'a ViewRow>) -> Vec<FunnelRep
     groups.into_values().map(FunnelReportRow::finish).collect()
 }
 
+/// Sets each row's `impressions` from the ad report rows of the same campaign, ad
+/// and day (0 when the ad had none).
+pub fn with_impressions(
+    mut rows: Vec<FunnelReportRow>,
+    ads: &[AdReportRow],
+) -> Vec<FunnelReportRow> {
+    let by_ad: std::collections::HashMap<(&str, &str, &str), u64> = ads
+        .iter()
+        .map(|a| {
+            (
+                (a.campaign_id.as_str(), a.ad_id.as_str(), a.day.as_str()),
+                a.impressions,
+            )
+        })
+        .collect();
+    for r in &mut rows {
+        r.impressions = by_ad
+            .get(&(r.campaign_id.as_str(), r.ad_id.as_str(), r.day.as_str()))
+            .copied()
+            .unwrap_or(0);
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +327,7 @@ mod tests {
                 dedup_key: i as u128 + 1,
                 kind: *k,
                 time_ms: *t,
+                status: AdIdStatus::Verified,
             })
             .collect()
     }
@@ -350,15 +399,17 @@ mod tests {
     }
 
     fn arb_facts() -> impl Strategy<Value = Vec<ViewFact>> {
-        proptest::collection::vec((0usize..11, 0i64..100_000, any::<u128>()), 0..40).prop_map(|v| {
-            v.into_iter()
-                .map(|(k, t, d)| ViewFact {
-                    dedup_key: d,
-                    kind: InteractionType::ALL[k],
-                    time_ms: t,
-                })
-                .collect()
-        })
+        proptest::collection::vec((0usize..11, 0i64..100_000, any::<u128>(), 0u8..4), 0..40)
+            .prop_map(|v| {
+                v.into_iter()
+                    .map(|(k, t, d, s)| ViewFact {
+                        dedup_key: d,
+                        kind: InteractionType::ALL[k],
+                        time_ms: t,
+                        status: AdIdStatus::from_rank(s).unwrap_or_default(),
+                    })
+                    .collect()
+            })
     }
 
     proptest! {
@@ -367,7 +418,8 @@ mod tests {
         fn order_and_duplicates_do_not_matter(f in arb_facts(), seed in any::<u64>()) {
             let base = derive_view(key(), "c".into(), &f, 1000);
             let mut shuffled = f.clone();
-            shuffled.extend(f.iter().take(5).copied());
+            // Copies, some re-sent after the ad expired: the better status stays.
+            shuffled.extend(f.iter().take(5).map(|x| ViewFact { status: x.status.max(AdIdStatus::Expired), ..*x }));
             let n = shuffled.len().max(1);
             shuffled.rotate_left(seed as usize % n);
             shuffled.reverse();

@@ -1,17 +1,21 @@
 //! The three aggregations, as pure functions without I/O (step 6 of the pipeline).
 //!
 //! Every derived row is a deterministic function of the **set** of distinct events
-//! (by dedup key) of one entity: a view ([`funnel`]), a product-day ([`products`]) or
-//! a cart ([`carts`]). That is what makes the pipeline exactly-once: re-applying an
+//! (by dedup key) of one entity: a view ([`funnel`]), a product-day ([`products`]), a
+//! cart ([`carts`]) or an ad event ([`ads`], ad-level impressions and clicks). That is what makes the pipeline exactly-once: re-applying an
 //! event already in the set, in any order, after any crash, derives the same rows.
 //! Events are placed by their own `timestamp` (event time), never by arrival.
 //! Sales [`attribution`] is the same kind of function, of two sets (touches and order
-//! lines), evaluated when the sales report is read.
+//! lines), evaluated when the sales report is read. [`campaigns`] rolls the reports
+//! up per campaign and day; [`status`] is how each row shows unverified ad ids.
 
+pub mod ads;
 pub mod attribution;
+pub mod campaigns;
 pub mod carts;
 pub mod funnel;
 pub mod products;
+pub mod status;
 
 /// Milliseconds in a day.
 pub const DAY_MS: i64 = 86_400_000;

@@ -6,11 +6,15 @@
 //! product with impressions and no clicks has a row with 0 clicks and CTR 0; a
 //! product with clicks and no impressions also has a row (CTR 0: undefined over zero
 //! impressions, reported as 0 and visible as an integration problem).
+//!
+//! Each row's `adIdStatus` is the worst [`AdIdStatus`] of its distinct facts, a fact
+//! taking the best status of its copies (see [`super::status`]).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::status::AdIdStatus;
 use super::{format_day, rate};
 
 /// Impression or click.
@@ -46,6 +50,9 @@ pub struct ProductFact {
     pub action: ProductAction,
     /// Dedup key.
     pub dedup_key: u128,
+    /// How the ad id verified for this copy.
+    #[serde(default)]
+    pub status: AdIdStatus,
 }
 
 /// One row of the product report.
@@ -68,11 +75,13 @@ pub struct ProductReportRow {
     pub clicks: u64,
     /// clicks / impressions (0 without impressions).
     pub ctr: f64,
+    /// Worst ad id status of the row's events.
+    pub ad_id_status: AdIdStatus,
 }
 
 impl ProductReportRow {
-    /// A row from a group and its counts.
-    pub fn new(g: &ProductGroup, impressions: u64, clicks: u64) -> Self {
+    /// A row from a group, its counts and its worst ad id status.
+    pub fn new(g: &ProductGroup, impressions: u64, clicks: u64, status: AdIdStatus) -> Self {
         Self {
             campaign_id: g.campaign_id.clone(),
             ad_id: g.ad_id.clone(),
@@ -82,27 +91,36 @@ impl ProductReportRow {
             impressions,
             clicks,
             ctr: rate(clicks, impressions),
+            ad_id_status: status,
         }
     }
 }
 
 /// Counts distinct facts per group, sorted by group.
 pub fn report<'a>(facts: impl IntoIterator<Item = &'a ProductFact>) -> Vec<ProductReportRow> {
-    let mut seen = HashSet::new();
-    let mut groups: BTreeMap<&ProductGroup, (u64, u64)> = BTreeMap::new();
+    // One fact per (dedup key, action): its group (equal in every copy) and best status.
+    let mut distinct: HashMap<(u128, ProductAction), (&ProductGroup, AdIdStatus)> = HashMap::new();
     for f in facts {
-        if !seen.insert((f.dedup_key, f.action)) {
-            continue;
-        }
-        let c = groups.entry(&f.group).or_default();
-        match f.action {
+        distinct
+            .entry((f.dedup_key, f.action))
+            .and_modify(|(g, s)| {
+                *s = (*s).min(f.status);
+                *g = (*g).min(&f.group);
+            })
+            .or_insert((&f.group, f.status));
+    }
+    let mut groups: BTreeMap<&ProductGroup, (u64, u64, AdIdStatus)> = BTreeMap::new();
+    for ((_, action), (g, status)) in distinct {
+        let c = groups.entry(g).or_default();
+        match action {
             ProductAction::Impression => c.0 += 1,
             ProductAction::Click => c.1 += 1,
         }
+        c.2 = c.2.max(status);
     }
     groups
         .into_iter()
-        .map(|(g, (i, c))| ProductReportRow::new(g, i, c))
+        .map(|(g, (i, c, s))| ProductReportRow::new(g, i, c, s))
         .collect()
 }
 
@@ -110,6 +128,7 @@ pub fn report<'a>(facts: impl IntoIterator<Item = &'a ProductFact>) -> Vec<Produ
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::HashSet;
 
     fn group(p: &str) -> ProductGroup {
         ProductGroup {
@@ -126,6 +145,7 @@ mod tests {
             group: group(p),
             action,
             dedup_key: k,
+            status: AdIdStatus::Verified,
         }
     }
 

@@ -15,7 +15,14 @@
 //! with the same pure functions ([`carts::states`], [`carts::campaign_rollup`]); the
 //! sales report reads the order lines of the filter's days and catalog and the
 //! touches of their shoppers in the span the windows allow, and attributes them with
-//! [`super::sales_rows`], as the embedded store does.
+//! [`super::sales_rows`], as the embedded store does. The ad report resolves the
+//! copies of each ad fact on the server (one fact per dedup key: `argMin(day,
+//! time_ms)`, `min(ad_id_status)`), then counts facts per campaign, ad, day, action
+//! and status, and [`ads::rows`] makes the rows, as the embedded store's
+//! [`ads::report`] does from the same counts.
+//!
+//! At start the store creates missing tables and adds the columns of
+//! [`rm_schemas::tables::ADDED_COLUMNS`] that an older table lacks.
 //! Rows are sorted by their group key in Rust too, so the order is the embedded
 //! store's `BTreeMap` order whatever the server's collation.
 //!
@@ -45,12 +52,15 @@ use rm_schemas::{DedupKey, InteractionType};
 use serde::{Deserialize, Serialize};
 
 use super::{ReportFilter, Store, StoreError};
+use crate::aggregate::ads::{self, AdAction, AdCounts, AdGroup, AdReportRow};
 use crate::aggregate::attribution::{self, OrderLine, SalesReportRow, Touch, TouchKind, Windows};
+use crate::aggregate::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::aggregate::carts::{
     self, CartCampaignRow, CartEventRow, CartFact, CartKey, CartStateRow, Transition,
 };
 use crate::aggregate::funnel::{self, FunnelReportRow, ViewFact, ViewKey};
 use crate::aggregate::products::{ProductAction, ProductGroup, ProductReportRow};
+use crate::aggregate::status::AdIdStatus;
 use crate::aggregate::DAY_MS;
 use crate::batch::{BatchWrite, EntitySets};
 
@@ -287,6 +297,11 @@ fn day_start_ms(day: i32) -> i64 {
     i64::from(day) * DAY_MS
 }
 
+/// A stored ad id status rank.
+fn parse_status(rank: u8) -> Result<AdIdStatus, StoreError> {
+    AdIdStatus::from_rank(rank).ok_or_else(|| corrupt("ad id status", &rank.to_string()))
+}
+
 /// A row of `view_facts`.
 #[derive(Row, Serialize, Deserialize)]
 struct ViewFactCh<'a> {
@@ -296,6 +311,36 @@ struct ViewFactCh<'a> {
     dedup_key: String,
     kind: &'a str,
     time_ms: i64,
+    ad_id_status: u8,
+}
+
+/// A row of `ad_facts` (one copy of an ad event).
+#[derive(Row, Serialize)]
+struct AdFactCh<'a> {
+    campaign_id: &'a str,
+    ad_id: &'a str,
+    action: &'a str,
+    dedup_key: String,
+    time_ms: i64,
+    day: i32,
+    ad_id_status: u8,
+}
+
+/// Resolved ad facts counted per campaign, ad, day, action and status.
+#[derive(Row, Deserialize)]
+struct AdAgg {
+    campaign_id: String,
+    ad_id: String,
+    day: i32,
+    action: String,
+    status: u8,
+    facts: u64,
+}
+
+/// A column name of a table.
+#[derive(Row, Deserialize)]
+struct ColumnCh {
+    name: String,
 }
 
 /// A row of `views`.
@@ -320,6 +365,7 @@ struct ViewCh<'a> {
     unmutes: u32,
     funnel_gaps: u32,
     repeated_milestones: u32,
+    ad_id_status: u8,
 }
 
 /// A row of `product_facts`.
@@ -332,6 +378,7 @@ struct ProductFactCh<'a> {
     day: i32,
     action: &'a str,
     dedup_key: String,
+    ad_id_status: u8,
 }
 
 /// A row of `cart_events`.
@@ -349,6 +396,7 @@ struct CartEventCh<'a> {
     prev_units: u64,
     transition: &'a str,
     version: u32,
+    ad_id_status: u8,
 }
 
 impl CartEventCh<'_> {
@@ -366,6 +414,7 @@ impl CartEventCh<'_> {
                 value: self.value,
                 campaign_id: self.campaign_id.to_owned(),
                 ad_id: self.ad_id.to_owned(),
+                status: parse_status(self.ad_id_status)?,
             },
             prev_units: self.prev_units,
             transition: parse_transition(self.transition)?,
@@ -481,6 +530,7 @@ struct FunnelAgg {
     unmutes: u64,
     funnel_gaps: u64,
     repeated_milestones: u64,
+    ad_id_status: u8,
 }
 
 /// A group of the product report, as the server counts it.
@@ -493,6 +543,7 @@ struct ProductAgg {
     day: i32,
     impressions: u64,
     clicks: u64,
+    ad_id_status: u8,
 }
 
 /// A bound value.
@@ -589,6 +640,36 @@ fn placeholders(n: usize) -> String {
     vec!["?"; n].join(",")
 }
 
+/// Adds the columns of [`rm_schemas::tables::ADDED_COLUMNS`] a table lacks (a table
+/// created before them). ClickHouse 18.16 has no `ADD COLUMN IF NOT EXISTS`: the
+/// columns are read from `system.columns` first, and a concurrent start that added
+/// the column first is fine (checked again after a failed `ALTER`).
+async fn add_columns(client: &Client) -> Result<(), StoreError> {
+    let fail = ch("add columns");
+    for (table, column, ty) in rm_schemas::tables::ADDED_COLUMNS {
+        let has = || async {
+            let cols: Vec<ColumnCh> = client
+                .query("SELECT name FROM system.columns WHERE database = currentDatabase() AND table = ?")
+                .bind(table)
+                .fetch_all()
+                .await
+                .map_err(&fail)?;
+            Ok::<bool, StoreError>(cols.iter().any(|c| c.name == column))
+        };
+        if has().await? {
+            continue;
+        }
+        let alter = format!("ALTER TABLE {table} ADD COLUMN {column} {ty}");
+        if let Err(e) = client.query_raw(&alter).execute().await {
+            if !has().await? {
+                return Err(fail(e));
+            }
+        }
+        tracing::info!(table, column, "added a column to a report table");
+    }
+    Ok(())
+}
+
 /// Inserts `rows` into `table` with one `INSERT`.
 async fn insert_rows<R: Row + RowWrite>(
     client: &Client,
@@ -642,6 +723,7 @@ impl ClickHouseStore {
             })
             .await?;
         }
+        bounded("add columns", CONNECT_TIMEOUT, add_columns(&client)).await?;
         bounded("ping", CONNECT_TIMEOUT, ping(&client)).await?;
         let inner = Arc::new(Inner {
             client,
@@ -697,6 +779,7 @@ impl ClickHouseStore {
                     dedup_key: parse_dedup(&r.dedup_key)?,
                     kind: parse_kind(r.kind)?,
                     time_ms: r.time_ms,
+                    status: parse_status(r.ad_id_status)?,
                 };
                 // Keeps the set's order (event time, dedup key) and drops copies.
                 funnel::insert_fact(sets.views.entry(key).or_default(), fact);
@@ -748,6 +831,7 @@ impl ClickHouseStore {
                     dedup_key: dedup_hex(f.dedup_key),
                     kind: f.kind.as_str(),
                     time_ms: f.time_ms,
+                    ad_id_status: f.status.rank(),
                 })
             })
             .collect();
@@ -763,9 +847,24 @@ impl ClickHouseStore {
                 day: p.group.day,
                 action: action_str(p.action),
                 dedup_key: dedup_hex(p.dedup_key),
+                ad_id_status: p.status.rank(),
             })
             .collect();
         insert_rows::<ProductFactCh<'_>>(client, "product_facts", &products).await?;
+        let ad_facts: Vec<AdFactCh<'_>> = b
+            .ad_facts
+            .iter()
+            .map(|a| AdFactCh {
+                campaign_id: &a.campaign_id,
+                ad_id: &a.ad_id,
+                action: a.action.as_str(),
+                dedup_key: dedup_hex(a.dedup_key),
+                time_ms: a.time_ms,
+                day: crate::aggregate::day_of(a.time_ms),
+                ad_id_status: a.status.rank(),
+            })
+            .collect();
+        insert_rows::<AdFactCh<'_>>(client, "ad_facts", &ad_facts).await?;
         let views: Vec<ViewCh<'_>> = b
             .views
             .iter()
@@ -793,6 +892,7 @@ impl ClickHouseStore {
                     unmutes,
                     funnel_gaps: v.funnel_gaps,
                     repeated_milestones: v.repeated_milestones,
+                    ad_id_status: v.ad_id_status.rank(),
                 }
             })
             .collect();
@@ -813,6 +913,7 @@ impl ClickHouseStore {
                 prev_units: r.prev_units,
                 transition: r.transition.as_str(),
                 version: r.version,
+                ad_id_status: r.fact.status.rank(),
             })
             .collect();
         insert_rows::<CartEventCh<'_>>(client, "cart_events", &cart_rows).await?;
@@ -860,6 +961,27 @@ impl ClickHouseStore {
         f: &ReportFilter,
         w: &Windows,
     ) -> Result<Vec<SalesReportRow>, StoreError> {
+        let (lines, touches) = self.sales_inputs(f, w).await?;
+        // Copies of lines and touches (not merged yet) are dropped by the rollup.
+        Ok(super::sales_rows(&lines, &touches, f, w))
+    }
+
+    async fn campaign_sales_report(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<CampaignSalesRow>, StoreError> {
+        let (lines, touches) = self.sales_inputs(f, w).await?;
+        Ok(super::campaign_sales_rows(&lines, &touches, f, w))
+    }
+
+    /// The order lines of the filter's days and catalog and the touches of their
+    /// shoppers in the span the windows allow.
+    async fn sales_inputs(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<(Vec<OrderLine>, Vec<Touch>), StoreError> {
         let fail = ch("sales report");
         let mut c = Conds::default();
         c.str("catalog_id = ?", &f.catalog_id);
@@ -872,7 +994,7 @@ impl ClickHouseStore {
             .map_err(&fail)?;
         let lines: Vec<OrderLine> = rows.into_iter().map(OrderLine::from).collect();
         let Some((from, to)) = attribution::touch_range(&lines, w) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         };
         let shoppers: HashSet<String> = lines.iter().flat_map(OrderLine::shoppers).collect();
         let mut touches = Vec::new();
@@ -891,8 +1013,61 @@ impl ClickHouseStore {
                 touches.push(r.into_touch()?);
             }
         }
-        // Copies of lines and touches (not merged yet) are dropped by the rollup.
-        Ok(super::sales_rows(&lines, &touches, f, w))
+        Ok((lines, touches))
+    }
+
+    async fn ad_report(&self, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
+        // Campaign and ad are the same in every copy of a fact: filter the copies.
+        let mut inner = Conds::default();
+        inner.str("campaign_id = ?", &f.campaign_id);
+        inner.str("ad_id = ?", &f.ad_id);
+        // The day is the fact's (its earliest copy's): filter after resolving.
+        let mut outer = Conds::default();
+        outer.int("first_day >= ?", f.from_day.map(i64::from));
+        outer.int("first_day <= ?", f.to_day.map(i64::from));
+        let sql = format!(
+            "SELECT campaign_id, ad_id, first_day, action, best_status, count() FROM \
+             (SELECT campaign_id, ad_id, action, dedup_key, \
+              argMin(day, time_ms) AS first_day, min(ad_id_status) AS best_status \
+              FROM ad_facts{} GROUP BY campaign_id, ad_id, action, dedup_key){} \
+             GROUP BY campaign_id, ad_id, first_day, action, best_status",
+            inner.clause(),
+            outer.clause()
+        );
+        inner.args.extend(outer.args);
+        let counts: Vec<AdAgg> = inner
+            .bind(self.client().query(&sql))
+            .fetch_all()
+            .await
+            .map_err(ch("ad report"))?;
+        let mut groups: std::collections::BTreeMap<AdGroup, AdCounts> = Default::default();
+        for c in counts {
+            let action =
+                AdAction::parse(&c.action).ok_or_else(|| corrupt("ad action", &c.action))?;
+            let status = parse_status(c.status)?;
+            let group = AdGroup {
+                campaign_id: c.campaign_id,
+                ad_id: c.ad_id,
+                day: c.day,
+            };
+            groups
+                .entry(group)
+                .or_default()
+                .add(action, status, c.facts);
+        }
+        Ok(ads::rows(groups))
+    }
+
+    async fn cart_adds_report(&self, f: &ReportFilter) -> Result<Vec<CartAddsRow>, StoreError> {
+        // The add rows of the filter's campaign, catalog and days (each row carries the
+        // transition derived from its whole cart, so no other row is needed).
+        let mut w = Conds::default();
+        w.str("catalog_id = ?", &f.catalog_id);
+        w.str("campaign_id = ?", &f.campaign_id);
+        w.event_days(f);
+        w.sql.push("transition = 'add'".into());
+        let rows = self.cart_rows(w).await?;
+        Ok(carts::campaign_day_adds(&rows))
     }
 
     async fn funnel_report(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
@@ -908,7 +1083,7 @@ impl ClickHouseStore {
              countIf(creative_view + play + first_quartile + midpoint + third_quartile + complete > 0), \
              sum(creative_view), sum(play), sum(first_quartile), sum(midpoint), sum(third_quartile), sum(complete), \
              sum(skips), sum(pauses), sum(resumes), sum(mutes), sum(unmutes), \
-             sum(funnel_gaps), sum(repeated_milestones) \
+             sum(funnel_gaps), sum(repeated_milestones), max(ad_id_status) \
              FROM views FINAL{} \
              GROUP BY campaign_id, ad_id, video_id, day \
              ORDER BY campaign_id, ad_id, video_id, day",
@@ -927,10 +1102,11 @@ impl ClickHouseStore {
                 b.day,
             ))
         });
-        Ok(groups
+        let rows = groups
             .into_iter()
             .map(|g| {
                 let mut r = FunnelReportRow::new(g.campaign_id, g.ad_id, g.video_id, g.day);
+                r.ad_id_status = parse_status(g.ad_id_status)?;
                 r.views = g.views;
                 r.creative_views = g.creative_views;
                 r.plays = g.plays;
@@ -945,9 +1121,11 @@ impl ClickHouseStore {
                 r.unmutes = g.unmutes;
                 r.funnel_gap_violations = g.funnel_gaps;
                 r.repeated_milestone_violations = g.repeated_milestones;
-                r.finish()
+                Ok(r.finish())
             })
-            .collect())
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let ads = self.ad_report(f).await?;
+        Ok(funnel::with_impressions(rows, &ads))
     }
 
     async fn product_report(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
@@ -957,11 +1135,14 @@ impl ClickHouseStore {
         w.str("catalog_id = ?", &f.catalog_id);
         w.int("day >= ?", f.from_day.map(i64::from));
         w.int("day <= ?", f.to_day.map(i64::from));
-        // Distinct dedup keys: exact whether or not copies were merged away.
+        // One fact per dedup key and action (exact whether or not copies were merged
+        // away), with the best status of its copies; the row's status is the worst.
         let sql = format!(
             "SELECT campaign_id, ad_id, catalog_id, product_code, day, \
-             uniqExactIf(dedup_key, action = '{IMPRESSION}'), uniqExactIf(dedup_key, action = '{CLICK}') \
-             FROM product_facts{} \
+             countIf(action = '{IMPRESSION}'), countIf(action = '{CLICK}'), max(best_status) \
+             FROM (SELECT campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, \
+                   min(ad_id_status) AS best_status FROM product_facts{} \
+                   GROUP BY campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key) \
              GROUP BY campaign_id, ad_id, catalog_id, product_code, day \
              ORDER BY campaign_id, ad_id, catalog_id, product_code, day",
             w.clause()
@@ -971,7 +1152,7 @@ impl ClickHouseStore {
             .fetch_all()
             .await
             .map_err(ch("product report"))?;
-        let mut rows: Vec<(ProductGroup, u64, u64)> = groups
+        let mut rows: Vec<(ProductGroup, u64, u64, AdIdStatus)> = groups
             .into_iter()
             .map(|g| {
                 let group = ProductGroup {
@@ -981,13 +1162,18 @@ impl ClickHouseStore {
                     product_code: g.product_code,
                     day: g.day,
                 };
-                (group, g.impressions, g.clicks)
+                Ok((
+                    group,
+                    g.impressions,
+                    g.clicks,
+                    parse_status(g.ad_id_status)?,
+                ))
             })
-            .collect();
+            .collect::<Result<_, StoreError>>()?;
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(rows
             .iter()
-            .map(|(g, i, c)| ProductReportRow::new(g, *i, *c))
+            .map(|(g, i, c, st)| ProductReportRow::new(g, *i, *c, *st))
             .collect())
     }
 
@@ -1088,6 +1274,23 @@ impl Store for ClickHouseStore {
 
     async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
         self.op("cart campaign report", self.cart_campaign_report(f))
+            .await
+    }
+
+    async fn ads(&self, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
+        self.op("ad report", self.ad_report(f)).await
+    }
+
+    async fn cart_adds(&self, f: &ReportFilter) -> Result<Vec<CartAddsRow>, StoreError> {
+        self.op("cart adds report", self.cart_adds_report(f)).await
+    }
+
+    async fn campaign_sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<CampaignSalesRow>, StoreError> {
+        self.op("campaign sales report", self.campaign_sales_report(f, w))
             .await
     }
 

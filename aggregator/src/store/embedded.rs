@@ -9,7 +9,8 @@
 //! |---|---|---|
 //! | `view_facts` | view key | the view's fact set |
 //! | `views` | view key | the derived `ViewRow` |
-//! | `product_facts` | group, action, dedup key | the `ProductFact` |
+//! | `product_facts` | group, action, dedup key, ad id status | the `ProductFact` |
+//! | `ad_facts` | campaign, ad, action, dedup key, event time, ad id status | the `AdFact` (one copy) |
 //! | `carts` | cart key | the cart's derived event rows (complete) |
 //! | `orders` | order id (raw) | the order's lines (`OrderLine`s) |
 //! | `touches` | shopper, event time, dedup key | the `Touch` |
@@ -17,6 +18,9 @@
 //! The sales report reads the orders of the filter (a scan), then the touches of
 //! their shoppers (a key range per shopper) and attributes them with the pure
 //! [`crate::aggregate::attribution`].
+//!
+//! The ad report scans `ad_facts` (narrowed by campaign and ad, which every copy of a
+//! fact shares), resolves the copies ([`ads::resolve`]) and then applies the days.
 //!
 //! Reports scan the tables and roll up with the same pure functions as the tests.
 
@@ -29,7 +33,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{ReportFilter, Store, StoreError};
+use crate::aggregate::ads::{self, AdFact, AdReportRow};
 use crate::aggregate::attribution::{self, OrderLine, SalesReportRow, Touch, Windows};
+use crate::aggregate::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::aggregate::carts::{self, CartCampaignRow, CartEventRow, CartKey, CartStateRow};
 use crate::aggregate::funnel::{self, FunnelReportRow, ViewFact, ViewKey, ViewRow};
 use crate::aggregate::products::{self, ProductFact, ProductReportRow};
@@ -41,6 +47,7 @@ const PRODUCT_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("produc
 const CARTS: TableDefinition<&str, &[u8]> = TableDefinition::new("carts");
 const ORDERS: TableDefinition<&str, &[u8]> = TableDefinition::new("orders");
 const TOUCHES: TableDefinition<&str, &[u8]> = TableDefinition::new("touches");
+const AD_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("ad_facts");
 
 /// Encoded rows of one table: key and value.
 type Rows = Vec<(String, Vec<u8>)>;
@@ -80,7 +87,15 @@ impl EmbeddedStore {
         }
         let db = Database::create(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         let w = db.begin_write().map_err(err)?;
-        for t in [VIEW_FACTS, VIEWS, PRODUCT_FACTS, CARTS, ORDERS, TOUCHES] {
+        for t in [
+            VIEW_FACTS,
+            VIEWS,
+            PRODUCT_FACTS,
+            CARTS,
+            ORDERS,
+            TOUCHES,
+            AD_FACTS,
+        ] {
             w.open_table(t).map_err(err)?;
         }
         w.commit().map_err(err)?;
@@ -124,6 +139,60 @@ impl EmbeddedStore {
             })
             .flatten()
             .collect())
+    }
+    /// The order lines of the filter's days and catalog and the touches of their
+    /// shoppers in the span the windows allow.
+    fn sales_inputs(
+        db: &Database,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<(Vec<OrderLine>, Vec<Touch>), StoreError> {
+        let orders: Vec<Vec<OrderLine>> = Self::scan(db, ORDERS)?;
+        let lines: Vec<OrderLine> = orders
+            .into_iter()
+            .flatten()
+            .filter(|l| {
+                let day = l.day();
+                f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
+                    && f.from_day.is_none_or(|d| day >= d)
+                    && f.to_day.is_none_or(|d| day <= d)
+            })
+            .collect();
+        let Some((from, to)) = attribution::touch_range(&lines, w) else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        let shoppers: std::collections::BTreeSet<String> =
+            lines.iter().flat_map(OrderLine::shoppers).collect();
+        let r = db.begin_read().map_err(err)?;
+        let t = r.open_table(TOUCHES).map_err(err)?;
+        let mut touches = Vec::new();
+        for s in shoppers {
+            // Keys are JSON arrays starting with the shopper: `["<shopper>",...`.
+            let prefix = format!("[{},", key(&s));
+            for row in t.range(prefix.as_str()..).map_err(err)? {
+                let (k, v) = row.map_err(err)?;
+                if !k.value().starts_with(&prefix) {
+                    break;
+                }
+                let touch: Touch = parse(v.value())?;
+                if (from..=to).contains(&touch.time_ms) {
+                    touches.push(touch);
+                }
+            }
+        }
+        Ok((lines, touches))
+    }
+
+    /// The ad report: copies of the filter's campaign and ad, resolved, then days.
+    fn ad_rows(db: &Database, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
+        let copies: Vec<AdFact> = Self::scan(db, AD_FACTS)?;
+        let kept = copies.iter().filter(|c| {
+            f.campaign_id.as_deref().is_none_or(|x| x == c.campaign_id)
+                && f.ad_id.as_deref().is_none_or(|x| x == c.ad_id)
+        });
+        Ok(ads::report(ads::resolve(kept), |g| {
+            f.matches(&g.campaign_id, Some(&g.ad_id), None, g.day)
+        }))
     }
 }
 
@@ -169,7 +238,25 @@ impl Store for EmbeddedStore {
         let product_facts: Rows = batch
             .product_facts
             .iter()
-            .map(|p| (key(&(&p.group, p.action, p.dedup_key.to_string())), val(p)))
+            .map(|p| {
+                let k = (&p.group, p.action, p.dedup_key.to_string(), p.status);
+                (key(&k), val(p))
+            })
+            .collect();
+        let ad_facts: Rows = batch
+            .ad_facts
+            .iter()
+            .map(|a| {
+                let k = (
+                    &a.campaign_id,
+                    &a.ad_id,
+                    a.action,
+                    format!("{:032x}", a.dedup_key),
+                    a.time_ms,
+                    a.status,
+                );
+                (key(&k), val(a))
+            })
             .collect();
         let mut by_cart: std::collections::BTreeMap<&CartKey, Vec<&CartEventRow>> =
             Default::default();
@@ -202,6 +289,7 @@ impl Store for EmbeddedStore {
                 (CARTS, carts),
                 (ORDERS, orders),
                 (TOUCHES, touches),
+                (AD_FACTS, ad_facts),
             ] {
                 let mut t = w.open_table(table).map_err(err)?;
                 for (k, v) in &rows {
@@ -221,7 +309,41 @@ impl Store for EmbeddedStore {
                 .iter()
                 .filter(|v| f.matches(&v.campaign_id, Some(&v.key.ad_id), None, v.day))
                 .collect();
-            Ok(funnel::report(kept))
+            let ads = Self::ad_rows(db, &f)?;
+            Ok(funnel::with_impressions(funnel::report(kept), &ads))
+        })
+        .await
+    }
+
+    async fn ads(&self, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
+        let f = f.clone();
+        self.blocking(move |db| Self::ad_rows(db, &f)).await
+    }
+
+    async fn cart_adds(&self, f: &ReportFilter) -> Result<Vec<CartAddsRow>, StoreError> {
+        let f = f.clone();
+        self.blocking(move |db| {
+            let rows = Self::cart_rows(db, &f)?;
+            Ok(carts::campaign_day_adds(&rows)
+                .into_iter()
+                .filter(|r| {
+                    let day = crate::aggregate::parse_day(&r.day).unwrap_or(0);
+                    f.matches(&r.campaign_id, None, None, day)
+                })
+                .collect())
+        })
+        .await
+    }
+
+    async fn campaign_sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<CampaignSalesRow>, StoreError> {
+        let (f, w) = (f.clone(), *w);
+        self.blocking(move |db| {
+            let (lines, touches) = Self::sales_inputs(db, &f, &w)?;
+            Ok(super::campaign_sales_rows(&lines, &touches, &f, &w))
         })
         .await
     }
@@ -296,39 +418,7 @@ impl Store for EmbeddedStore {
     ) -> Result<Vec<SalesReportRow>, StoreError> {
         let (f, w) = (f.clone(), *w);
         self.blocking(move |db| {
-            let orders: Vec<Vec<OrderLine>> = Self::scan(db, ORDERS)?;
-            let lines: Vec<OrderLine> = orders
-                .into_iter()
-                .flatten()
-                .filter(|l| {
-                    let day = l.day();
-                    f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
-                        && f.from_day.is_none_or(|d| day >= d)
-                        && f.to_day.is_none_or(|d| day <= d)
-                })
-                .collect();
-            let Some((from, to)) = attribution::touch_range(&lines, &w) else {
-                return Ok(Vec::new());
-            };
-            let shoppers: std::collections::BTreeSet<String> =
-                lines.iter().flat_map(OrderLine::shoppers).collect();
-            let r = db.begin_read().map_err(err)?;
-            let t = r.open_table(TOUCHES).map_err(err)?;
-            let mut touches = Vec::new();
-            for s in shoppers {
-                // Keys are JSON arrays starting with the shopper: `["<shopper>",...`.
-                let prefix = format!("[{},", key(&s));
-                for row in t.range(prefix.as_str()..).map_err(err)? {
-                    let (k, v) = row.map_err(err)?;
-                    if !k.value().starts_with(&prefix) {
-                        break;
-                    }
-                    let touch: Touch = parse(v.value())?;
-                    if (from..=to).contains(&touch.time_ms) {
-                        touches.push(touch);
-                    }
-                }
-            }
+            let (lines, touches) = Self::sales_inputs(db, &f, &w)?;
             Ok(super::sales_rows(&lines, &touches, &f, &w))
         })
         .await

@@ -14,7 +14,11 @@ use std::future::Future;
 
 use serde::Deserialize;
 
+use crate::aggregate::ads::AdReportRow;
 use crate::aggregate::attribution::{self, OrderLine, SalesReportRow, Touch, Windows};
+use crate::aggregate::campaigns::{
+    self, CampaignParts, CampaignReportRow, CampaignSalesRow, CartAddsRow,
+};
 use crate::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
 use crate::aggregate::funnel::{FunnelReportRow, ViewKey};
 use crate::aggregate::products::ProductReportRow;
@@ -112,6 +116,27 @@ pub trait Store: Send + Sync + 'static {
         f: &ReportFilter,
     ) -> impl Future<Output = Result<Vec<CartCampaignRow>, StoreError>> + Send;
 
+    /// Ad-level impressions and clicks per campaign, ad and day (filter: campaign,
+    /// ad, days; the day of a fact is that of its earliest copy).
+    fn ads(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<AdReportRow>, StoreError>> + Send;
+
+    /// Cart adds per campaign and day of the add (filter: campaign, catalog, days).
+    fn cart_adds(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<CartAddsRow>, StoreError>> + Send;
+
+    /// Attributed sales per credited campaign and order day (filter: campaign,
+    /// catalog, days; see [`campaign_sales_rows`]).
+    fn campaign_sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> impl Future<Output = Result<Vec<CampaignSalesRow>, StoreError>> + Send;
+
     /// Which of these order ids the store holds.
     fn known_orders(
         &self,
@@ -157,6 +182,55 @@ pub fn sales_rows(
     })
 }
 
+/// Attributed sales per campaign and day from stored order lines and touches (both
+/// stores call this): lines selected by the filter's days and catalog, credited
+/// campaigns by its campaign; unattributed lines are left out.
+pub fn campaign_sales_rows(
+    lines: &[OrderLine],
+    touches: &[Touch],
+    f: &ReportFilter,
+    w: &Windows,
+) -> Vec<CampaignSalesRow> {
+    let kept: Vec<OrderLine> = lines
+        .iter()
+        .filter(|l| {
+            let day = l.day();
+            f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
+                && f.from_day.is_none_or(|d| day >= d)
+                && f.to_day.is_none_or(|d| day <= d)
+        })
+        .cloned()
+        .collect();
+    attribution::campaign_sales(&kept, touches, w, |campaign| {
+        f.campaign_id.as_deref().is_none_or(|c| c == campaign)
+    })
+}
+
+/// The campaign summary (`GET /v1/reports/campaigns`) from any store: its parts are
+/// the store's reports for the filter's campaign and days (ad and catalog are not
+/// filters of this report and are ignored), `max_bid` gives each campaign's bid per
+/// click for spend (see [`campaigns::report`]).
+pub async fn campaign_report<S: Store + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    w: &Windows,
+    max_bid: impl Fn(&str) -> Option<f64>,
+) -> Result<Vec<CampaignReportRow>, StoreError> {
+    let f = ReportFilter {
+        ad_id: None,
+        catalog_id: None,
+        ..f.clone()
+    };
+    let parts = CampaignParts {
+        ads: store.ads(&f).await?,
+        funnel: store.funnel(&f).await?,
+        products: store.products(&f).await?,
+        cart_adds: store.cart_adds(&f).await?,
+        sales: store.campaign_sales(&f, w).await?,
+    };
+    Ok(campaigns::report(&parts, max_bid))
+}
+
 /// The store a deployment uses, chosen by configuration.
 pub enum AnyStore {
     /// ClickHouse.
@@ -196,6 +270,19 @@ impl Store for AnyStore {
     }
     async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
         dispatch!(self, s => s.cart_campaigns(f).await)
+    }
+    async fn ads(&self, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
+        dispatch!(self, s => s.ads(f).await)
+    }
+    async fn cart_adds(&self, f: &ReportFilter) -> Result<Vec<CartAddsRow>, StoreError> {
+        dispatch!(self, s => s.cart_adds(f).await)
+    }
+    async fn campaign_sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<CampaignSalesRow>, StoreError> {
+        dispatch!(self, s => s.campaign_sales(f, w).await)
     }
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
         dispatch!(self, s => s.known_orders(ids).await)

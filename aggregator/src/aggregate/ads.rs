@@ -1,0 +1,336 @@
+//! Ad-level impressions and clicks per campaign, realised ad id and day (issue 7).
+//!
+//! Facts are the `adImpression` and `adClick` events of the edge's impression and
+//! click endpoints. A fact is identified by its dedup key, and the edge makes an
+//! impression's key (adId, tracking id) without its timestamp, so an impression
+//! re-fired on every re-render, at any time, is one fact: **an impression counts once
+//! per realised ad id and shopper**. A click's key keeps its timestamp: a click
+//! re-fired identically counts once, a new click counts again.
+//!
+//! The store keeps every distinct **copy** of a fact (its event time and its
+//! [`AdIdStatus`] may differ between copies of an impression) and [`resolve`] makes
+//! one fact of them: placed on the day of its **earliest** copy, with the **best**
+//! status of its copies (valid when first received stays billable). Both are set
+//! functions, so arrival order, replays and crashes cannot move a count.
+//!
+//! A fact whose status is not `verified` (the edge's `adIdVerdict`: expired, bad
+//! signature, foreign) is **not billable**: it is counted in `notBillableImpressions`
+//! / `notBillableClicks`, never in `impressions` / `clicks` / `ctr`. The row's
+//! `adIdStatus` is the worst status among its facts ([`super::status`]).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::status::AdIdStatus;
+use super::{day_of, format_day, rate};
+
+/// Impression or click.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum AdAction {
+    /// `adImpression`.
+    Impression,
+    /// `adClick`.
+    Click,
+}
+
+impl AdAction {
+    /// Stable name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Impression => "impression",
+            Self::Click => "click",
+        }
+    }
+
+    /// Reads a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Impression, Self::Click]
+            .into_iter()
+            .find(|a| a.as_str() == s)
+    }
+}
+
+/// One copy of a distinct ad event, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AdFact {
+    /// Campaign of the ad.
+    pub campaign_id: String,
+    /// Realised ad id.
+    pub ad_id: String,
+    /// Impression or click.
+    pub action: AdAction,
+    /// Dedup key (the fact's identity).
+    pub dedup_key: u128,
+    /// Event time of this copy, ms since the epoch.
+    pub time_ms: i64,
+    /// How the ad id verified for this copy.
+    #[serde(default)]
+    pub status: AdIdStatus,
+}
+
+/// The group a fact counts in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AdGroup {
+    /// Campaign.
+    pub campaign_id: String,
+    /// Realised ad id.
+    pub ad_id: String,
+    /// UTC day.
+    pub day: i32,
+}
+
+/// A fact made of its copies: day of the earliest, best status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedAdFact {
+    /// Where it counts.
+    pub group: AdGroup,
+    /// Impression or click.
+    pub action: AdAction,
+    /// Best status of its copies.
+    pub status: AdIdStatus,
+}
+
+/// One fact per (action, dedup key) from any number of copies in any order.
+pub fn resolve<'a>(copies: impl IntoIterator<Item = &'a AdFact>) -> Vec<ResolvedAdFact> {
+    let mut by_key: HashMap<(AdAction, u128), (&AdFact, i64, AdIdStatus)> = HashMap::new();
+    for c in copies {
+        by_key
+            .entry((c.action, c.dedup_key))
+            .and_modify(|(first, t, s)| {
+                // Earliest copy wins the time; ties by ad id so the choice is a set function.
+                if (c.time_ms, &c.ad_id) < (*t, &first.ad_id) {
+                    *first = c;
+                    *t = c.time_ms;
+                }
+                *s = (*s).min(c.status);
+            })
+            .or_insert((c, c.time_ms, c.status));
+    }
+    by_key
+        .into_iter()
+        .map(|((action, _), (f, t, status))| ResolvedAdFact {
+            group: AdGroup {
+                campaign_id: f.campaign_id.clone(),
+                ad_id: f.ad_id.clone(),
+                day: day_of(t),
+            },
+            action,
+            status,
+        })
+        .collect()
+}
+
+/// One row of the ad report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdReportRow {
+    /// Campaign.
+    pub campaign_id: String,
+    /// Realised ad id.
+    pub ad_id: String,
+    /// UTC day, `YYYY-MM-DD`.
+    pub day: String,
+    /// Billable impressions (distinct, ad id verified).
+    pub impressions: u64,
+    /// Billable clicks (distinct, ad id verified).
+    pub clicks: u64,
+    /// clicks / impressions, billable only (0 without impressions).
+    pub ctr: f64,
+    /// Impressions whose ad id did not verify.
+    pub not_billable_impressions: u64,
+    /// Clicks whose ad id did not verify.
+    pub not_billable_clicks: u64,
+    /// The worst status among the row's events.
+    pub ad_id_status: AdIdStatus,
+}
+
+/// Counts of one group, by action and status, as both stores produce them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdCounts {
+    /// Billable impressions.
+    pub impressions: u64,
+    /// Billable clicks.
+    pub clicks: u64,
+    /// Not billable impressions.
+    pub not_billable_impressions: u64,
+    /// Not billable clicks.
+    pub not_billable_clicks: u64,
+    /// Worst status seen.
+    pub worst: AdIdStatus,
+}
+
+impl AdCounts {
+    /// Adds `n` facts of `action` with `status`.
+    pub fn add(&mut self, action: AdAction, status: AdIdStatus, n: u64) {
+        let slot = match (action, status.is_billable()) {
+            (AdAction::Impression, true) => &mut self.impressions,
+            (AdAction::Click, true) => &mut self.clicks,
+            (AdAction::Impression, false) => &mut self.not_billable_impressions,
+            (AdAction::Click, false) => &mut self.not_billable_clicks,
+        };
+        *slot += n;
+        if n > 0 {
+            self.worst = self.worst.max(status);
+        }
+    }
+}
+
+/// Report rows from counts per group, sorted by group.
+pub fn rows(groups: BTreeMap<AdGroup, AdCounts>) -> Vec<AdReportRow> {
+    groups
+        .into_iter()
+        .map(|(g, c)| AdReportRow {
+            campaign_id: g.campaign_id,
+            ad_id: g.ad_id,
+            day: format_day(g.day),
+            impressions: c.impressions,
+            clicks: c.clicks,
+            ctr: rate(c.clicks, c.impressions),
+            not_billable_impressions: c.not_billable_impressions,
+            not_billable_clicks: c.not_billable_clicks,
+            ad_id_status: c.worst,
+        })
+        .collect()
+}
+
+/// The ad report of resolved facts that pass `keep` (on their group).
+pub fn report(
+    facts: impl IntoIterator<Item = ResolvedAdFact>,
+    keep: impl Fn(&AdGroup) -> bool,
+) -> Vec<AdReportRow> {
+    let mut groups: BTreeMap<AdGroup, AdCounts> = BTreeMap::new();
+    for f in facts {
+        if keep(&f.group) {
+            groups
+                .entry(f.group)
+                .or_default()
+                .add(f.action, f.status, 1);
+        }
+    }
+    rows(groups)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T0: i64 = 1_795_000_000_000; // 2026-11-18
+
+    fn copy(action: AdAction, key: u128, time_ms: i64, status: AdIdStatus) -> AdFact {
+        AdFact {
+            campaign_id: "c".into(),
+            ad_id: "rm1.c.ad".into(),
+            action,
+            dedup_key: key,
+            time_ms,
+            status,
+        }
+    }
+
+    fn all(copies: &[AdFact]) -> Vec<AdReportRow> {
+        report(resolve(copies), |_| true)
+    }
+
+    #[test]
+    fn an_impression_refired_on_later_days_counts_once_on_its_first_day() {
+        use AdIdStatus::*;
+        let copies = vec![
+            copy(AdAction::Impression, 1, T0 + 86_400_000, Expired),
+            copy(AdAction::Impression, 1, T0, Verified),
+            copy(AdAction::Impression, 1, T0 + 5, Verified),
+            copy(AdAction::Click, 2, T0 + 10, Verified),
+            copy(AdAction::Click, 3, T0 + 20, Foreign),
+        ];
+        let r = all(&copies);
+        assert_eq!(r.len(), 1);
+        let row = &r[0];
+        assert_eq!(row.day, "2026-11-18");
+        assert_eq!((row.impressions, row.clicks, row.ctr), (1, 1, 1.0));
+        assert_eq!(
+            (row.not_billable_impressions, row.not_billable_clicks),
+            (0, 1)
+        );
+        assert_eq!(row.ad_id_status, Foreign);
+    }
+
+    fn arb_copies() -> impl Strategy<Value = Vec<AdFact>> {
+        proptest::collection::vec(
+            (any::<bool>(), 0u128..12, 0i64..3 * 86_400_000, 0u8..4),
+            0..60,
+        )
+        .prop_map(|v| {
+            v.into_iter()
+                .map(|(click, k, t, s)| {
+                    let action = if click {
+                        AdAction::Click
+                    } else {
+                        AdAction::Impression
+                    };
+                    let status = AdIdStatus::from_rank(s).unwrap_or_default();
+                    copy(action, k, T0 + t, status)
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        /// Re-firing (more copies of the same keys, at any time) and any order of
+        /// arrival change nothing; every distinct fact counts exactly once.
+        #[test]
+        fn impressions_count_once_per_key_in_any_order(
+            copies in arb_copies(),
+            refires in proptest::collection::vec((0usize..60, 0i64..86_400_000), 0..20),
+            seed in any::<usize>(),
+        ) {
+            let base = all(&copies);
+            let mut again = copies.clone();
+            for (i, later) in refires {
+                if let Some(c) = copies.get(i) {
+                    // A re-fire: same key, later, possibly after the ad expired.
+                    let mut c = c.clone();
+                    c.time_ms += later;
+                    c.status = c.status.max(AdIdStatus::Expired);
+                    again.push(c);
+                }
+            }
+            let n = again.len().max(1);
+            again.rotate_left(seed % n);
+            again.reverse();
+            prop_assert_eq!(all(&again), base.clone());
+            let distinct: std::collections::HashSet<(AdAction, u128)> =
+                copies.iter().map(|c| (c.action, c.dedup_key)).collect();
+            let total: u64 = base
+                .iter()
+                .map(|r| r.impressions + r.clicks + r.not_billable_impressions + r.not_billable_clicks)
+                .sum();
+            prop_assert_eq!(total as usize, distinct.len());
+        }
+
+        /// Not-billable facts never reach the billable counts, and billable ones are
+        /// exactly the facts with a verified copy.
+        #[test]
+        fn not_billable_is_never_mixed_in(copies in arb_copies()) {
+            let rows = all(&copies);
+            let mut best: HashMap<(AdAction, u128), AdIdStatus> = HashMap::new();
+            for c in &copies {
+                let s = best.entry((c.action, c.dedup_key)).or_insert(c.status);
+                *s = (*s).min(c.status);
+            }
+            let count = |a: AdAction, billable: bool| {
+                best.iter().filter(|((x, _), s)| *x == a && s.is_billable() == billable).count() as u64
+            };
+            let sum = |f: fn(&AdReportRow) -> u64| rows.iter().map(f).sum::<u64>();
+            prop_assert_eq!(sum(|r| r.impressions), count(AdAction::Impression, true));
+            prop_assert_eq!(sum(|r| r.clicks), count(AdAction::Click, true));
+            prop_assert_eq!(sum(|r| r.not_billable_impressions), count(AdAction::Impression, false));
+            prop_assert_eq!(sum(|r| r.not_billable_clicks), count(AdAction::Click, false));
+            for r in &rows {
+                prop_assert_eq!(r.ctr, rate(r.clicks, r.impressions));
+                let unverified = r.not_billable_impressions + r.not_billable_clicks > 0;
+                prop_assert_eq!(r.ad_id_status != AdIdStatus::Verified, unverified);
+            }
+        }
+    }
+}
