@@ -17,6 +17,7 @@
 (() => {
   const TOKEN_KEY = 'rm-reports-token';
   const CAMPAIGN_KEY = 'rm-reports-campaign';
+  const CLIENT_KEY = 'rm-reports-client';
   const MILESTONES = [
     ['creativeViews', 'Creative views'],
     ['plays', 'Plays'],
@@ -59,9 +60,13 @@
   // RFC 6749 2.3.1: each part form-urlencoded, then base64.
   const formEncode = (s) => encodeURIComponent(s).replace(/%20/g, '+');
 
+  // credentials 'omit': the page sends its own Authorization header and needs no
+  // cookie, and without it a 401 carrying `WWW-Authenticate: Basic` (the token
+  // endpoint's wrong secret) makes the browser open its own login dialog instead of
+  // handing the answer to the page (Fetch standard, HTTP-network-or-cache fetch).
   async function send(url, init) {
     try {
-      return await fetch(url, { cache: 'no-store', ...init });
+      return await fetch(url, { cache: 'no-store', credentials: 'omit', ...init });
     } catch {
       throw new Shown('network down: the api did not answer; check the connection and retry');
     }
@@ -91,6 +96,7 @@
     const b = await r.json();
     const token = { value: b.access_token, expiresAt: Date.now() + 1000 * (b.expires_in || 300) };
     sessionStorage.setItem(TOKEN_KEY, JSON.stringify(token));
+    sessionStorage.setItem(CLIENT_KEY, clientId);
     return token.value;
   }
 
@@ -312,7 +318,7 @@
         cell(nf.format(r.orders), { value: r.orders, key: 'orders' }),
         cell(nf.format(r.units), { value: r.units, key: 'units' }),
         cell(money.format(r.revenue), { value: r.revenue, key: 'revenue' }),
-        cell(`${r.clickAttributions} / ${r.viewAttributions}`, { key: 'credits' }),
+        Object.assign(cell(`${r.clickAttributions} / ${r.viewAttributions}`, { key: 'credits' }), { className: 'num' }),
         cell(r.roas === null || r.roas === undefined ? '—' : money.format(r.roas), { value: r.roas ?? null, key: 'roas' }));
       return tr;
     }));
@@ -369,6 +375,10 @@
   function loggedIn(yes) {
     $('filters').hidden = !yes;
     $('logout-button').hidden = !yes;
+    for (const e of document.querySelectorAll('.login-field')) e.hidden = yes;
+    const who = $('logged-in-as');
+    who.hidden = !yes;
+    who.textContent = yes ? `Logged in as ${sessionStorage.getItem(CLIENT_KEY) || 'a client'}.` : '';
     if (!yes) $('reports').hidden = true;
   }
 
