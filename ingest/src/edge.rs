@@ -40,7 +40,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::IngestConfig;
 use crate::dedup::{DedupWindow, Seen};
-use crate::inspector::{params_of, Inspector, Recorded};
+use crate::inspector::{params_of, samples_query, Inspector, Recorded};
 use crate::jwks::BearerVerifier;
 use crate::metrics::{EdgeMetrics, Route};
 
@@ -310,7 +310,8 @@ impl<L: EventLog> Edge<L> {
         }
     }
 
-    /// Shows an answered event to the inspector (nothing at all when it is off).
+    /// Shows an answered event to the inspector (nothing at all when it is off or the
+    /// event's tracking ids are not sampled).
     pub(crate) fn observe(
         &self,
         endpoint: Endpoint,
@@ -319,7 +320,7 @@ impl<L: EventLog> Edge<L> {
         message: Option<String>,
         verdict: Option<UnverifiedAdId>,
     ) {
-        if !self.inspector.enabled() {
+        if !samples_query(&self.inspector, query) {
             return;
         }
         let recorded = Recorded {
