@@ -2,9 +2,11 @@
 //!
 //! | route | rows |
 //! |---|---|
-//! | `GET /v1/reports/video-funnel` | per campaign, ad, creative (videoId) and day: views, milestones, rates over plays, debounced controls, rule violations |
-//! | `GET /v1/reports/products` | per campaign, ad, catalog, product and day: impressions, clicks, CTR (zero-click rows included) |
-//! | `GET /v1/reports/carts` | per cart line (tracking id, catalog, product): units now, last value, adds, increments, decrements, removals |
+//! | `GET /v1/reports/video-funnel` | per campaign, ad, creative (videoId) and day: views, the ad's billable impressions, milestones, rates over plays, debounced controls, rule violations, adIdStatus |
+//! | `GET /v1/reports/products` | per campaign, ad, catalog, product and day: impressions, clicks, CTR (zero-click rows included), adIdStatus |
+//! | `GET /v1/reports/ads` | per campaign, ad and day: billable impressions, clicks, CTR; notBillableImpressions, notBillableClicks; adIdStatus |
+//! | `GET /v1/reports/campaigns` | per campaign and day: impressions, clicks, CTR, video plays, completion rate, product impressions and clicks, carts added, attributed orders, revenue, spend, ROAS |
+//! | `GET /v1/reports/carts` | per cart line (tracking id, catalog, product): units now, last value, adds, increments, decrements, removals, adIdStatus |
 //! | `GET /v1/reports/carts/campaigns` | per campaign and product: carts added, units added, value |
 //! | `GET /v1/reports/sales` | per credited campaign, catalog, product and order day: orders, units, revenue, click and view attributions, ROAS |
 //!
@@ -26,19 +28,42 @@
 //! the campaign's cost where [`CampaignCosts`] knows a positive cost, else `null`
 //! (empty in CSV). The cost is the campaign's whole cost, so the `roas` of a
 //! campaign's rows add up to the campaign's ROAS over the days reported.
+//!
+//! **Ads** are the impressions and clicks of the edge's impression and click
+//! endpoints. An impression counts once per realised ad id and shopper, however often
+//! it is re-fired, on the day it was first fired; events whose ad id did not verify
+//! (expired, bad signature, foreign) are not billable and are counted apart
+//! (`notBillableImpressions`, `notBillableClicks`), never in `impressions`, `clicks`
+//! or `ctr`. Filters as the others (`catalogId` does not apply).
+//!
+//! **`adIdStatus`** (funnel, products, ads, carts): `verified`, or the worst verdict
+//! among the row's events, in the order `expired` < `bad_signature` < `foreign`
+//! (`rm_aggregator::aggregate::status`).
+//!
+//! **Campaigns** (filters `campaignId`, `from`, `to` only; `adId` or `catalogId` is a
+//! 400): one row per campaign and day; `impressions`, `clicks`, `ctr` are the ads
+//! report's billable counts, `videoPlays` and `completionRate` (completes / plays)
+//! the funnel's, `productImpressions` and `productClicks` the product report's,
+//! `cartsAdded` the cart adds caused by the campaign's ads that day,
+//! `attributedOrders` and `revenue` the orders (by the order's day) with lines
+//! credited to the campaign and those lines' revenue; `spend` is billable clicks x
+//! the campaign's `maxBid` ([`CampaignCosts::max_bid`]; `null` when the bid is
+//! unknown) and `roas` is revenue / spend (`null` when spend is `null` or 0).
 
 use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rm_aggregator::aggregate::attribution::{SalesReportRow, Windows};
 use rm_aggregator::aggregate::parse_day;
-use rm_aggregator::store::{ReportFilter, Store, StoreError};
+use rm_aggregator::store::{campaign_report, ReportFilter, Store, StoreError};
 use rm_schemas::rpc_status::{Code, RpcStatus};
 use rm_service::{response, Response};
 use serde::Serialize;
 
 /// The report routes.
-pub const ROUTES: [&str; 5] = [
+pub const ROUTES: [&str; 7] = [
     "/v1/reports/video-funnel",
     "/v1/reports/products",
+    "/v1/reports/ads",
+    "/v1/reports/campaigns",
     "/v1/reports/carts",
     "/v1/reports/carts/campaigns",
     "/v1/reports/sales",
@@ -48,6 +73,31 @@ pub const ROUTES: [&str; 5] = [
 pub trait CampaignCosts: Send + Sync {
     /// The campaign's cost, when known.
     fn cost(&self, campaign_id: &str) -> Option<f64>;
+
+    /// The campaign's bid per click (`strategy.auction.maxBid`), when known: the
+    /// campaign summary's spend is billable clicks x this.
+    fn max_bid(&self, _campaign_id: &str) -> Option<f64> {
+        None
+    }
+}
+
+/// Costs and bids from maps (campaign id -> amount); absent ids are unknown.
+#[derive(Debug, Clone, Default)]
+pub struct KnownCosts {
+    /// Each campaign's whole cost (sales ROAS).
+    pub cost: std::collections::HashMap<String, f64>,
+    /// Each campaign's bid per click (campaign spend).
+    pub max_bid: std::collections::HashMap<String, f64>,
+}
+
+impl CampaignCosts for KnownCosts {
+    fn cost(&self, campaign_id: &str) -> Option<f64> {
+        self.cost.get(campaign_id).copied()
+    }
+
+    fn max_bid(&self, campaign_id: &str) -> Option<f64> {
+        self.max_bid.get(campaign_id).copied()
+    }
 }
 
 /// No cost is known: every `roas` is `null`.
@@ -280,7 +330,26 @@ pub async fn answer_with<S: Store, C: CampaignCosts + ?Sized>(
         Ok(x) => x,
         Err(bad) => return bad.response(),
     };
+    if path == "/v1/reports/campaigns" {
+        for (field, set) in [
+            ("adId", f.ad_id.is_some()),
+            ("catalogId", f.catalog_id.is_some()),
+        ] {
+            if set {
+                let why =
+                    "not a filter of the campaign summary; expected campaignId, from, to, format";
+                return bad(field, why.into()).response();
+            }
+        }
+    }
     match path {
+        "/v1/reports/ads" => store
+            .ads(&f)
+            .await
+            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
+        "/v1/reports/campaigns" => campaign_report(store, &f, windows, |c| costs.max_bid(c))
+            .await
+            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
         "/v1/reports/video-funnel" => store
             .funnel(&f)
             .await
@@ -426,6 +495,81 @@ mod tests {
         let (status, _) =
             body(answer(&store, "/v1/reports/sales", "from=yesterday", &h).await).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
+
+    #[tokio::test]
+    async fn ads_and_campaigns_answer_json_and_csv() {
+        use rm_aggregator::aggregate::ads::{AdAction, AdFact};
+        use rm_aggregator::aggregate::status::AdIdStatus;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+        let copy = |action, key, hours: i64, status| AdFact {
+            campaign_id: "camp-1".into(),
+            ad_id: "rm1.camp-1.ad".into(),
+            action,
+            dedup_key: key,
+            time_ms: ORDER_AT + hours * 3_600_000,
+            status,
+        };
+        let write = BatchWrite {
+            ad_facts: vec![
+                copy(AdAction::Impression, 1, 0, AdIdStatus::Verified),
+                // The same impression re-fired the next day after expiry: nothing new.
+                copy(AdAction::Impression, 1, 24, AdIdStatus::Expired),
+                copy(AdAction::Impression, 2, 1, AdIdStatus::Verified),
+                copy(AdAction::Impression, 3, 1, AdIdStatus::BadSignature),
+                copy(AdAction::Click, 4, 2, AdIdStatus::Verified),
+            ],
+            ..BatchWrite::default()
+        };
+        store.write(&write).await.expect("write");
+        let h = HeaderMap::new();
+        let (status, json) = body(answer(&store, "/v1/reports/ads", "", &h).await).await;
+        assert_eq!(status, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+        assert_eq!(
+            v,
+            serde_json::json!({"rows": [
+                {"campaignId": "camp-1", "adId": "rm1.camp-1.ad", "day": "2026-11-18",
+                 "impressions": 2, "clicks": 1, "ctr": 0.5, "notBillableImpressions": 1,
+                 "notBillableClicks": 0, "adIdStatus": "bad_signature"},
+            ]})
+        );
+        let costs = KnownCosts {
+            max_bid: [("camp-1".to_owned(), 0.5)].into(),
+            ..KnownCosts::default()
+        };
+        let w = Windows::default();
+        let (status, csv) = body(
+            answer_with(
+                &store,
+                &costs,
+                &w,
+                "/v1/reports/campaigns",
+                "format=csv",
+                &h,
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            csv,
+            "campaignId,day,impressions,clicks,ctr,videoPlays,completionRate,productImpressions,\
+             productClicks,cartsAdded,attributedOrders,revenue,spend,roas\r\n\
+             camp-1,2026-11-18,2,1,0.5,0,0.0,0,0,0,0,0.0,0.5,0.0\r\n"
+        );
+        let (_, unknown_bid) =
+            body(answer(&store, "/v1/reports/campaigns", "campaignId=camp-1", &h).await).await;
+        let v: serde_json::Value = serde_json::from_str(&unknown_bid).expect("json");
+        assert_eq!(v["rows"][0]["spend"], serde_json::Value::Null);
+        assert_eq!(v["rows"][0]["roas"], serde_json::Value::Null);
+        for q in ["adId=x", "catalogId=c"] {
+            let (status, err) = body(answer(&store, "/v1/reports/campaigns", q, &h).await).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{q}");
+            let field = q.split('=').next().unwrap_or_default();
+            assert!(err.contains(&format!("\"field\":\"{field}\"")), "{err}");
+        }
     }
 
     #[derive(Serialize)]
