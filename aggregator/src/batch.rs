@@ -308,3 +308,99 @@ pub fn fold_orders(
     }
     (lines, stats)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::ads;
+    use proptest::prelude::*;
+    use rm_schemas::InteractionEvent;
+
+    const T0: i64 = 1_795_000_000_000;
+
+    /// An ad event record as the edge writes it, received 1 s after its time.
+    fn record(
+        kind: InteractionType,
+        ad: u8,
+        shopper: u8,
+        ms: i64,
+        v: Option<UnverifiedAdId>,
+    ) -> EventRecord {
+        let at = chrono::DateTime::from_timestamp_millis(T0 + ms).expect("time");
+        let e = InteractionEvent {
+            ad_id: format!("rm1.c{}.ad-{ad}", ad % 2),
+            interaction_type: kind,
+            timestamp: at.fixed_offset(),
+            session_id: Some(format!("s-{shopper}")),
+            customer_id: None,
+            dtm_token: None,
+            video_id: None,
+            product_code: None,
+            catalog_id: None,
+            creative_id: None,
+            units: None,
+            conversion_value: None,
+            iab_consent_string: None,
+        };
+        let mut r = EventRecord::new(e, uuid_of(ms), at + chrono::Duration::seconds(1));
+        r.ad_id_verdict = v;
+        r
+    }
+
+    fn uuid_of(ms: i64) -> uuid::Uuid {
+        uuid::Uuid::from_u128(ms as u128)
+    }
+
+    proptest! {
+        /// Impressions fired through the pipeline's fold, re-fired at any time, in any
+        /// batches and order: one per (ad id, shopper); billable exactly when some copy
+        /// verified, never mixed with the rest; every unverified event is counted.
+        #[test]
+        fn refired_impressions_count_once_per_ad_and_shopper(
+            fires in proptest::collection::vec(
+                (any::<bool>(), 0u8..3, 0u8..3, 0i64..2 * 86_400_000, proptest::option::of(0usize..3)),
+                1..40,
+            ),
+            split in any::<usize>(),
+        ) {
+            let records: Vec<EventRecord> = fires
+                .iter()
+                .map(|(click, ad, shopper, ms, v)| {
+                    let kind = if *click { InteractionType::AdClick } else { InteractionType::AdImpression };
+                    record(kind, *ad, *shopper, *ms, v.map(|i| UnverifiedAdId::ALL[i]))
+                })
+                .collect();
+            let report = |batches: &[&[EventRecord]]| {
+                let mut copies = Vec::new();
+                let mut unverified = 0;
+                for b in batches {
+                    let (w, stats) = fold(b, &mut EntitySets::default(), &Policy::default());
+                    copies.extend(w.ad_facts);
+                    unverified += stats.unverified.values().sum::<u64>();
+                }
+                (ads::report(ads::resolve(&copies), |_| true), unverified)
+            };
+            let (whole, unverified) = report(&[&records]);
+            let at = split % records.len();
+            let mut reversed = records.clone();
+            reversed.reverse();
+            let (a, b) = reversed.split_at(at);
+            prop_assert_eq!(report(&[b, a, &records[..at]]).0, whole.clone());
+            let impressions: std::collections::HashSet<(u8, u8)> = fires
+                .iter()
+                .filter(|f| !f.0)
+                .map(|f| (f.1, f.2))
+                .collect();
+            let counted: u64 = whole.iter().map(|r| r.impressions + r.not_billable_impressions).sum();
+            prop_assert_eq!(counted as usize, impressions.len());
+            let verified: std::collections::HashSet<(u8, u8)> = fires
+                .iter()
+                .filter(|f| !f.0 && f.4.is_none())
+                .map(|f| (f.1, f.2))
+                .collect();
+            let billable: u64 = whole.iter().map(|r| r.impressions).sum();
+            prop_assert_eq!(billable as usize, verified.len());
+            prop_assert_eq!(unverified as usize, fires.iter().filter(|f| f.4.is_some()).count());
+        }
+    }
+}
