@@ -371,3 +371,33 @@ fn requiring_valid_ad_ids_refuses_the_others() {
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].event.ad_id, valid);
 }
+
+#[test]
+fn bad_edge_settings_fail_at_start_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    for (var, value, named) in [
+        ("RM_INGEST_INSPECTOR", "sometimes", "ingest-inspector"),
+        (
+            "RM_INGEST_JWKS_URL",
+            "https://api.example/jwks",
+            "RM_INGEST_JWKS_URL",
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_retail-media"))
+            .arg("ingest")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("RM_DATA_DIR", dir.path())
+            .env(
+                "RM_INGEST_ADDR",
+                format!("127.0.0.1:{}", common::free_port()),
+            )
+            .env(var, value)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{var}={value} started");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(err.contains(named) && err.contains(value), "{var}: {err}");
+    }
+}
