@@ -10,8 +10,13 @@ use rm_api::state::State;
 
 use crate::cli::{ClientsAction, KeysAction};
 
-fn open(data_dir: &Path) -> anyhow::Result<State> {
-    State::open_embedded(data_dir).context("opening the api's state")
+async fn open(data_dir: &Path, database_url: Option<&str>) -> anyhow::Result<State> {
+    match database_url.filter(|u| !u.trim().is_empty()) {
+        Some(url) => State::connect_postgres(url)
+            .await
+            .context("connecting to the api's state in PostgreSQL"),
+        None => State::open_embedded(data_dir).context("opening the api's state"),
+    }
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -29,7 +34,11 @@ fn names(s: &[Scope]) -> String {
 }
 
 /// Runs `retail-media clients <action>`.
-pub fn clients(action: ClientsAction, data_dir: &Path) -> anyhow::Result<()> {
+pub fn clients(
+    action: ClientsAction,
+    data_dir: &Path,
+    database_url: Option<&str>,
+) -> anyhow::Result<()> {
     if let ClientsAction::Hash {
         id,
         secret: s,
@@ -44,8 +53,8 @@ pub fn clients(action: ClientsAction, data_dir: &Path) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let state = open(data_dir)?;
     runtime()?.block_on(async {
+        let state = open(data_dir, database_url).await?;
         match action {
             ClientsAction::Add {
                 id,
@@ -88,7 +97,7 @@ pub fn clients(action: ClientsAction, data_dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Runs `retail-media keys <action>`.
-pub fn keys(action: KeysAction, data_dir: &Path) -> anyhow::Result<()> {
+pub fn keys(action: KeysAction, data_dir: &Path, database_url: Option<&str>) -> anyhow::Result<()> {
     if let KeysAction::Hash { name, key } = &action {
         println!(
             "[[api_key]]\nname = {:?}\nlookup = {:?}\nkey_hash = {:?}",
@@ -98,8 +107,8 @@ pub fn keys(action: KeysAction, data_dir: &Path) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let state = open(data_dir)?;
     runtime()?.block_on(async {
+        let state = open(data_dir, database_url).await?;
         match action {
             KeysAction::Add { name, key } => {
                 let plain = key.unwrap_or_else(secret::generate);

@@ -53,6 +53,14 @@ pub struct AdminArgs<A: Subcommand> {
     /// locked while it runs).
     #[arg(long = "data-dir", env = "RM_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
+    /// PostgreSQL URL of the api's state, when it lives there.
+    #[arg(
+        id = "admin_database_url",
+        long = "api-database-url",
+        env = "RM_API_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
 }
 
 /// `retail-media clients ...`.

@@ -23,8 +23,12 @@ fn main() -> anyhow::Result<()> {
         Some(cli::Command::Ingest(s)) => (launch::Service::Ingest, s),
         Some(cli::Command::Aggregate(s)) => (launch::Service::Aggregate, s),
         Some(cli::Command::Api(s)) => (launch::Service::Api, s),
-        Some(cli::Command::Clients(a)) => return admin::clients(a.action, &a.data_dir),
-        Some(cli::Command::Keys(a)) => return admin::keys(a.action, &a.data_dir),
+        Some(cli::Command::Clients(a)) => {
+            return admin::clients(a.action, &a.data_dir, a.database_url.as_deref())
+        }
+        Some(cli::Command::Keys(a)) => {
+            return admin::keys(a.action, &a.data_dir, a.database_url.as_deref())
+        }
     };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log_level)?)

@@ -232,6 +232,14 @@ pub fn document(routes: &[Route]) -> Value {
             (crate::routes::Op::Sdk, None) => {
                 json!({"text/javascript": {"schema": {"type": "string"}}})
             }
+            (crate::routes::Op::Web, None) => {
+                let media = crate::web::asset(r.path)
+                    .and_then(|(_, a)| a.content_type.split(';').next())
+                    .unwrap_or("text/html");
+                let mut m = Map::new();
+                m.insert(media.to_owned(), json!({"schema": {"type": "string"}}));
+                Value::Object(m)
+            }
             (_, None) => json!({"application/json": {"schema": {"type": "object"}}}),
         };
         responses.insert(

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: installs and starts the real servers the tests need (a
-# Kafka-protocol broker and ClickHouse, through deploy/local/up.sh), exports their
+# Kafka-protocol broker, ClickHouse and PostgreSQL, through deploy/local/up.sh), exports their
 # RM_* settings with RM_REQUIRE_SERVICES=1 (a test whose server is missing fails
 # instead of skipping), then `cargo test --workspace --all-targets "$@"`.
 set -euo pipefail
@@ -15,6 +15,7 @@ while IFS='=' read -r key value; do
 done <<<"$services_env"
 : "${RM_KAFKA_BROKERS:?up.sh did not print RM_KAFKA_BROKERS}"
 : "${RM_CLICKHOUSE_URL:?up.sh did not print RM_CLICKHOUSE_URL}"
+: "${RM_API_DATABASE_URL:?up.sh did not print RM_API_DATABASE_URL}"
 export RM_REQUIRE_SERVICES=1
 bash deploy/local/tools.sh # yamllint, kubernetes-validate (tests/deploy_artifacts.rs)
 exec cargo test --workspace --all-targets "$@"
