@@ -8,72 +8,19 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{beacon, get, required_setting, Service};
-use sessions::{Params, Rng};
+use common::{required_setting, Service};
+use sessions::Rng;
 
 #[path = "common/sessions.rs"]
 mod sessions;
 
-fn fire_all(addr: SocketAddr, beacons: &[Params]) {
-    let chunks: Vec<Vec<Params>> = beacons
-        .chunks(beacons.len().div_ceil(4).max(1))
-        .map(<[Params]>::to_vec)
-        .collect();
-    let threads: Vec<_> = chunks
-        .into_iter()
-        .map(|chunk| {
-            std::thread::spawn(move || {
-                for p in chunk {
-                    let q: Vec<(&str, &str)> = p.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                    let path = beacon(&q);
-                    let mut tries = 0;
-                    loop {
-                        match get(addr, &path) {
-                            Ok(r) if r.status == 200 => break,
-                            Ok(r) if r.status == 503 && tries < 50 => {}
-                            other => {
-                                panic!("beacon refused: {:?} {:?}", other.map(|r| r.status), p)
-                            }
-                        }
-                        tries += 1;
-                        std::thread::sleep(Duration::from_millis(100));
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-}
+#[path = "common/exact.rs"]
+mod exact;
 
-fn metric(addr: SocketAddr, prefix: &str) -> Option<f64> {
-    let body = String::from_utf8(get(addr, "/metrics").ok()?.body).ok()?;
-    let mut sum = None;
-    for line in body.lines().filter(|l| l.starts_with(prefix)) {
-        let v: f64 = line.rsplit(' ').next()?.parse().ok()?;
-        sum = Some(sum.unwrap_or(0.0) + v);
-    }
-    sum
-}
-
-fn reports(api: SocketAddr) -> Option<(serde_json::Value, serde_json::Value, serde_json::Value)> {
-    let auth = format!("Bearer {}", common::demo_token(api));
-    let one = |p: &str| {
-        let r = common::send(api, "GET", p, &[("Authorization", &auth)], b"").ok()?;
-        (r.status == 200).then(|| r.json())
-    };
-    Some((
-        one("/v1/reports/video-funnel")?,
-        one("/v1/reports/products")?,
-        one("/v1/reports/carts")?,
-    ))
-}
+use exact::{converge, fire_all, local, metric, ClickHouseBack, DropDatabase};
 
 /// Starts the aggregator and `kill -9`s it at random points while it works (its lag
 /// is above zero), until it was killed `kills` times mid-stream.
@@ -104,25 +51,6 @@ fn aggregate_with_kills(dir: &Path, env: &[(&str, String)], kills: usize, rng: &
             i + 1
         );
     }
-}
-
-/// Waits until the aggregator's lag is 0 and the reports equal the expectation.
-fn converge(api: SocketAddr, exp: &sessions::Expected, within: Duration) {
-    let t = Instant::now();
-    let mut last = Vec::new();
-    while t.elapsed() < within {
-        if let Some((f, p, c)) = reports(api) {
-            last = sessions::diff(exp, &f, &p, &c);
-            if last.is_empty() {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    panic!(
-        "reports never matched the expectation:\n{}",
-        last.join("\n")
-    );
 }
 
 #[test]
@@ -158,36 +86,6 @@ fn embedded_backends_count_exactly_through_ten_kills() {
     assert_eq!(agg.terminate(), Some(0));
     let api = Service::start("api", dir.path(), &[]);
     converge(api.api, &exp, Duration::from_secs(10));
-}
-
-fn local(cmd: &str) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/local/up.sh");
-    let st = Command::new("bash").args([script, cmd]).status().unwrap();
-    assert!(st.success(), "deploy/local/up.sh {cmd} failed");
-}
-
-/// Drops the test's ClickHouse database at the end, pass or fail.
-struct DropDatabase(String, String);
-
-impl Drop for DropDatabase {
-    fn drop(&mut self) {
-        let _ = Command::new("curl")
-            .args([
-                "-sf",
-                &self.0,
-                "--data-binary",
-                &format!("DROP DATABASE IF EXISTS {}", self.1),
-            ])
-            .status();
-    }
-}
-
-struct ClickHouseBack;
-
-impl Drop for ClickHouseBack {
-    fn drop(&mut self) {
-        local("clickhouse-start");
-    }
 }
 
 #[test]
