@@ -150,7 +150,7 @@ start_target() {
     case "$name" in
     edge-embedded)
         env -u RM_KAFKA_BROKERS -u RM_CONFIG \
-            RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
+            RM_INGEST_INSPECTOR="${RM_INGEST_INSPECTOR:-off}" RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
             "$RM_BIN" ingest >"$dir/server.log" 2>&1 &
         PID=$!
         READY_PATH=/readyz
@@ -158,7 +158,7 @@ start_target() {
     edge-kafka)
         env -u RM_CONFIG \
             RM_KAFKA_BROKERS="$KAFKA_BROKERS" RM_INGEST_TOPIC="bench-$STAMP" \
-            RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
+            RM_INGEST_INSPECTOR="${RM_INGEST_INSPECTOR:-off}" RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
             "$RM_BIN" ingest >"$dir/server.log" 2>&1 &
         PID=$!
         READY_PATH=/readyz

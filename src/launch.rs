@@ -167,6 +167,10 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             log: log.clone(),
             ad_keys: ad_keys.clone(),
             windows: settings.aggregator.attribution(),
+            inspector: runs_edge.then(|| {
+                let i = inspector.clone();
+                Arc::new(move |id: &str| rm_ingest::report(&i, id)) as rm_api::InspectorFn
+            }),
         };
         tasks.spawn(async move {
             rm_api::run(cfg, deps, listener, stop, drain)

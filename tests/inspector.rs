@@ -276,5 +276,42 @@ fn the_inspector_flags_broken_integrations_and_passes_a_clean_one() {
         .unwrap()
         .iter()
         .all(|r| r["verdict"] == "not_applicable"));
+
+    // In one process the api serves the same report on its own port.
+    let auth = format!("Bearer {}", h.token);
+    let via_api = send(
+        h.api,
+        "GET",
+        "/v1/debug/events?trackingId=s-clean",
+        &[("Authorization", &auth)],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(
+        via_api.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&via_api.body)
+    );
+    assert_eq!(via_api.header("cache-control"), Some("no-store"));
+    assert_eq!(via_api.json()["rules"], h.inspect("s-clean")["rules"]);
+    let missing = send(
+        h.api,
+        "GET",
+        "/v1/debug/events",
+        &[("Authorization", &auth)],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(missing.status, 400);
+    let no_token = send(
+        h.api,
+        "GET",
+        "/v1/debug/events?trackingId=s-clean",
+        &[],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(no_token.status, 401);
     assert_eq!(h.svc.terminate(), Some(0));
 }

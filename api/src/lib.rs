@@ -153,6 +153,7 @@ struct Inner {
     ads: ads::AdsEngine,
     serving: ads::Serving,
     windows: rm_aggregator::aggregate::attribution::Windows,
+    inspector: Option<InspectorFn>,
 }
 
 fn ok_json<T: Serialize>(v: &T) -> Response {
@@ -257,6 +258,33 @@ impl Inner {
                 self.ads.products_changed();
                 ok_json(&r)
             }
+            Op::DebugEvents => {
+                let inspector = self.inspector.as_ref().ok_or_else(|| {
+                    ApiError::NotFound(
+                        "the inspector lives on the edge: run `retail-media all`, or set RM_INGEST_JWKS_URL on the edge and ask it there"
+                            .into(),
+                    )
+                })?;
+                let pairs: Vec<(String, String)> =
+                    serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).map_err(|e| {
+                        ApiError::invalid("query", format!("not a valid query string: {e}"))
+                    })?;
+                let id = pairs
+                    .iter()
+                    .find(|(k, _)| k == "trackingId")
+                    .map(|(_, v)| v.as_str())
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| {
+                        ApiError::invalid(
+                            "trackingId",
+                            "required: the sessionId, customerId or dtmToken to inspect",
+                        )
+                    })?;
+                let mut r = ok_json(&inspector(id));
+                r.headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                r
+            }
             Op::GenerateAds => ok_json(&ads::generate(
                 &self.ads,
                 &self.serving,
@@ -327,7 +355,13 @@ pub struct ApiDeps {
     pub ad_keys: rm_schemas::ad_id::AdIdKeys,
     /// Attribution windows of the sales report.
     pub windows: rm_aggregator::aggregate::attribution::Windows,
+    /// The edge's integration inspector, when the edge runs in this process: a
+    /// tracking id's report.
+    pub inspector: Option<InspectorFn>,
 }
+
+/// The integration inspector's report for one tracking id.
+pub type InspectorFn = Arc<dyn Fn(&str) -> serde_json::Value + Send + Sync>;
 
 /// Opens the token keys and loads the demo data and clients file as configured.
 pub async fn prepare(config: &ApiConfig, state: &State) -> Result<auth::Auth, ApiError> {
@@ -405,6 +439,7 @@ pub async fn run(
             ads: engine,
             serving,
             windows: deps.windows,
+            inspector: deps.inspector,
         }),
     };
     let refresher = {

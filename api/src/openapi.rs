@@ -143,6 +143,14 @@ pub struct OrdersAccepted {
     pub orders: Vec<OrderOutcome>,
 }
 
+/// The inspector's answer (see the README's "integration inspector").
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct InspectorReport {
+    /// The report members: events, views, carts, rules.
+    #[serde(flatten)]
+    pub report: Map<String, Value>,
+}
+
 /// A report answer.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ReportRows {
@@ -185,6 +193,12 @@ pub fn document(routes: &[Route]) -> Value {
             op.insert(
                 "parameters".into(),
                 json!([{"name": name, "in": "path", "required": true, "schema": {"type": "string", "minLength": 1}}]),
+            );
+        }
+        if r.op == crate::routes::Op::DebugEvents {
+            op.insert(
+                "parameters".into(),
+                json!([{"name": "trackingId", "in": "query", "required": true, "schema": {"type": "string", "minLength": 1}}]),
             );
         }
         if r.op == crate::routes::Op::Report {

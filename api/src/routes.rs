@@ -37,6 +37,8 @@ pub enum Op {
     Orders,
     /// Generate ads.
     GenerateAds,
+    /// The integration inspector.
+    DebugEvents,
     /// A campaign report (the path picks which).
     Report,
     /// The analyst page and its assets (the path picks which).
@@ -233,6 +235,17 @@ pub fn table() -> Vec<Route> {
             ok: 200,
             response: Some(schema::<crate::ads::AdsResponse>),
             errors: &[400, 401, 403],
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/debug/events",
+            op: Op::DebugEvents,
+            access: Access::Bearer(&[Scope::Reports]),
+            summary: "The integration inspector: a tracking id's latest events, their outcomes, and the spec's rule checks (query: trackingId)",
+            request: None,
+            ok: 200,
+            response: Some(schema::<crate::openapi::InspectorReport>),
+            errors: &[400, 401, 403, 404],
         },
         Route {
             method: Method::POST,

@@ -670,6 +670,23 @@ impl BannerXCampaign {
             &format!("{p}.bannerXConfig.companionProducts"),
             &c.companion_products,
         )?;
+        let link = c.cta_link.as_str();
+        if !link.is_empty() {
+            let ok = (link.starts_with("https://") || link.starts_with("http://"))
+                && link
+                    .split("://")
+                    .nth(1)
+                    .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
+                && !link
+                    .chars()
+                    .any(|ch| ch.is_whitespace() || ch.is_control() || ch == '\\');
+            if !ok {
+                return Err(ApiError::invalid(
+                    format!("{p}.bannerXConfig.ctaLink"),
+                    format!("'{link}' is not an absolute http(s) URL without spaces (it becomes a signed click redirect)"),
+                ));
+            }
+        }
         let videos = c.videos();
         for (i, v) in videos.iter().enumerate() {
             let field = format!("{p}.bannerXConfig.videos[{i}]");
@@ -798,6 +815,20 @@ mod tests {
             });
         assert!(c.validate().is_err());
         c.banner_x_config.additional_video_configs[0].universal_ad_id = "v2".into();
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn cta_links_must_be_absolute_http_urls() {
+        let mut c = BannerXCampaign {
+            id: "c1".into(),
+            ..Default::default()
+        };
+        for bad in ["javascript:alert(1)", "shop.example/x", "https://", "https://a b", "http:///x"] {
+            c.banner_x_config.cta_link = bad.into();
+            assert!(c.validate().is_err(), "{bad}");
+        }
+        c.banner_x_config.cta_link = "https://shop.example/snacks?x=1".into();
         assert!(c.validate().is_ok());
     }
 
