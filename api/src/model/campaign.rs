@@ -824,7 +824,13 @@ mod tests {
             id: "c1".into(),
             ..Default::default()
         };
-        for bad in ["javascript:alert(1)", "shop.example/x", "https://", "https://a b", "http:///x"] {
+        for bad in [
+            "javascript:alert(1)",
+            "shop.example/x",
+            "https://",
+            "https://a b",
+            "http:///x",
+        ] {
             c.banner_x_config.cta_link = bad.into();
             assert!(c.validate().is_err(), "{bad}");
         }
