@@ -157,6 +157,17 @@ fn vast_client_playback_is_accepted_and_counted_once() {
     // call, as a looping player would; the funnel still counts one (rule 1).
     assert_eq!(interaction, 2 * 11, "fired: {fired:#?}");
 
+    // The banner's click URL redirects to its signed ctaLink, once durable; a forged
+    // destination is refused, so the edge is never an open redirect.
+    let click = video["clickUrl"].as_str().unwrap();
+    let click_path = &click[click.find("/v1/").unwrap()..];
+    let click_path = click_path.replace("[TIMESTAMP]", "2026-11-22T10%3A00%3A00.000Z");
+    let r = get(svc.ingest, &click_path).unwrap();
+    assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("location"), Some("https://shop.example/snacks"));
+    let forged = click_path.replace("shop.example", "evil.example");
+    assert_eq!(get(svc.ingest, &forged).unwrap().status, 400);
+
     // The funnel shows exactly one view per creative.
     let t = Instant::now();
     let rows = loop {
