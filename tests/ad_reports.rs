@@ -15,6 +15,13 @@
 //! | `ext-ad-e2e` (foreign) | impression of s-5 | under the empty campaign, `foreign` |
 //!
 //! An order of c-1 (cola-1l, 2.58) after the product click is credited to camp-e2e.
+//! (The shopper and the order id are unique per run: the `orders` topic of a Kafka
+//! broker is shared by every test run.)
+//!
+//! The embedded variant always runs; the Kafka + ClickHouse variant needs
+//! `RM_KAFKA_BROKERS` and `RM_CLICKHOUSE_URL` (`deploy/local/up.sh` prints them) and
+//! uses a fresh topic and database (dropped at the end); without them it is skipped,
+//! unless `RM_REQUIRE_SERVICES=1`, where it fails.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;
@@ -22,7 +29,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
-use common::{demo_token, enc, get, send, Service};
+use common::{demo_token, enc, get, required_setting, send, Service};
 use rm_schemas::ad_id::AdIdKeys;
 use serde_json::{json, Value};
 
@@ -80,12 +87,60 @@ fn metric(text: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
 #[test]
-fn ad_and_campaign_reports_are_exact_end_to_end() {
+fn embedded_log_and_store() {
+    scenario(Vec::new());
+}
+
+#[test]
+fn kafka_and_clickhouse() {
+    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker") else {
+        return;
+    };
+    let Some(ch) = required_setting("RM_CLICKHOUSE_URL", "a ClickHouse server") else {
+        return;
+    };
+    let n = nanos();
+    let topic = format!("test-ad-reports-{}-{n}", std::process::id());
+    let database = format!("rm_ads_{}_{}", std::process::id(), n % 1_000_000_000);
+    struct DropDatabase(String, String);
+    impl Drop for DropDatabase {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("curl")
+                .args(["-sf", &self.0, "--data-binary"])
+                .arg(format!("DROP DATABASE IF EXISTS {}", self.1))
+                .status();
+        }
+    }
+    let _drop = DropDatabase(ch.clone(), database.clone());
+    scenario(vec![
+        ("RM_KAFKA_BROKERS", brokers),
+        ("RM_KAFKA_PARTITIONS", "1".to_string()),
+        ("RM_INGEST_TOPIC", topic.clone()),
+        ("RM_INGEST_REJECTED_TOPIC_NAME", format!("{topic}-rejected")),
+        ("RM_AGGREGATOR_TOPIC", topic.clone()),
+        ("RM_AGGREGATOR_GROUP", format!("{topic}-group")),
+        ("RM_CLICKHOUSE_URL", ch),
+        ("RM_CLICKHOUSE_DATABASE", database),
+    ]);
+}
+
+fn scenario(mut env: Vec<(&str, String)>) {
     let dir = tempfile::tempdir().unwrap();
     let key = AdIdKeys::generate_key();
     let keys = AdIdKeys::from_list(&key).unwrap();
-    let svc = Service::start("all", dir.path(), &[("RM_AD_ID_KEYS", key)]);
+    env.push(("RM_AD_ID_KEYS", key));
+    let svc = Service::start("all", dir.path(), &env);
+    let run = nanos();
+    let shopper = format!("c-{run}");
+    let order_id = format!("o-e2e-{run}");
     svc.wait_ready(svc.api, Duration::from_secs(60));
     svc.wait_ready(svc.aggregator, Duration::from_secs(60));
     let token = demo_token(svc.api);
@@ -198,7 +253,7 @@ fn ad_and_campaign_reports_are_exact_end_to_end() {
             &[
                 ("adId", &a),
                 ("interactionType", kind),
-                ("customerId", "c-1"),
+                ("customerId", &shopper),
                 ("catalogId", "demo-catalog"),
                 ("productCode", "cola-1l"),
                 ("timestamp", &ts(s)),
@@ -211,14 +266,14 @@ fn ad_and_campaign_reports_are_exact_end_to_end() {
         &[
             ("adId", &a),
             ("interactionType", "cart"),
-            ("customerId", "c-1"),
+            ("customerId", &shopper),
             ("catalogId", "demo-catalog"),
             ("productCode", "cola-1l"),
             ("units", "2"),
             ("timestamp", &ts(52)),
         ],
     );
-    let order = json!({"orders": [{"id": "o-e2e", "customerId": "c-1", "orderDate": ts(60),
+    let order = json!({"orders": [{"id": order_id, "customerId": shopper, "orderDate": ts(60),
         "catalogId": "demo-catalog",
         "orderItems": [{"productCode": "cola-1l", "quantity": 2, "totalOrderItemPriceAfterDiscounts": 2.58}]}]});
     let r = send(
