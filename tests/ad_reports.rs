@@ -148,13 +148,14 @@ fn scenario(mut env: Vec<(&str, String)>) {
     let now = Utc::now().timestamp();
     let a = keys.mint(CAMPAIGN, "banner", now + 3_600).unwrap();
     let x = keys.mint(CAMPAIGN, "banner", now - 3_600).unwrap();
-    // Another valid-looking id of the campaign whose signature does not verify.
-    let last = a.chars().last().unwrap();
-    let b = format!(
-        "{}{}",
-        &a[..a.len() - 1],
-        if last == 'A' { 'B' } else { 'A' }
-    );
+    // Another valid-looking id of the campaign whose signature does not verify: one
+    // character in the middle of the signature changed (the last one may only hold
+    // padding bits).
+    let (head, sig) = a.rsplit_once('.').unwrap();
+    let mut sig: Vec<char> = sig.chars().collect();
+    let mid = sig.len() / 2;
+    sig[mid] = if sig[mid] == 'A' { 'B' } else { 'A' };
+    let b = format!("{head}.{}", sig.into_iter().collect::<String>());
 
     // Event times: a minute that does not cross midnight, a few minutes ago.
     let mut base = Utc::now() - chrono::Duration::minutes(5);
