@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{required_setting, Service};
+use common::Service;
 use sessions::Rng;
 
 #[path = "common/sessions.rs"]
@@ -20,7 +20,7 @@ mod sessions;
 #[path = "common/exact.rs"]
 mod exact;
 
-use exact::{converge, fire_all, local, metric, ClickHouseBack, DropDatabase};
+use exact::{converge, fire_all, local, metric, ClickHouseBack};
 
 /// Starts the aggregator and `kill -9`s it at random points while it works (its lag
 /// is above zero), until it was killed `kills` times mid-stream.
@@ -90,41 +90,14 @@ fn embedded_backends_count_exactly_through_ten_kills() {
 
 #[test]
 fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
-    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker") else {
-        return;
-    };
-    let Some(ch) = required_setting("RM_CLICKHOUSE_URL", "a ClickHouse server") else {
+    let Some((mut env, _drop_database)) = exact::kafka_clickhouse_env("exact", 3) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let topic = format!("test-exact-{}-{nanos}", std::process::id());
-    let database = format!("rm_exact_{}_{}", std::process::id(), nanos % 1_000_000_000);
-    let _drop_database = DropDatabase(ch.clone(), database.clone());
-    let env = vec![
-        ("RM_KAFKA_BROKERS", brokers),
-        ("RM_KAFKA_PARTITIONS", "3".to_string()),
-        // Tansu 0.6 returns nothing when a fetch starts inside a record batch, so a
-        // consumer resuming from a committed offset in the middle of a producer batch
-        // would skip the batch's tail (a broker bug: Kafka returns the whole batch and
-        // the client skips ahead). One record per batch keeps every offset at a batch
-        // start on the test broker; production brokers need no such setting.
-        ("RM_KAFKA_PROPERTIES", "batch.num.messages=1".to_string()),
-        ("RM_INGEST_TOPIC", topic.clone()),
-        ("RM_INGEST_REJECTED_TOPIC_NAME", format!("{topic}-rejected")),
-        ("RM_AGGREGATOR_TOPIC", topic.clone()),
-        ("RM_AGGREGATOR_GROUP", format!("{topic}-group")),
-        ("RM_CLICKHOUSE_URL", ch),
-        (
-            "RM_CLICKHOUSE_DATABASE",
-            format!("rm_exact_{}_{}", std::process::id(), nanos % 1_000_000_000),
-        ),
+    env.extend([
         ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "50".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),
-    ];
+    ]);
     let (beacons, exp) = sessions::generate(23, 700, 500);
     let third = beacons.len() / 3;
     let edge = Service::start("ingest", dir.path(), &env);

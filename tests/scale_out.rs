@@ -18,7 +18,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{required_setting, Service};
+use common::Service;
 
 #[path = "common/sessions.rs"]
 mod sessions;
@@ -26,38 +26,18 @@ mod sessions;
 #[path = "common/exact.rs"]
 mod exact;
 
-use exact::{converge, fire_all, metric, DropDatabase};
+use exact::{converge, fire_all, metric};
 
 #[test]
 fn two_edges_and_two_aggregators_count_exactly() {
-    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker") else {
-        return;
-    };
-    let Some(ch) = required_setting("RM_CLICKHOUSE_URL", "a ClickHouse server") else {
+    let Some((mut env, _drop)) = exact::kafka_clickhouse_env("scale", 4) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let topic = format!("test-scale-{}-{nanos}", std::process::id());
-    let database = format!("rm_scale_{}_{}", std::process::id(), nanos % 1_000_000_000);
-    let _drop = DropDatabase(ch.clone(), database.clone());
-    let env = vec![
-        ("RM_KAFKA_BROKERS", brokers),
-        ("RM_KAFKA_PARTITIONS", "4".to_string()),
-        // See tests/aggregate_exact.rs: Tansu 0.6 and mid-batch fetches.
-        ("RM_KAFKA_PROPERTIES", "batch.num.messages=1".to_string()),
-        ("RM_INGEST_TOPIC", topic.clone()),
-        ("RM_INGEST_REJECTED_TOPIC_NAME", format!("{topic}-rejected")),
-        ("RM_AGGREGATOR_TOPIC", topic.clone()),
-        ("RM_AGGREGATOR_GROUP", format!("{topic}-group")),
-        ("RM_CLICKHOUSE_URL", ch),
-        ("RM_CLICKHOUSE_DATABASE", database),
+    env.extend([
         ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "20".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),
-    ];
+    ]);
     let sub = |name: &str| {
         let d = dir.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
