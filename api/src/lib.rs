@@ -316,24 +316,26 @@ impl Inner {
                 }
             }
             Op::Report => {
-                // Campaign costs for ROAS come from the campaigns' fixed costs.
-                let costs: std::collections::HashMap<String, f64> =
-                    if parts.uri.path() == "/v1/reports/sales" {
-                        self.state
-                            .campaigns()
-                            .await?
-                            .iter()
-                            .filter_map(|c| c.known_cost().map(|k| (c.id.clone(), k)))
-                            .collect()
-                    } else {
-                        std::collections::HashMap::new()
-                    };
-                let cost_of = move |id: &str| costs.get(id).copied();
+                // Campaign costs (ROAS) and bids (spend) come from the campaign records.
+                let path = parts.uri.path();
+                let mut costs = reports::KnownCosts::default();
+                if path == "/v1/reports/sales" || path == "/v1/reports/campaigns" {
+                    for c in &self.state.campaigns().await? {
+                        if let Some(k) = c.known_cost() {
+                            costs.cost.insert(c.id.clone(), k);
+                        }
+                        if let Ok(Some(b)) =
+                            crate::model::campaign::parse_money(&c.strategy.auction.max_bid)
+                        {
+                            costs.max_bid.insert(c.id.clone(), b);
+                        }
+                    }
+                }
                 reports::answer_with(
                     &*self.store,
-                    &cost_of,
+                    &costs,
                     &self.windows,
-                    parts.uri.path(),
+                    path,
                     parts.uri.query().unwrap_or(""),
                     &parts.headers,
                 )

@@ -8,6 +8,9 @@
 //! instance; the product part when products change through this instance or every
 //! tenth refresh. Requests never wait for a rebuild.
 
+pub mod candidates;
+#[cfg(test)]
+mod decide_proptests;
 pub mod index;
 pub mod request;
 pub mod response;
@@ -98,7 +101,7 @@ impl AdsEngine {
     }
 }
 
-/// Spend per campaign: billable clicks (product clicks in the report store) times
+/// Spend per campaign: billable ad clicks (the ads report of the store) times
 /// the campaign's `maxBid`, today and in all. A store that cannot answer yields no
 /// spend (campaigns keep serving; the failure is logged).
 pub async fn spend(
@@ -115,7 +118,7 @@ pub async fn spend(
     if limited.is_empty() {
         return HashMap::new();
     }
-    let rows = match store.products(&ReportFilter::default()).await {
+    let rows = match store.ads(&ReportFilter::default()).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "ads: spend unknown, the report store did not answer");
