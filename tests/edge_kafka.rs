@@ -161,7 +161,11 @@ fn beacons_are_read_back_from_kafka_exactly() {
         let sent = event(i);
         let id = &sent[3].1;
         let (key, rec) = by_id.get(id).unwrap_or_else(|| panic!("event {i} missing"));
-        assert_eq!(key, rec.event.tracking_id().as_bytes(), "record key is the tracking id");
+        assert_eq!(
+            key,
+            rec.event.tracking_id().as_bytes(),
+            "record key is the tracking id"
+        );
         assert_eq!(rec.event.ad_id, sent[0].1);
         assert_eq!(rec.event.interaction_type.as_str(), sent[1].1);
         assert_eq!(
