@@ -15,13 +15,19 @@
 //! wildcard campaign, any product of the catalog) passes. The walk stops when
 //! `maxNumberOfAds` of each kind are found, so a typical request touches few
 //! campaigns. A wildcard campaign looks at products through a category index, at most
-//! [`MAX_SCAN`] per campaign, so no request is unbounded.
+//! [`MAX_SCAN`] per request, so no request is unbounded.
+//!
+//! With filters, campaigns whose products cannot pass them are skipped up front
+//! through a category coverage index ([`super::candidates`]), so a request with
+//! filters costs in proportion to the campaigns advertising in its categories, not
+//! to every campaign of the catalog.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+use super::candidates::{passing_products, Coverage};
 use super::request::{passes, Decided};
 use crate::model::campaign::{
     parse_money, ApprovalState, BannerXCampaign, CampaignState, CampaignType,
@@ -39,6 +45,8 @@ pub struct CatalogProducts {
     by_code: HashMap<String, u32>,
     /// Every category path prefix to the products in it or below.
     by_category: HashMap<String, Vec<u32>>,
+    /// Every category path prefix to its id (for [`Coverage`]).
+    category_ids: HashMap<String, u32>,
 }
 
 impl CatalogProducts {
@@ -49,6 +57,10 @@ impl CatalogProducts {
             for part in c.split('/') {
                 end += part.len();
                 let prefix = &c[..end];
+                if !self.category_ids.contains_key(prefix) {
+                    let id = self.category_ids.len() as u32;
+                    self.category_ids.insert(prefix.to_owned(), id);
+                }
                 let list = self.by_category.entry(prefix.to_owned()).or_default();
                 if list.last() != Some(&idx) {
                     list.push(idx);
@@ -62,6 +74,22 @@ impl CatalogProducts {
 
     fn in_category(&self, idx: u32, path: &str) -> bool {
         self.products[idx as usize].in_category(path)
+    }
+
+    /// The ids of every category prefix the products are in.
+    fn category_ids_of(&self, idxs: &[u32]) -> Vec<u32> {
+        let mut ids = Vec::new();
+        for &i in idxs {
+            for c in &self.products[i as usize].categories {
+                let mut end = 0;
+                for part in c.split('/') {
+                    end += part.len();
+                    ids.extend(self.category_ids.get(&c[..end]).copied());
+                    end += 1;
+                }
+            }
+        }
+        ids
     }
 }
 
@@ -117,6 +145,8 @@ struct Entry {
 struct CatalogCampaigns {
     product_ads: Vec<Entry>,
     banners: Vec<Entry>,
+    product_cover: Coverage,
+    banner_cover: Coverage,
 }
 
 /// The decisioning index: products and the campaigns eligible at build time.
@@ -221,7 +251,7 @@ impl AdsIndex {
                 }
             }
         }
-        for slot in catalogs.values_mut() {
+        for (catalog, slot) in catalogs.iter_mut() {
             let rank = |a: &Entry, b: &Entry| {
                 b.bid
                     .total_cmp(&a.bid)
@@ -229,6 +259,18 @@ impl AdsIndex {
             };
             slot.product_ads.sort_by(rank);
             slot.banners.sort_by(rank);
+            let cover = |entries: &[Entry]| {
+                Coverage::build(entries.iter().map(|e| {
+                    e.products.as_ref().map(|ps| {
+                        products
+                            .catalogs
+                            .get(catalog)
+                            .map_or_else(Vec::new, |cp| cp.category_ids_of(ps))
+                    })
+                }))
+            };
+            slot.product_cover = cover(&slot.product_ads);
+            slot.banner_cover = cover(&slot.banners);
         }
         AdsIndex {
             products,
@@ -271,6 +313,30 @@ impl AdsIndex {
                 && !e.exclude.iter().any(|p| cat.in_category(idx, p))
                 && passes(&req.filters, req.mode, |p| cat.in_category(idx, p))
         };
+        // Campaigns that may have a passing product (`None`: no filters, all may), and
+        // for wildcard campaigns the passing products, computed once.
+        let groups: Vec<Vec<Option<u32>>> = req
+            .filters
+            .iter()
+            .map(|g| g.iter().map(|p| cat.category_ids.get(p).copied()).collect())
+            .collect();
+        let product_candidates = slot.product_cover.candidates(&groups, req.mode);
+        let banner_candidates = slot.banner_cover.candidates(&groups, req.mode);
+        let wildcard_pool = std::cell::OnceCell::new();
+        let pool = || {
+            wildcard_pool
+                .get_or_init(|| {
+                    passing_products(
+                        &req.filters,
+                        req.mode,
+                        |p| cat.by_category.get(p).map(Vec::as_slice),
+                        |idx, p| cat.in_category(idx, p),
+                        MAX_SCAN,
+                    )
+                })
+                .as_slice()
+        };
+        let may = |c: &Option<Vec<bool>>, i: usize| c.as_ref().is_none_or(|m| m[i]);
         let mut taken: HashSet<u32> = HashSet::new();
         let mut ads = Vec::new();
         // Rounds over the campaigns in rank order: each round gives every campaign
@@ -285,11 +351,13 @@ impl AdsIndex {
                 if exhausted[i] {
                     continue;
                 }
-                if !placement_ok(&e.campaign) {
+                if !placement_ok(&e.campaign) || !may(&product_candidates, i) {
                     exhausted[i] = true;
                     continue;
                 }
-                match self.first_match(e, cat, req, |idx| !taken.contains(&idx) && ok(e, idx)) {
+                match self.first_match(e, cat, req, &pool, |idx| {
+                    !taken.contains(&idx) && ok(e, idx)
+                }) {
                     Some(idx) => {
                         taken.insert(idx);
                         ads.push(ProductPick {
@@ -302,12 +370,15 @@ impl AdsIndex {
             }
         }
         let mut banners = Vec::new();
-        for e in &slot.banners {
+        for (i, e) in slot.banners.iter().enumerate() {
             if banners.len() >= req.max_ads {
                 break;
             }
             if placement_ok(&e.campaign)
-                && self.first_match(e, cat, req, |idx| ok(e, idx)).is_some()
+                && may(&banner_candidates, i)
+                && self
+                    .first_match(e, cat, req, &pool, |idx| ok(e, idx))
+                    .is_some()
             {
                 banners.push(BannerPick {
                     campaign: Arc::clone(&e.campaign),
@@ -317,34 +388,30 @@ impl AdsIndex {
         (ads, banners)
     }
 
-    fn first_match(
+    fn first_match<'p>(
         &self,
         e: &Entry,
         cat: &CatalogProducts,
         req: &Decided,
+        pool: impl Fn() -> &'p [u32],
         accept: impl Fn(u32) -> bool,
     ) -> Option<u32> {
         match &e.products {
             Some(list) => list.iter().copied().find(|&i| accept(i)),
+            // Wildcard with filters: the request's passing products.
+            None if !req.filters.is_empty() => pool().iter().copied().find(|&i| accept(i)),
             None => {
-                // Wildcard: start from a category every passing product must be in,
-                // when there is one; else scan the catalog. Both capped.
-                use super::request::FilterMode;
-                let must = match (req.mode, req.filters.as_slice()) {
-                    (FilterMode::OrAnd, [only]) => only.first(),
-                    (FilterMode::AndOr, [first, ..]) if first.len() == 1 => first.first(),
-                    (_, []) if e.include.len() == 1 => e.include.first(),
-                    _ => None,
-                };
-                match must {
-                    Some(p) => cat
+                // Wildcard without filters: its one include category when it has
+                // exactly one, else the catalog. Both capped.
+                match e.include.as_slice() {
+                    [p] => cat
                         .by_category
                         .get(p.as_str())?
                         .iter()
                         .copied()
                         .take(MAX_SCAN)
                         .find(|&i| accept(i)),
-                    None => (0..cat.products.len() as u32)
+                    _ => (0..cat.products.len() as u32)
                         .take(MAX_SCAN)
                         .find(|&i| accept(i)),
                 }
