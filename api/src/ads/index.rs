@@ -355,9 +355,8 @@ impl AdsIndex {
                     exhausted[i] = true;
                     continue;
                 }
-                match self.first_match(e, cat, req, &pool, |idx| {
-                    !taken.contains(&idx) && ok(e, idx)
-                }) {
+                match self.first_match(e, cat, req, pool, |idx| !taken.contains(&idx) && ok(e, idx))
+                {
                     Some(idx) => {
                         taken.insert(idx);
                         ads.push(ProductPick {
@@ -377,7 +376,7 @@ impl AdsIndex {
             if placement_ok(&e.campaign)
                 && may(&banner_candidates, i)
                 && self
-                    .first_match(e, cat, req, &pool, |idx| ok(e, idx))
+                    .first_match(e, cat, req, pool, |idx| ok(e, idx))
                     .is_some()
             {
                 banners.push(BannerPick {
