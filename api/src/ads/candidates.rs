@@ -116,8 +116,81 @@ impl Coverage {
 /// The products (ascending, at most `cap` looked at) that pass `filters` under
 /// `mode`, drawn from category lists every passing product is in: under `OrAnd` the
 /// smallest list of each group, under `AndOr` the lists of the group whose lists
-/// are smallest in total. `list` gives a path's products, ascending (`None` for a
-/// path no product is in); `in_cat` says whether a product is in a path.
+/// are smallest in total. Computed only as far as asked ([`PassingPool::get`]), so
+/// a request whose wildcard campaigns take the first few pays for those few.
+#[derive(Debug)]
+pub struct PassingPool<'a> {
+    lists: Vec<&'a [u32]>,
+    at: Vec<usize>,
+    left: usize,
+    out: Vec<u32>,
+}
+
+impl<'a> PassingPool<'a> {
+    /// A pool for `filters`; `list` gives a path's products, ascending (`None` for a
+    /// path no product is in).
+    pub fn new(
+        filters: &[Vec<String>],
+        mode: FilterMode,
+        list: impl Fn(&str) -> Option<&'a [u32]>,
+        cap: usize,
+    ) -> PassingPool<'a> {
+        let lists: Vec<&[u32]> = match mode {
+            FilterMode::OrAnd => filters
+                .iter()
+                .filter_map(|g| {
+                    g.iter()
+                        .map(|p| list(p))
+                        .collect::<Option<Vec<_>>>()?
+                        .into_iter()
+                        .min_by_key(|l| l.len())
+                })
+                .collect(),
+            FilterMode::AndOr => filters
+                .iter()
+                .map(|g| g.iter().filter_map(|p| list(p)).collect::<Vec<_>>())
+                .min_by_key(|ls| ls.iter().map(|l| l.len()).sum::<usize>())
+                .unwrap_or_default(),
+        };
+        PassingPool {
+            at: vec![0; lists.len()],
+            lists,
+            left: cap,
+            out: Vec::new(),
+        }
+    }
+
+    /// The `i`-th passing product, merging the lists (without repeats) as far as
+    /// needed; `in_cat` says whether a product is in a path.
+    pub fn get(
+        &mut self,
+        i: usize,
+        filters: &[Vec<String>],
+        mode: FilterMode,
+        in_cat: impl Fn(u32, &str) -> bool,
+    ) -> Option<u32> {
+        while self.out.len() <= i && self.left > 0 {
+            let idx = self
+                .lists
+                .iter()
+                .zip(&self.at)
+                .filter_map(|(l, &k)| l.get(k).copied())
+                .min()?;
+            for (l, k) in self.lists.iter().zip(self.at.iter_mut()) {
+                if l.get(*k) == Some(&idx) {
+                    *k += 1;
+                }
+            }
+            self.left -= 1;
+            if passes(filters, mode, |p| in_cat(idx, p)) {
+                self.out.push(idx);
+            }
+        }
+        self.out.get(i).copied()
+    }
+}
+
+/// Every product of a [`PassingPool`] (tests and tools).
 pub fn passing_products<'a>(
     filters: &[Vec<String>],
     mode: FilterMode,
@@ -125,43 +198,10 @@ pub fn passing_products<'a>(
     in_cat: impl Fn(u32, &str) -> bool,
     cap: usize,
 ) -> Vec<u32> {
-    let lists: Vec<&[u32]> = match mode {
-        FilterMode::OrAnd => filters
-            .iter()
-            .filter_map(|g| {
-                g.iter()
-                    .map(|p| list(p))
-                    .collect::<Option<Vec<_>>>()?
-                    .into_iter()
-                    .min_by_key(|l| l.len())
-            })
-            .collect(),
-        FilterMode::AndOr => filters
-            .iter()
-            .map(|g| g.iter().filter_map(|p| list(p)).collect::<Vec<_>>())
-            .min_by_key(|ls| ls.iter().map(|l| l.len()).sum::<usize>())
-            .unwrap_or_default(),
-    };
-    // Merge the ascending lists, without repeats, looking at `cap` products at most.
-    let mut at = vec![0usize; lists.len()];
-    let mut out = Vec::new();
-    for _ in 0..cap {
-        let next = lists
-            .iter()
-            .zip(&at)
-            .filter_map(|(l, &i)| l.get(i).copied())
-            .min();
-        let Some(idx) = next else { break };
-        for (l, i) in lists.iter().zip(at.iter_mut()) {
-            if l.get(*i) == Some(&idx) {
-                *i += 1;
-            }
-        }
-        if passes(filters, mode, |p| in_cat(idx, p)) {
-            out.push(idx);
-        }
-    }
-    out
+    let mut pool = PassingPool::new(filters, mode, list, cap);
+    (0..)
+        .map_while(|i| pool.get(i, filters, mode, &in_cat))
+        .collect()
 }
 
 #[cfg(test)]

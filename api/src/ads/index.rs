@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::candidates::{passing_products, Coverage};
+use super::candidates::{Coverage, PassingPool};
 use super::request::{passes, Decided};
 use crate::model::campaign::{
     parse_money, ApprovalState, BannerXCampaign, CampaignState, CampaignType,
@@ -322,19 +322,19 @@ impl AdsIndex {
             .collect();
         let product_candidates = slot.product_cover.candidates(&groups, req.mode);
         let banner_candidates = slot.banner_cover.candidates(&groups, req.mode);
-        let wildcard_pool = std::cell::OnceCell::new();
-        let pool = || {
+        let wildcard_pool = std::cell::RefCell::new(None::<PassingPool>);
+        let pool = |i: usize| {
             wildcard_pool
-                .get_or_init(|| {
-                    passing_products(
+                .borrow_mut()
+                .get_or_insert_with(|| {
+                    PassingPool::new(
                         &req.filters,
                         req.mode,
                         |p| cat.by_category.get(p).map(Vec::as_slice),
-                        |idx, p| cat.in_category(idx, p),
                         MAX_SCAN,
                     )
                 })
-                .as_slice()
+                .get(i, &req.filters, req.mode, |idx, p| cat.in_category(idx, p))
         };
         let may = |c: &Option<Vec<bool>>, i: usize| c.as_ref().is_none_or(|m| m[i]);
         let mut taken: HashSet<u32> = HashSet::new();
@@ -387,18 +387,18 @@ impl AdsIndex {
         (ads, banners)
     }
 
-    fn first_match<'p>(
+    fn first_match(
         &self,
         e: &Entry,
         cat: &CatalogProducts,
         req: &Decided,
-        pool: impl Fn() -> &'p [u32],
+        pool: impl Fn(usize) -> Option<u32>,
         accept: impl Fn(u32) -> bool,
     ) -> Option<u32> {
         match &e.products {
             Some(list) => list.iter().copied().find(|&i| accept(i)),
             // Wildcard with filters: the request's passing products.
-            None if !req.filters.is_empty() => pool().iter().copied().find(|&i| accept(i)),
+            None if !req.filters.is_empty() => (0..).map_while(pool).find(|&i| accept(i)),
             None => {
                 // Wildcard without filters: its one include category when it has
                 // exactly one, else the catalog. Both capped.
