@@ -273,9 +273,12 @@ impl<L: EventLog> Edge<L> {
             ));
         };
         let started = Instant::now();
+        // Keyed by the shopper: every entity the aggregator derives (a view, a cart
+        // line, an attribution touch) belongs to one tracking id, so it lives in one
+        // partition and one consumer of a group writes it.
         let write = self.log.append(
             &self.config.topic,
-            record.event.ad_id.as_bytes(),
+            record.event.tracking_id().as_bytes(),
             record.to_bytes(),
         );
         let outcome = tokio::time::timeout(self.config.write_deadline(), write).await;
