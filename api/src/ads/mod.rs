@@ -95,7 +95,12 @@ impl AdsEngine {
         };
         let campaigns = state.campaigns().await?;
         let spend = spend(store, &campaigns).await;
-        let ix = AdsIndex::build(products, &campaigns, &spend, Utc::now());
+        // Building over 10k campaigns takes tens of ms: off the request workers.
+        let ix = tokio::task::spawn_blocking(move || {
+            AdsIndex::build(products, &campaigns, &spend, Utc::now())
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(ix);
         Ok(())
     }
