@@ -15,7 +15,7 @@
 #
 # Settings (environment): RATE=1000 DURATION=30 WARMUP=5 CONNECTIONS=32
 #   MAX_CONNECTIONS=8 PORT=18181 DATA=/var/tmp/rm-adsbench/data SKIP_BUILD=1
-#   SKIP_MICRO=1 RESULTS_DIR=benches/results
+#   SKIP_MICRO=1 MICRO_REQUESTS=5000 RESULTS_DIR=benches/results
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -60,6 +60,7 @@ API=http://127.0.0.1:$PORT
 "$BIN/adsbench" wait --api "$API"
 
 run() { # name route rate connections
+    sleep 5 # let the previous run's backlog drain
     log "$1: $2 at rate $3 ($4 connections)"
     "$BIN/adsbench" run --api "$API" --name "$1" --route "$2" --rate "$3" \
         --connections "$4" --duration "$DURATION" --warmup "$WARMUP" \
@@ -89,7 +90,7 @@ while [ -e "$OUT" ]; do OUT=$RESULTS_DIR/ads-$DATE-$n.md; n=$((n + 1)); done
     if [ "${SKIP_MICRO:-0}" != 1 ]; then
         echo "In process (\`adsbench micro\`, one thread, no HTTP):"
         echo
-        "$BIN/adsbench" micro
+        "$BIN/adsbench" micro --requests "${MICRO_REQUESTS:-5000}"
     fi
 } | tee "$OUT"
 for f in "$WORK"/*.json; do cp "$f" "${OUT%.md}-$(basename "$f")"; done
