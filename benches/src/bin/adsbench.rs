@@ -27,8 +27,9 @@ mod load;
 mod micro;
 #[path = "adsbench/rng.rs"]
 mod rng;
+#[path = "adsbench/summary.rs"]
+mod summary;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,7 +42,6 @@ use rm_api::state::State;
 use rm_benches::http::split_url;
 use rm_benches::procstat;
 use rm_benches::report::Latency;
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use bodies::Route;
@@ -191,43 +191,6 @@ struct ReportArgs {
     md: Option<PathBuf>,
 }
 
-/// One run, as printed and written.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct AdsRun {
-    name: String,
-    route: String,
-    /// `rate` (open loop) or `max` (closed loop).
-    mode: String,
-    api: String,
-    connections: usize,
-    warmup_s: f64,
-    duration_s: f64,
-    target_rate: Option<f64>,
-    requests: u64,
-    ok: u64,
-    /// Bad answers by status (`io`, `connect`, `bad-body`, or the HTTP status).
-    bad: BTreeMap<String, u64>,
-    first_error: Option<String>,
-    throughput_rps: f64,
-    latency_ms: Latency,
-    service_latency_ms: Latency,
-    target_ms: f64,
-    /// Requests over the target, and the seconds of the window they fell in.
-    over_target: u64,
-    seconds_over_target: Vec<(usize, load::Second)>,
-    ads_per_answer: f64,
-    banners_per_answer: f64,
-    video_per_answer: f64,
-    empty_answers: u64,
-    server_cpu_s: Option<f64>,
-    server_cpu_us_per_req: Option<f64>,
-    loadgen_cpu_s: Option<f64>,
-    loadavg_start: String,
-    loadavg_end: String,
-    machine: String,
-    started_unix: u64,
-}
-
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let threads = match &cli.command {
@@ -242,7 +205,7 @@ fn main() -> anyhow::Result<()> {
         Command::Gen(a) => rt.block_on(generate_data(a)),
         Command::Wait(a) => rt.block_on(wait(a)),
         Command::Run(a) => rt.block_on(run(a)),
-        Command::Report(a) => report(&a),
+        Command::Report(a) => summary::report(&a.runs, a.md.as_deref()),
         Command::Micro(a) => micro::run(
             &gen::Shape {
                 catalog: "bench-catalog".into(),
@@ -512,7 +475,7 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
             n as f64 / all.ok as f64
         }
     };
-    let result = AdsRun {
+    let result = summary::AdsRun {
         name: a.name.clone(),
         route: format!("{:?}", a.route).to_lowercase(),
         mode: mode.into(),
@@ -551,112 +514,10 @@ async fn run(a: RunArgs) -> anyhow::Result<()> {
         machine: machine(),
         started_unix: now.as_secs(),
     };
-    print_run(&result);
+    summary::print_run(&result);
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&result)?)
             .with_context(|| format!("writing {}", p.display()))?;
-    }
-    Ok(())
-}
-
-fn print_run(r: &AdsRun) {
-    let l = &r.latency_ms;
-    println!(
-        "{} ({} {}, {} connections, {:.0} s): {} requests, {} ok, {:.1} req/s",
-        r.name, r.route, r.mode, r.connections, r.duration_s, r.requests, r.ok, r.throughput_rps
-    );
-    println!(
-        "latency ms: p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}  (service time p99 {:.3})",
-        l.p50, l.p90, l.p99, l.p999, l.max, r.service_latency_ms.p99
-    );
-    println!("bad answers: {:?}", r.bad);
-    if let Some(e) = &r.first_error {
-        println!("first bad answer: {e}");
-    }
-    if r.route == "generate" {
-        println!(
-            "per answer: {:.2} product ads, {:.2} banners, {:.2} video (VAST); {} answers empty",
-            r.ads_per_answer, r.banners_per_answer, r.video_per_answer, r.empty_answers
-        );
-    }
-    if let Some(c) = r.server_cpu_s {
-        println!(
-            "server CPU: {c:.2} s ({:.0}% of one core), {:.0} us per request; loadgen CPU {:.2} s",
-            c * 100.0 / r.duration_s,
-            r.server_cpu_us_per_req.unwrap_or(0.0),
-            r.loadgen_cpu_s.unwrap_or(0.0)
-        );
-    }
-    println!(
-        "over {} ms: {} requests in {} of {:.0} seconds {:?}",
-        r.target_ms,
-        r.over_target,
-        r.seconds_over_target.len(),
-        r.duration_s,
-        r.seconds_over_target
-            .iter()
-            .map(|(s, x)| format!("{s}s:{}/{} max {:.1}ms", x.over, x.count, x.max_ms))
-            .collect::<Vec<_>>()
-    );
-    println!(
-        "load average: {} -> {}; {}",
-        r.loadavg_start, r.loadavg_end, r.machine
-    );
-}
-
-fn report(a: &ReportArgs) -> anyhow::Result<()> {
-    let mut runs = Vec::new();
-    for p in &a.runs {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        let r: AdsRun =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
-        runs.push(r);
-    }
-    let mut md = String::from(
-        "| run | route | mode | rate asked | achieved req/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | bad | ads/banners/video per answer | server CPU us/req | p99 / healthz p99 | CPU / healthz CPU | load avg (start) |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|\n",
-    );
-    for r in &runs {
-        let base = runs.iter().find(|b| {
-            b.route == "healthz"
-                && b.mode == r.mode
-                && b.target_rate.map(|x| x.round()) == r.target_rate.map(|x| x.round())
-        });
-        let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
-            (Some(x), Some(y)) if y > 0.0 && r.route != "healthz" => format!("{:.1}x", x / y),
-            _ => "".into(),
-        };
-        let l = &r.latency_ms;
-        md.push_str(&format!(
-            "| {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} | {} |\n",
-            r.name,
-            r.route,
-            r.mode,
-            r.target_rate.map_or("-".into(), |x| format!("{x:.0}")),
-            r.throughput_rps,
-            l.p50,
-            l.p90,
-            l.p99,
-            l.p999,
-            l.max,
-            r.bad.values().sum::<u64>(),
-            if r.route == "generate" {
-                format!(
-                    "{:.1} / {:.1} / {:.2}",
-                    r.ads_per_answer, r.banners_per_answer, r.video_per_answer
-                )
-            } else {
-                "-".into()
-            },
-            r.server_cpu_us_per_req.map_or("-".into(), |x| format!("{x:.0}")),
-            ratio(Some(l.p99), base.map(|b| b.latency_ms.p99)),
-            ratio(r.server_cpu_us_per_req, base.and_then(|b| b.server_cpu_us_per_req)),
-            r.loadavg_start.split(' ').take(3).collect::<Vec<_>>().join(" "),
-        ));
-    }
-    println!("{md}");
-    if let Some(p) = &a.md {
-        std::fs::write(p, &md).with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
 }
