@@ -28,7 +28,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::candidates::{Coverage, PassingPool};
-use super::request::{passes, Decided};
+use super::request::Decided;
 use crate::model::campaign::{
     parse_money, ApprovalState, BannerXCampaign, CampaignState, CampaignType,
 };
@@ -47,20 +47,32 @@ pub struct CatalogProducts {
     by_category: HashMap<String, Vec<u32>>,
     /// Every category path prefix to its id (for [`Coverage`]).
     category_ids: HashMap<String, u32>,
+    /// Product `i`'s category prefix ids are `prefix_ids[prefix_at[i]..prefix_at[i + 1]]`,
+    /// so filters are checked by id, without comparing paths.
+    prefix_ids: Vec<u32>,
+    prefix_at: Vec<u32>,
 }
 
 impl CatalogProducts {
     fn add(&mut self, p: Product) {
         let idx = self.products.len() as u32;
+        if self.prefix_at.is_empty() {
+            self.prefix_at.push(0);
+        }
         for c in &p.categories {
             let mut end = 0;
             for part in c.split('/') {
                 end += part.len();
                 let prefix = &c[..end];
-                if !self.category_ids.contains_key(prefix) {
-                    let id = self.category_ids.len() as u32;
-                    self.category_ids.insert(prefix.to_owned(), id);
-                }
+                let id = match self.category_ids.get(prefix) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.category_ids.len() as u32;
+                        self.category_ids.insert(prefix.to_owned(), id);
+                        id
+                    }
+                };
+                self.prefix_ids.push(id);
                 let list = self.by_category.entry(prefix.to_owned()).or_default();
                 if list.last() != Some(&idx) {
                     list.push(idx);
@@ -68,8 +80,19 @@ impl CatalogProducts {
                 end += 1;
             }
         }
+        self.prefix_at.push(self.prefix_ids.len() as u32);
         self.by_code.insert(p.product_code.clone(), idx);
         self.products.push(p);
+    }
+
+    /// Whether product `idx` is in category `id` or below it (`None`: a path no
+    /// product is in).
+    fn has(&self, idx: u32, id: Option<u32>) -> bool {
+        let (from, to) = (
+            self.prefix_at[idx as usize] as usize,
+            self.prefix_at[idx as usize + 1] as usize,
+        );
+        id.is_some_and(|id| self.prefix_ids[from..to].contains(&id))
     }
 
     fn in_category(&self, idx: u32, path: &str) -> bool {
@@ -137,7 +160,9 @@ struct Entry {
     /// Advertised products in this catalog; `None` for a wildcard campaign.
     products: Option<Vec<u32>>,
     include: Vec<String>,
-    exclude: Vec<String>,
+    /// `include` and `exclude` as category ids of the catalog.
+    include_ids: Vec<Option<u32>>,
+    exclude_ids: Vec<Option<u32>>,
 }
 
 /// The campaigns eligible in one catalog, in rank order.
@@ -186,6 +211,30 @@ fn filters_of(c: &BannerXCampaign, catalog: &str, include: bool) -> Vec<String> 
         .map(|p| p.trim_matches('/').to_owned())
         .filter(|p| !p.is_empty())
         .collect()
+}
+
+/// Category ids of `paths` in `products` (`None` for a path no product is in).
+fn ids_of(products: Option<&CatalogProducts>, paths: &[String]) -> Vec<Option<u32>> {
+    paths
+        .iter()
+        .map(|p| products.and_then(|cp| cp.category_ids.get(p).copied()))
+        .collect()
+}
+
+/// `request::passes` over category ids.
+fn passes_ids(
+    groups: &[Vec<Option<u32>>],
+    mode: super::request::FilterMode,
+    has: impl Fn(Option<u32>) -> bool,
+) -> bool {
+    use super::request::FilterMode;
+    if groups.is_empty() {
+        return true;
+    }
+    match mode {
+        FilterMode::OrAnd => groups.iter().any(|g| g.iter().all(|&c| has(c))),
+        FilterMode::AndOr => groups.iter().all(|g| g.iter().any(|&c| has(c))),
+    }
 }
 
 /// Whether `c` may serve at `now` with `spend`, ignoring catalog and placement.
@@ -241,8 +290,9 @@ impl AdsIndex {
                     campaign: Arc::clone(&c),
                     bid,
                     products: advertised,
+                    include_ids: ids_of(cat_products, &filters_of(&c, catalog, true)),
+                    exclude_ids: ids_of(cat_products, &filters_of(&c, catalog, false)),
                     include: filters_of(&c, catalog, true),
-                    exclude: filters_of(&c, catalog, false),
                 };
                 let slot = catalogs.entry(catalog.clone()).or_default();
                 match c.settings.campaign_type {
@@ -308,11 +358,6 @@ impl AdsIndex {
         };
         let placement_ok =
             |c: &BannerXCampaign| c.placement_id.is_empty() || c.placement_id == req.placement;
-        let ok = |e: &Entry, idx: u32| {
-            (e.include.is_empty() || e.include.iter().any(|p| cat.in_category(idx, p)))
-                && !e.exclude.iter().any(|p| cat.in_category(idx, p))
-                && passes(&req.filters, req.mode, |p| cat.in_category(idx, p))
-        };
         // Campaigns that may have a passing product (`None`: no filters, all may), and
         // for wildcard campaigns the passing products, computed once.
         let groups: Vec<Vec<Option<u32>>> = req
@@ -320,6 +365,11 @@ impl AdsIndex {
             .iter()
             .map(|g| g.iter().map(|p| cat.category_ids.get(p).copied()).collect())
             .collect();
+        let ok = |e: &Entry, idx: u32| {
+            (e.include_ids.is_empty() || e.include_ids.iter().any(|&c| cat.has(idx, c)))
+                && !e.exclude_ids.iter().any(|&c| cat.has(idx, c))
+                && passes_ids(&groups, req.mode, |c| cat.has(idx, c))
+        };
         let product_candidates = slot.product_cover.candidates(&groups, req.mode);
         let banner_candidates = slot.banner_cover.candidates(&groups, req.mode);
         let wildcard_pool = std::cell::RefCell::new(None::<PassingPool>);
