@@ -6,7 +6,7 @@
 //! The index is rebuilt in the background ([`AdsEngine::refresh`]): the campaign part
 //! every `RM_API_ADS_REFRESH_SECS` and right after a campaign changes through this
 //! instance; the product part when products change through this instance or every
-//! tenth refresh. Requests never wait for a rebuild.
+//! [`PRODUCT_RELOAD_EVERY`] refreshes. Reading and decoding run on the blocking pool. Requests never wait for a rebuild.
 
 pub mod candidates;
 #[cfg(test)]
@@ -28,6 +28,10 @@ use crate::state::State;
 use index::{AdsIndex, ProductIndex, Spend};
 pub use request::AdsRequest;
 pub use response::{AdsResponse, Serving};
+
+/// Every how many refreshes the products are re-read even without a local change
+/// (changes made through another api instance): 60 x the 5 s default = 5 minutes.
+pub const PRODUCT_RELOAD_EVERY: u64 = 60;
 
 /// The live index and what rebuilds it.
 pub struct AdsEngine {
@@ -83,7 +87,8 @@ impl AdsEngine {
     /// Rebuilds the index from the state and the report store.
     pub async fn refresh(&self, state: &State, store: &AnyStore) -> Result<(), ApiError> {
         let n = self.refreshes.fetch_add(1, Ordering::AcqRel);
-        let reload_products = self.products_dirty.swap(false, Ordering::AcqRel) || n % 10 == 0;
+        let reload_products =
+            self.products_dirty.swap(false, Ordering::AcqRel) || n % PRODUCT_RELOAD_EVERY == 0;
         self.campaigns_dirty.store(false, Ordering::Release);
         let products = if reload_products {
             let all = state.products().await?;

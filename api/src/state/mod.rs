@@ -264,13 +264,20 @@ impl State {
         }
     }
 
-    async fn scan_typed<T: DeserializeOwned>(&self, ns: Ns) -> Result<Vec<T>, StateError> {
-        self.kv
-            .scan(ns)
-            .await?
-            .iter()
-            .map(|(k, v)| decode(ns, k, v))
-            .collect()
+    async fn scan_typed<T: DeserializeOwned + Send + 'static>(
+        &self,
+        ns: Ns,
+    ) -> Result<Vec<T>, StateError> {
+        let rows = self.kv.scan(ns).await?;
+        // Decoding a whole namespace (a catalog of a million products) takes seconds
+        // of CPU: on the blocking pool, never on a request worker.
+        tokio::task::spawn_blocking(move || {
+            rows.iter()
+                .map(|(k, v)| decode(ns, k, v))
+                .collect::<Result<Vec<T>, _>>()
+        })
+        .await
+        .map_err(|e| StateError::Backend(format!("decoding task failed: {e}")))?
     }
 
     /// The client `id`.
