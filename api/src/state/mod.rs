@@ -280,6 +280,24 @@ impl State {
         .map_err(|e| StateError::Backend(format!("decoding task failed: {e}")))?
     }
 
+    /// A digest of everything in `ns` (keys and values): equal digests mean nothing
+    /// changed, so readers can skip decoding.
+    pub async fn digest(&self, ns: Ns) -> Result<u64, StateError> {
+        let rows = self.kv.scan(ns).await?;
+        tokio::task::spawn_blocking(move || {
+            let mut h = xxhash_rust::xxh3::Xxh3::new();
+            for (k, v) in &rows {
+                h.update(&(k.len() as u64).to_le_bytes());
+                h.update(k.as_bytes());
+                h.update(&(v.len() as u64).to_le_bytes());
+                h.update(v);
+            }
+            h.digest()
+        })
+        .await
+        .map_err(|e| StateError::Backend(format!("digest task failed: {e}")))
+    }
+
     /// The client `id`.
     pub async fn client(&self, id: &str) -> Result<Option<Client>, StateError> {
         self.get_typed(Ns::Clients, id).await
