@@ -98,7 +98,7 @@ fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
         ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "50".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),
     ]);
-    let (beacons, exp) = sessions::generate(23, 700, 500);
+    let (beacons, exp) = sessions::generate(23, 1400, 1000);
     let third = beacons.len() / 3;
     let edge = Service::start("ingest", dir.path(), &env);
     fire_all(edge.ingest, &beacons);
