@@ -9,7 +9,7 @@
 
 use std::sync::OnceLock;
 
-use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use http::{header, HeaderMap, HeaderValue, Method};
 use rm_service::{response, Response};
 use sha2::{Digest, Sha256};
 
@@ -32,49 +32,16 @@ pub fn etag() -> &'static str {
     })
 }
 
-/// Whether an `If-None-Match` value matches `tag` (weak comparison, as RFC 9110
-/// prescribes for `If-None-Match`: a `W/` prefix is ignored).
-fn none_match_hits(value: &str, tag: &str) -> bool {
-    value
-        .split(',')
-        .map(str::trim)
-        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag)
-}
-
 /// Answers a request for [`PATH`].
 pub fn answer(method: &Method, headers: &HeaderMap) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return response::method_not_allowed("GET, HEAD");
     }
-    let tag = etag();
-    let fresh = headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| none_match_hits(v, tag));
-    let mut r = if fresh {
-        let mut r = response::with_body(StatusCode::NOT_MODIFIED, CONTENT_TYPE, "");
-        r.headers_mut().remove(header::CONTENT_TYPE);
-        r
-    } else {
-        response::with_body(StatusCode::OK, CONTENT_TYPE, SOURCE)
-    };
-    let h = r.headers_mut();
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(CACHE_CONTROL),
-    );
-    h.insert(
+    let mut r = response::static_asset(headers, etag(), CONTENT_TYPE, CACHE_CONTROL, SOURCE);
+    r.headers_mut().insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
     );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    if let Ok(v) = HeaderValue::from_str(tag) {
-        h.insert(header::ETAG, v);
-    }
     r
 }
 
@@ -82,6 +49,7 @@ pub fn answer(method: &Method, headers: &HeaderMap) -> Response {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use http::StatusCode;
     use http_body_util::BodyExt;
 
     fn body(r: Response) -> Vec<u8> {

@@ -18,7 +18,7 @@
 
 use std::sync::OnceLock;
 
-use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use http::{header, HeaderMap, HeaderValue, Method};
 use rm_service::{response, Response};
 use sha2::{Digest, Sha256};
 
@@ -78,15 +78,6 @@ pub fn etag(i: usize) -> &'static str {
     .map_or("\"\"", String::as_str)
 }
 
-/// Whether an `If-None-Match` value matches `tag` (weak comparison, as RFC 9110
-/// prescribes for `If-None-Match`: a `W/` prefix is ignored).
-fn none_match_hits(value: &str, tag: &str) -> bool {
-    value
-        .split(',')
-        .map(str::trim)
-        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag)
-}
-
 /// Answers a request for one of the [`ASSETS`] paths.
 pub fn answer(path: &str, method: &Method, headers: &HeaderMap) -> Response {
     let Some((i, a)) = asset(path) else {
@@ -95,28 +86,8 @@ pub fn answer(path: &str, method: &Method, headers: &HeaderMap) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return response::method_not_allowed("GET, HEAD");
     }
-    let tag = etag(i);
-    let fresh = headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| none_match_hits(v, tag));
-    let mut r = if fresh {
-        let mut r = response::with_body(StatusCode::NOT_MODIFIED, a.content_type, "");
-        r.headers_mut().remove(header::CONTENT_TYPE);
-        r
-    } else {
-        response::with_body(StatusCode::OK, a.content_type, a.body)
-    };
+    let mut r = response::static_asset(headers, etag(i), a.content_type, CACHE_CONTROL, a.body);
     let h = r.headers_mut();
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static(CACHE_CONTROL),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
     h.insert(
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
@@ -125,9 +96,6 @@ pub fn answer(path: &str, method: &Method, headers: &HeaderMap) -> Response {
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CSP),
     );
-    if let Ok(v) = HeaderValue::from_str(tag) {
-        h.insert(header::ETAG, v);
-    }
     r
 }
 
@@ -135,6 +103,7 @@ pub fn answer(path: &str, method: &Method, headers: &HeaderMap) -> Response {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use http::StatusCode;
     use http_body_util::BodyExt;
 
     fn body(r: Response) -> Vec<u8> {

@@ -2,7 +2,7 @@
 //! statuses. One place decides headers such as `Cache-Control`.
 
 use bytes::Bytes;
-use http::{header, HeaderValue, StatusCode};
+use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rm_schemas::rpc_status::{Code, RpcStatus};
 
 use crate::{Body, Response};
@@ -62,6 +62,50 @@ pub fn unavailable(reason: &str, message: impl Into<String>, retry_after_secs: u
     let mut r = error(Code::Unavailable, reason, message);
     if let Ok(v) = HeaderValue::from_str(&retry_after_secs.to_string()) {
         r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
+/// Whether an `If-None-Match` header names `tag` (weak comparison, as RFC 9110
+/// prescribes for `If-None-Match`: a `W/` prefix is ignored; `*` matches).
+pub fn if_none_match_hits(headers: &HeaderMap, tag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag)
+}
+
+/// A static asset compiled into the binary: 200 with `body`, or 304 without a body
+/// when `If-None-Match` names `etag`; both with `ETag`, `Cache-Control` and
+/// `X-Content-Type-Options: nosniff`. The caller adds headers of its own.
+pub fn static_asset(
+    headers: &HeaderMap,
+    etag: &str,
+    content_type: &'static str,
+    cache_control: &'static str,
+    body: &'static str,
+) -> Response {
+    let mut r = if if_none_match_hits(headers, etag) {
+        let mut r = with_body(StatusCode::NOT_MODIFIED, content_type, "");
+        r.headers_mut().remove(header::CONTENT_TYPE);
+        r
+    } else {
+        with_body(StatusCode::OK, content_type, body)
+    };
+    let h = r.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(cache_control),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        h.insert(header::ETAG, v);
     }
     r
 }
