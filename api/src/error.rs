@@ -26,7 +26,10 @@ pub enum ApiError {
         /// What is wrong, for a developer.
         message: String,
     },
-    /// No credentials, or credentials that do not verify (401).
+    /// No credentials were sent (401; the challenge carries no error code, RFC 6750 3.1).
+    #[error("{0}")]
+    NoCredentials(String),
+    /// Credentials that do not verify (401).
     #[error("{0}")]
     Unauthenticated(String),
     /// Valid credentials without the needed scope (403).
@@ -65,7 +68,7 @@ impl ApiError {
     pub fn code(&self) -> Code {
         match self {
             Self::InvalidArgument { .. } => Code::InvalidArgument,
-            Self::Unauthenticated(_) => Code::Unauthenticated,
+            Self::NoCredentials(_) | Self::Unauthenticated(_) => Code::Unauthenticated,
             Self::PermissionDenied(_) => Code::PermissionDenied,
             Self::NotFound(_) => Code::NotFound,
             Self::AlreadyExists(_) => Code::AlreadyExists,
@@ -78,7 +81,7 @@ impl ApiError {
     fn reason(&self) -> &'static str {
         match self {
             Self::InvalidArgument { .. } => "invalid_argument",
-            Self::Unauthenticated(_) => "unauthenticated",
+            Self::NoCredentials(_) | Self::Unauthenticated(_) => "unauthenticated",
             Self::PermissionDenied(_) => "permission_denied",
             Self::NotFound(_) => "not_found",
             Self::AlreadyExists(_) => "already_exists",
@@ -114,7 +117,7 @@ impl ApiError {
             .unwrap_or_else(|_| HeaderValue::from_static("Bearer realm=\"retail-media\""))
         };
         match self {
-            Self::Unauthenticated(m) if m.starts_with("missing") => {
+            Self::NoCredentials(_) => {
                 // RFC 6750 3.1: no error code when no credentials were sent.
                 r.headers_mut().insert(
                     header::WWW_AUTHENTICATE,

@@ -155,6 +155,20 @@ pub trait Store: Send + Sync + 'static {
     fn readiness(&self) -> Result<(), String>;
 }
 
+/// The order lines the filter's catalog and days select (by the order's day).
+fn lines_in(lines: &[OrderLine], f: &ReportFilter) -> Vec<OrderLine> {
+    lines
+        .iter()
+        .filter(|l| {
+            let day = l.day();
+            f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
+                && f.from_day.is_none_or(|d| day >= d)
+                && f.to_day.is_none_or(|d| day <= d)
+        })
+        .cloned()
+        .collect()
+}
+
 /// The sales report from stored order lines and touches (both stores call this).
 /// The filter's days and catalog select order lines (by the order's day and
 /// catalog); its campaign and ad select the credited campaign and ad, "" for
@@ -166,16 +180,7 @@ pub fn sales_rows(
     f: &ReportFilter,
     w: &Windows,
 ) -> Vec<SalesReportRow> {
-    let kept: Vec<OrderLine> = lines
-        .iter()
-        .filter(|l| {
-            let day = l.day();
-            f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
-                && f.from_day.is_none_or(|d| day >= d)
-                && f.to_day.is_none_or(|d| day <= d)
-        })
-        .cloned()
-        .collect();
+    let kept = lines_in(lines, f);
     attribution::sales_report(&kept, touches, w, |campaign, ad| {
         f.campaign_id.as_deref().is_none_or(|c| c == campaign)
             && f.ad_id.as_deref().is_none_or(|a| a == ad)
@@ -191,16 +196,7 @@ pub fn campaign_sales_rows(
     f: &ReportFilter,
     w: &Windows,
 ) -> Vec<CampaignSalesRow> {
-    let kept: Vec<OrderLine> = lines
-        .iter()
-        .filter(|l| {
-            let day = l.day();
-            f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
-                && f.from_day.is_none_or(|d| day >= d)
-                && f.to_day.is_none_or(|d| day <= d)
-        })
-        .cloned()
-        .collect();
+    let kept = lines_in(lines, f);
     attribution::campaign_sales(&kept, touches, w, |campaign| {
         f.campaign_id.as_deref().is_none_or(|c| c == campaign)
     })

@@ -115,10 +115,15 @@ impl AdsEngine {
         // (or every REBUILD_EVERY refreshes): a rebuild over 10k campaigns costs tens
         // of milliseconds of a core that requests need.
         let mut basis = self.basis.lock().await;
-        let digest = state.digest(crate::state::Ns::Campaigns).await?;
-        let campaigns = match basis.as_ref() {
-            Some(b) if b.digest == digest => Arc::clone(&b.campaigns),
-            _ => Arc::new(state.campaigns().await?),
+        let known = basis.as_ref().map(|b| b.digest);
+        let (digest, fresh) = state.campaigns_if_changed(known).await?;
+        // `fresh` is `None` only when the digest equals the basis's, so the basis is there.
+        let campaigns = match fresh {
+            Some(c) => Arc::new(c),
+            None => basis
+                .as_ref()
+                .map(|b| Arc::clone(&b.campaigns))
+                .unwrap_or_default(),
         };
         let spend = spend(store, &campaigns).await;
         let unchanged = basis

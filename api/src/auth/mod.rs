@@ -62,7 +62,7 @@ impl Auth {
     pub fn bearer(&self, headers: &HeaderMap, accepted: &[Scope]) -> Result<Claims, ApiError> {
         let value = headers
             .get(header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::Unauthenticated("missing Authorization: Bearer token".into()))?
+            .ok_or_else(|| ApiError::NoCredentials("missing Authorization: Bearer token".into()))?
             .to_str()
             .map_err(|_| ApiError::Unauthenticated("malformed Authorization header".into()))?;
         let token = value
@@ -96,7 +96,9 @@ impl Auth {
         let unauth = |m: &str| ApiError::Unauthenticated(m.to_owned());
         let value = headers
             .get(header::AUTHORIZATION)
-            .ok_or_else(|| unauth("missing Authorization: Basic with the API key"))?
+            .ok_or_else(|| {
+                ApiError::NoCredentials("missing Authorization: Basic with the API key".into())
+            })?
             .to_str()
             .map_err(|_| unauth("malformed Authorization header"))?;
         let raw = value

@@ -280,10 +280,14 @@ impl State {
         .map_err(|e| StateError::Backend(format!("decoding task failed: {e}")))?
     }
 
-    /// A digest of everything in `ns` (keys and values): equal digests mean nothing
-    /// changed, so readers can skip decoding.
-    pub async fn digest(&self, ns: Ns) -> Result<u64, StateError> {
-        let rows = self.kv.scan(ns).await?;
+    /// The campaigns with a digest of their stored form (keys and values), decoded
+    /// only when the digest differs from `known`: one read, and no decoding when
+    /// nothing changed.
+    pub async fn campaigns_if_changed(
+        &self,
+        known: Option<u64>,
+    ) -> Result<(u64, Option<Vec<BannerXCampaign>>), StateError> {
+        let rows = self.kv.scan(Ns::Campaigns).await?;
         tokio::task::spawn_blocking(move || {
             let mut h = xxhash_rust::xxh3::Xxh3::new();
             for (k, v) in &rows {
@@ -292,10 +296,18 @@ impl State {
                 h.update(&(v.len() as u64).to_le_bytes());
                 h.update(v);
             }
-            h.digest()
+            let digest = h.digest();
+            if known == Some(digest) {
+                return Ok((digest, None));
+            }
+            let campaigns = rows
+                .iter()
+                .map(|(k, v)| decode(Ns::Campaigns, k, v))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((digest, Some(campaigns)))
         })
         .await
-        .map_err(|e| StateError::Backend(format!("digest task failed: {e}")))
+        .map_err(|e| StateError::Backend(format!("campaign read task failed: {e}")))?
     }
 
     /// The client `id`.
