@@ -8,6 +8,12 @@ mod launch;
 
 use clap::Parser;
 
+/// mimalloc: the aggregator allocates and frees many small keys and fact sets per
+/// batch on two threads (fold and store write), where glibc's allocator spent about a
+/// fifth of the CPU (BENCHMARKS.md, aggregator).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     // Settings-file values become RM_ variables that are not already set, so clap

@@ -36,7 +36,14 @@ use crate::aggregate::day_of;
 use crate::aggregate::funnel::{self, ViewFact, ViewKey, ViewRow};
 use crate::aggregate::products::{ProductAction, ProductFact, ProductGroup};
 use crate::aggregate::status::AdIdStatus;
-use crate::campaign::campaign_of;
+use crate::campaign::{campaign_of, campaign_str};
+
+/// Hash maps and sets of the hot path: entity keys are hashed several times per
+/// event, and these keys are not chosen by an attacker who could aim at collisions
+/// (they come from validated beacons, hashed with a per-process random seed).
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+/// See [`FastMap`].
+pub type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 
 /// Aggregation policy.
 #[derive(Debug, Clone, Copy)]
@@ -106,15 +113,15 @@ pub struct FoldStats {
 #[derive(Debug, Default)]
 pub struct EntitySets {
     /// Views.
-    pub views: HashMap<ViewKey, Vec<ViewFact>>,
+    pub views: FastMap<ViewKey, Vec<ViewFact>>,
     /// Carts.
-    pub carts: HashMap<CartKey, Vec<CartFact>>,
+    pub carts: FastMap<CartKey, Vec<CartFact>>,
 }
 
 /// The entities a batch touches.
-pub fn touched(records: &[EventRecord]) -> (HashSet<ViewKey>, HashSet<CartKey>) {
-    let mut views = HashSet::new();
-    let mut carts = HashSet::new();
+pub fn touched(records: &[EventRecord]) -> (FastSet<ViewKey>, FastSet<CartKey>) {
+    let mut views = FastSet::default();
+    let mut carts = FastSet::default();
     for r in records {
         match entity(r) {
             Entity::View(k) => {
@@ -169,9 +176,8 @@ pub fn fold(
 ) -> (BatchWrite, FoldStats) {
     let mut stats = FoldStats::default();
     let mut write = BatchWrite::default();
-    let mut dirty_views = HashSet::new();
-    let mut dirty_carts = HashSet::new();
-    let mut campaigns: HashMap<ViewKey, String> = HashMap::new();
+    let mut dirty_views: FastSet<ViewKey> = FastSet::default();
+    let mut dirty_carts: FastSet<CartKey> = FastSet::default();
     for r in records {
         let time_ms = r.event.timestamp.timestamp_millis();
         let received_ms = r.received_at.timestamp_millis();
@@ -185,11 +191,11 @@ pub fn fold(
         }
         let key = r.dedup_key.0;
         let status = AdIdStatus::of(r.ad_id_verdict);
-        let campaign_id = campaign_of(&r.event.ad_id);
+        let campaign_id = campaign_str(&r.event.ad_id);
         write.touches.extend(attribution::touches_of(
             &r.event,
             key,
-            &campaign_id,
+            campaign_id,
             time_ms,
         ));
         let fresh = match entity(r) {
@@ -200,8 +206,13 @@ pub fn fold(
                     time_ms,
                     status,
                 };
-                let fresh = funnel::insert_fact(sets.views.entry(k.clone()).or_default(), fact);
-                campaigns.insert(k.clone(), campaign_id);
+                let fresh = match sets.views.get_mut(&k) {
+                    Some(facts) => funnel::insert_fact(facts, fact),
+                    None => {
+                        sets.views.insert(k.clone(), vec![fact]);
+                        true
+                    }
+                };
                 dirty_views.insert(k);
                 fresh
             }
@@ -211,11 +222,17 @@ pub fn fold(
                     time_ms,
                     units: r.event.units.unwrap_or(0),
                     value: r.event.conversion_value,
-                    campaign_id,
+                    campaign_id: campaign_id.to_owned(),
                     ad_id: r.event.ad_id.clone(),
                     status,
                 };
-                let fresh = carts::insert_fact(sets.carts.entry(k.clone()).or_default(), fact);
+                let fresh = match sets.carts.get_mut(&k) {
+                    Some(facts) => carts::insert_fact(facts, fact),
+                    None => {
+                        sets.carts.insert(k.clone(), vec![fact]);
+                        true
+                    }
+                };
                 dirty_carts.insert(k);
                 fresh
             }
@@ -223,7 +240,7 @@ pub fn fold(
                 let e = &r.event;
                 write.product_facts.push(ProductFact {
                     group: ProductGroup {
-                        campaign_id,
+                        campaign_id: campaign_id.to_owned(),
                         ad_id: e.ad_id.clone(),
                         catalog_id: e.catalog_id.clone().unwrap_or_default(),
                         product_code: e.product_code.clone().unwrap_or_default(),
@@ -237,7 +254,7 @@ pub fn fold(
             }
             Entity::Ad(action) => {
                 write.ad_facts.push(AdFact {
-                    campaign_id,
+                    campaign_id: campaign_id.to_owned(),
                     ad_id: r.event.ad_id.clone(),
                     action,
                     dedup_key: key,
@@ -258,11 +275,11 @@ pub fn fold(
             stats.duplicates += 1;
         }
     }
+    write.views.reserve(dirty_views.len());
+    write.view_facts.reserve(dirty_views.len());
     for k in dirty_views {
         let facts = sets.views.get(&k).cloned().unwrap_or_default();
-        let campaign = campaigns
-            .remove(&k)
-            .unwrap_or_else(|| campaign_of(&k.ad_id));
+        let campaign = campaign_of(&k.ad_id);
         write.views.push(funnel::derive_view(
             k.clone(),
             campaign,
@@ -272,8 +289,9 @@ pub fn fold(
         write.view_facts.push((k, facts));
     }
     for k in dirty_carts {
-        let facts = sets.carts.get(&k).cloned().unwrap_or_default();
-        write.cart_rows.extend(carts::derive_cart(&k, &facts));
+        if let Some(facts) = sets.carts.get(&k) {
+            write.cart_rows.extend(carts::derive_cart(&k, facts));
+        }
     }
     (write, stats)
 }

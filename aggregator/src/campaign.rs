@@ -9,12 +9,16 @@ pub const AD_ID_PREFIX: &str = "rm1.";
 
 /// The campaign a realised ad id belongs to ("" when unknown).
 pub fn campaign_of(ad_id: &str) -> String {
+    campaign_str(ad_id).to_owned()
+}
+
+/// [`campaign_of`] without a copy: the campaign as a slice of the ad id.
+pub fn campaign_str(ad_id: &str) -> &str {
     ad_id
         .strip_prefix(AD_ID_PREFIX)
         .and_then(|rest| rest.split('.').next())
         .filter(|c| !c.is_empty())
         .unwrap_or_default()
-        .to_owned()
 }
 
 #[cfg(test)]
@@ -27,5 +31,6 @@ mod tests {
         assert_eq!(campaign_of("rm1.camp-7"), "camp-7");
         assert_eq!(campaign_of("rm1..x"), "");
         assert_eq!(campaign_of("ad-1"), "");
+        assert_eq!(campaign_str("rm1.camp-7.cr-1"), "camp-7");
     }
 }

@@ -15,6 +15,17 @@
 //! The entity cache only saves store reads; after a restart or a rebalance the sets
 //! are loaded from the store, which is the authority.
 //!
+//! **Two batches in flight.** While batch N is written, batch N+1 is polled, decoded
+//! and folded, so reading and aggregating overlap the store's write (the two cores of
+//! a small machine both work). This is sound because at most one write is in flight
+//! and writes complete in order: every entity batch N touched is in the cache when
+//! N+1 is folded (the cache is updated before N's write starts), and an entity N+1
+//! loads from the store was last written by a batch whose write already completed.
+//! Batch N+1's offsets are committed only after its own write ([`Source::checkpoint`]
+//! then [`Source::commit_to`]); orders of the batch in flight count as known to the
+//! next one; on a rebalance the write in flight is finished before the cache is
+//! dropped, so nothing is loaded from the store while it may still change it.
+//!
 //! **Orders** (the `orders` topic, read by the same source) follow the same rule: a
 //! batch's orders are looked up in the store by id, only the ones it does not hold are
 //! written (as order lines keyed by order id and line, in the same store write as the
@@ -22,7 +33,8 @@
 //! computed at read time from the stored lines and touches, so it does not matter
 //! whether an order or its click is stored first.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,10 +44,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::carts::{CartFact, CartKey};
 use crate::aggregate::funnel::{self, ViewFact, ViewKey};
-use crate::batch::{fold, fold_orders, touched, EntitySets, Policy};
+use crate::batch::{
+    fold, fold_orders, touched, BatchWrite, EntitySets, FastMap, FastSet, FoldStats, OrderStats, Policy,
+};
 use crate::campaign::campaign_of;
 use crate::metrics;
-use crate::source::{Raw, Source, Stream};
+use crate::source::{Checkpoint, Raw, Source, Stream};
 use crate::store::{Store, StoreError};
 
 /// Loop settings.
@@ -51,22 +65,91 @@ pub struct PipelineOptions {
     pub cache_max_entities: usize,
 }
 
+/// What the loop has stored so far, readable from other tasks (benchmarks, tests).
+#[derive(Debug, Default)]
+pub struct Progress {
+    polled: AtomicU64,
+    records: AtomicU64,
+    newest_event_ms: AtomicI64,
+}
+
+impl Progress {
+    /// Records (events and orders) read from the log since the loop started.
+    pub fn polled(&self) -> u64 {
+        self.polled.load(Ordering::Acquire)
+    }
+
+    /// Records (events and orders) stored and committed since the loop started.
+    pub fn records(&self) -> u64 {
+        self.records.load(Ordering::Acquire)
+    }
+
+    /// Event time (ms) of the newest event stored, 0 before the first.
+    pub fn newest_event_ms(&self) -> i64 {
+        self.newest_event_ms.load(Ordering::Acquire)
+    }
+}
+
 #[derive(Default)]
 struct Cache {
-    views: HashMap<ViewKey, Vec<ViewFact>>,
-    carts: HashMap<CartKey, Vec<CartFact>>,
+    views: FastMap<ViewKey, Vec<ViewFact>>,
+    carts: FastMap<CartKey, Vec<CartFact>>,
+    /// Rule violations (funnel gaps, repeated milestones) of each cached view's set.
+    violations: FastMap<ViewKey, (i64, i64)>,
+}
+
+impl Cache {
+    fn len(&self) -> usize {
+        self.views.len() + self.carts.len()
+    }
+}
+
+/// A folded batch on its way to the store.
+struct Prepared {
+    write: BatchWrite,
+    stats: FoldStats,
+    order_stats: OrderStats,
+    records: usize,
+    violations: (i64, i64),
+    checkpoint: Checkpoint,
+}
+
+/// The write in flight: its orders (known to the next batch) and its task.
+struct InFlight {
+    orders: HashSet<String>,
+    task: tokio::task::JoinHandle<Option<Stored>>,
+}
+
+/// A batch the store holds.
+struct Stored {
+    records: usize,
+    newest_ms: Option<i64>,
+    checkpoint: Checkpoint,
 }
 
 /// Runs until `shutdown`. Returns when the source fails for good.
 pub async fn run<S: Source, T: Store>(
-    mut source: S,
+    source: S,
     store: Arc<T>,
     backend: &'static str,
     opts: PipelineOptions,
     shutdown: CancellationToken,
 ) -> Result<(), crate::AggregatorError> {
+    run_with_progress(source, store, backend, opts, shutdown, Arc::default()).await
+}
+
+/// As [`run`], counting what is stored in `progress`.
+pub async fn run_with_progress<S: Source, T: Store>(
+    mut source: S,
+    store: Arc<T>,
+    backend: &'static str,
+    opts: PipelineOptions,
+    shutdown: CancellationToken,
+    progress: Arc<Progress>,
+) -> Result<(), crate::AggregatorError> {
     let mut cache = Cache::default();
     let mut newest_ms: Option<i64> = None;
+    let mut in_flight: Option<InFlight> = None;
     let probe = source.lag_probe();
     let stop = shutdown.clone();
     let _sampler = AbortOnDrop(tokio::spawn(async move {
@@ -87,7 +170,9 @@ pub async fn run<S: Source, T: Store>(
             }
         }
     }));
+    let trace = std::env::var_os("RM_TRACE_BATCH").is_some();
     loop {
+        let t0 = std::time::Instant::now();
         let polled = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             p = source.poll(opts.batch_max_records, opts.batch_max_wait) => p,
@@ -102,27 +187,100 @@ pub async fn run<S: Source, T: Store>(
             Err(e) => return Err(e.into()),
         };
         if source.take_rebalanced() {
+            // Nothing may be loaded while the write in flight can still change the store.
+            if !finish(&mut in_flight, &mut source, &progress, &mut newest_ms).await {
+                return Ok(());
+            }
             cache = Cache::default();
         }
-        if !raw.is_empty() {
+        if raw.is_empty() {
+            // Idle: let the write in flight land and commit it, for freshness.
+            if !finish(&mut in_flight, &mut source, &progress, &mut newest_ms).await {
+                return Ok(());
+            }
+        } else {
+            progress
+                .polled
+                .fetch_add(raw.len() as u64, Ordering::AcqRel);
+            let checkpoint = source.checkpoint();
+            let t1 = std::time::Instant::now();
             let (records, orders) = decode(&raw);
-            let Some(outcome) = process(
-                &records, &orders, &mut cache, &*store, backend, &opts, &shutdown,
+            drop(raw);
+            let t2 = std::time::Instant::now();
+            let pending_orders = in_flight.as_ref().map(|f| &f.orders);
+            let Some(prepared) = prepare(
+                &records,
+                &orders,
+                pending_orders,
+                &mut cache,
+                &*store,
+                &opts,
+                &shutdown,
+                checkpoint,
             )
             .await
             else {
                 return Ok(()); // shutting down mid-batch: nothing committed, it will be replayed
             };
-            newest_ms = newest_ms.max(outcome);
-            if let Err(e) = source.commit().await {
-                tracing::warn!(error = %e, "offset commit failed; the batch may be replayed (harmless)");
+            let t3 = std::time::Instant::now();
+            // One write in flight at a time, completed in order.
+            if !finish(&mut in_flight, &mut source, &progress, &mut newest_ms).await {
+                return Ok(());
             }
+            if trace {
+                eprintln!("poll {:?} decode {:?} prepare {:?} wait {:?}", t1 - t0, t2 - t1, t3 - t2, t3.elapsed());
+            }
+            let orders = prepared
+                .write
+                .order_lines
+                .iter()
+                .map(|l| l.order_id.clone())
+                .collect();
+            let (store, shutdown) = (Arc::clone(&store), shutdown.clone());
+            in_flight = Some(InFlight {
+                orders,
+                task: tokio::spawn(async move {
+                    store_batch(prepared, &*store, backend, &shutdown).await
+                }),
+            });
         }
         if let Some(ms) = newest_ms {
             let now = chrono::Utc::now().timestamp_millis();
             ::metrics::gauge!(metrics::FRESHNESS).set((now - ms).max(0) as f64 / 1000.0);
         }
     }
+}
+
+/// Waits for the write in flight, if any, and commits its offsets. False when the
+/// write did not happen (shutdown, or a store error that stops the pipeline).
+async fn finish<S: Source>(
+    in_flight: &mut Option<InFlight>,
+    source: &mut S,
+    progress: &Progress,
+    newest_ms: &mut Option<i64>,
+) -> bool {
+    let Some(f) = in_flight.take() else {
+        return true;
+    };
+    let stored = match f.task.await {
+        Ok(Some(s)) => s,
+        Ok(None) => return false,
+        Err(e) => {
+            tracing::error!(error = %e, "the store write task failed");
+            return false;
+        }
+    };
+    if let Err(e) = source.commit_to(stored.checkpoint).await {
+        tracing::warn!(error = %e, "offset commit failed; the batch may be replayed (harmless)");
+    }
+    *newest_ms = (*newest_ms).max(stored.newest_ms);
+    progress
+        .records
+        .fetch_add(stored.records as u64, Ordering::AcqRel);
+    if let Some(ms) = *newest_ms {
+        progress.newest_event_ms.fetch_max(ms, Ordering::AcqRel);
+    }
+    true
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -132,7 +290,6 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
-
 fn decode(raw: &[Raw]) -> (Vec<EventRecord>, Vec<OrderRecord>) {
     let mut events = Vec::with_capacity(raw.len());
     let mut orders = Vec::new();
@@ -196,23 +353,26 @@ where
     }
 }
 
-/// Folds and stores one batch; the newest event time stored, or `None` on shutdown.
-async fn process<T: Store>(
+/// Loads what the batch needs and folds it (nothing is written yet); `None` on
+/// shutdown or when the store refused a read for good (then the pipeline stops).
+#[allow(clippy::too_many_arguments)]
+async fn prepare<T: Store>(
     records: &[EventRecord],
     orders: &[OrderRecord],
+    pending_orders: Option<&HashSet<String>>,
     cache: &mut Cache,
     store: &T,
-    backend: &'static str,
     opts: &PipelineOptions,
     shutdown: &CancellationToken,
-) -> Option<Option<i64>> {
+    checkpoint: Checkpoint,
+) -> Option<Prepared> {
     let (views, carts) = touched(records);
-    let missing_views: HashSet<ViewKey> = views
+    let missing_views: FastSet<ViewKey> = views
         .iter()
         .filter(|k| !cache.views.contains_key(*k))
         .cloned()
         .collect();
-    let missing_carts: HashSet<CartKey> = carts
+    let missing_carts: FastSet<CartKey> = carts
         .iter()
         .filter(|k| !cache.carts.contains_key(*k))
         .cloned()
@@ -233,14 +393,19 @@ async fn process<T: Store>(
             }
         }
     }
+    // Violations before this batch: loaded sets are derived once, cached ones known.
+    let mut before = violations(&sets, opts);
     for k in &views {
-        if let Some(v) = cache.views.remove(k) {
-            sets.views.insert(k.clone(), v);
+        if let Some((k, v)) = cache.views.remove_entry(k) {
+            sets.views.insert(k, v);
+        }
+        if let Some((k, v)) = cache.violations.remove_entry(k) {
+            before.insert(k, v);
         }
     }
     for k in &carts {
-        if let Some(v) = cache.carts.remove(k) {
-            sets.carts.insert(k.clone(), v);
+        if let Some((k, v)) = cache.carts.remove_entry(k) {
+            sets.carts.insert(k, v);
         }
     }
     let known = if orders.is_empty() {
@@ -248,7 +413,17 @@ async fn process<T: Store>(
     } else {
         let ids: HashSet<String> = orders.iter().map(|o| o.order.id.clone()).collect();
         match retry("load orders", shutdown, || store.known_orders(&ids)).await? {
-            Ok(k) => k,
+            Ok(mut k) => {
+                // Orders of the batch being written are as good as stored.
+                k.extend(
+                    pending_orders
+                        .into_iter()
+                        .flatten()
+                        .filter(|id| ids.contains(*id))
+                        .cloned(),
+                );
+                k
+            }
             Err(e) => {
                 // Without knowing which orders are stored, a re-sent one could change.
                 tracing::error!(error = %e, "store refused an order lookup; stopping the pipeline");
@@ -257,20 +432,50 @@ async fn process<T: Store>(
             }
         }
     };
-    let before = violations(&sets, opts);
     let (mut write, stats) = fold(records, &mut sets, &opts.policy);
     let (order_lines, order_stats) = fold_orders(orders, &known);
     write.order_lines = order_lines;
     // Only the views the batch re-derived can have changed; fold already derived them.
-    let delta = write.views.iter().fold((0, 0), |(g, r), v| {
+    let mut delta = (0, 0);
+    for v in &write.views {
+        let now = (i64::from(v.funnel_gaps), i64::from(v.repeated_milestones));
         let (bg, br) = before.get(&v.key).copied().unwrap_or_default();
-        (
-            g + i64::from(v.funnel_gaps) - bg,
-            r + i64::from(v.repeated_milestones) - br,
-        )
-    });
+        delta = (delta.0 + now.0 - bg, delta.1 + now.1 - br);
+        cache.violations.insert(v.key.clone(), now);
+    }
+    if cache.len() + sets.views.len() + sets.carts.len() > opts.cache_max_entities {
+        let kept: FastMap<ViewKey, (i64, i64)> = sets
+            .views
+            .keys()
+            .filter_map(|k| cache.violations.get(k).map(|v| (k.clone(), *v)))
+            .collect();
+        *cache = Cache {
+            violations: kept,
+            ..Cache::default()
+        };
+    }
+    cache.views.extend(sets.views);
+    cache.carts.extend(sets.carts);
+    Some(Prepared {
+        write,
+        stats,
+        order_stats,
+        records: records.len() + orders.len(),
+        violations: delta,
+        checkpoint,
+    })
+}
+
+/// Writes a folded batch, retrying while the store is unavailable; `None` on
+/// shutdown or when the store refused the batch for good (then the pipeline stops).
+async fn store_batch<T: Store>(
+    p: Prepared,
+    store: &T,
+    backend: &'static str,
+    shutdown: &CancellationToken,
+) -> Option<Stored> {
     let started = std::time::Instant::now();
-    match retry("write", shutdown, || store.write(&write)).await? {
+    match retry("write", shutdown, || store.write(&p.write)).await? {
         Ok(()) => {}
         Err(e) => {
             tracing::error!(error = %e, "store refused a batch; stopping the pipeline without committing it");
@@ -280,20 +485,20 @@ async fn process<T: Store>(
     }
     ::metrics::histogram!(metrics::STORE_WRITE, "backend" => backend)
         .record(started.elapsed().as_secs_f64());
-    metrics::batch(records.len() + orders.len(), &stats, delta.0, delta.1);
-    metrics::orders(&order_stats);
-    if cache.views.len() + cache.carts.len() + sets.views.len() + sets.carts.len()
-        > opts.cache_max_entities
-    {
-        *cache = Cache::default();
+    if std::env::var_os("RM_TRACE_BATCH").is_some() {
+        eprintln!("write {:?}", started.elapsed());
     }
-    cache.views.extend(sets.views);
-    cache.carts.extend(sets.carts);
-    Some(write.newest_event_ms)
+    metrics::batch(p.records, &p.stats, p.violations.0, p.violations.1);
+    metrics::orders(&p.order_stats);
+    Some(Stored {
+        records: p.records,
+        newest_ms: p.write.newest_event_ms,
+        checkpoint: p.checkpoint,
+    })
 }
 
 /// Rule violations (funnel gaps, repeated milestones) of each view's current set.
-fn violations(sets: &EntitySets, opts: &PipelineOptions) -> HashMap<ViewKey, (i64, i64)> {
+fn violations(sets: &EntitySets, opts: &PipelineOptions) -> FastMap<ViewKey, (i64, i64)> {
     sets.views
         .iter()
         .map(|(k, facts)| {

@@ -76,8 +76,23 @@ pub trait Source: Send {
         wait: Duration,
     ) -> impl std::future::Future<Output = Result<Vec<Raw>, LogError>> + Send;
 
+    /// Where the records polled so far end (and, for Kafka, which partitions they
+    /// came from since the last checkpoint). Commit it with [`Self::commit_to`] once the
+    /// store holds those records: the loop polls the next batch while one is written.
+    fn checkpoint(&mut self) -> Checkpoint;
+
+    /// Durably records that everything up to `checkpoint` is stored. Checkpoints are
+    /// committed in the order they were taken.
+    fn commit_to(
+        &mut self,
+        checkpoint: Checkpoint,
+    ) -> impl std::future::Future<Output = Result<(), LogError>> + Send;
+
     /// Durably records that everything polled so far is stored.
-    fn commit(&mut self) -> impl std::future::Future<Output = Result<(), LogError>> + Send;
+    fn commit(&mut self) -> impl std::future::Future<Output = Result<(), LogError>> + Send {
+        let checkpoint = self.checkpoint();
+        self.commit_to(checkpoint)
+    }
 
     /// True once after partitions moved (entity caches must be dropped).
     fn take_rebalanced(&mut self) -> bool;
@@ -86,6 +101,11 @@ pub trait Source: Send {
     /// on the store.
     fn lag_probe(&self) -> LagProbe;
 }
+
+/// Positions to commit: the next offset per (stream, partition), `-1` standing for
+/// the embedded log's single partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checkpoint(pub BTreeMap<(Stream, i32), i64>);
 
 /// Measures records not yet committed, per topic and partition (`-1` for the
 /// embedded log).
@@ -204,6 +224,15 @@ impl EmbeddedSource {
 }
 
 impl Source for EmbeddedSource {
+    fn checkpoint(&mut self) -> Checkpoint {
+        Checkpoint(
+            self.cursors
+                .iter()
+                .map(|c| ((c.stream, -1), c.polled_to as i64))
+                .collect(),
+        )
+    }
+
     async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Raw>, LogError> {
         let deadline = Instant::now() + wait;
         let mut out = Vec::new();
@@ -240,17 +269,16 @@ impl Source for EmbeddedSource {
         }
     }
 
-    async fn commit(&mut self) -> Result<(), LogError> {
+    async fn commit_to(&mut self, checkpoint: Checkpoint) -> Result<(), LogError> {
         for c in &mut self.cursors {
-            if c.polled_to == c.next {
+            let Some(&to) = checkpoint.0.get(&(c.stream, -1)) else {
+                continue;
+            };
+            let to = to.max(0) as u64;
+            if to <= c.next {
                 continue;
             }
-            let (log, group, topic, to) = (
-                self.log.clone(),
-                self.group.clone(),
-                c.topic.clone(),
-                c.polled_to,
-            );
+            let (log, group, topic) = (self.log.clone(), self.group.clone(), c.topic.clone());
             tokio::task::spawn_blocking(move || log.commit(&group, &topic, to))
                 .await
                 .map_err(|e| LogError::Unavailable(e.to_string()))??;
@@ -398,20 +426,23 @@ impl Source for KafkaSource {
         Ok(out)
     }
 
-    async fn commit(&mut self) -> Result<(), LogError> {
-        if self.positions.is_empty() {
+    fn checkpoint(&mut self) -> Checkpoint {
+        // Taken, not copied: a later checkpoint holds the partitions read since.
+        Checkpoint(std::mem::take(&mut self.positions))
+    }
+
+    async fn commit_to(&mut self, checkpoint: Checkpoint) -> Result<(), LogError> {
+        if checkpoint.0.is_empty() {
             return Ok(());
         }
         let mut tpl = TopicPartitionList::new();
-        for ((stream, p), next) in &self.positions {
+        for ((stream, p), next) in &checkpoint.0 {
             tpl.add_partition_offset(self.topic_of(*stream), *p, Offset::Offset(*next))
                 .map_err(|e| LogError::Unavailable(e.to_string()))?;
         }
         self.consumer
             .commit(&tpl, CommitMode::Async)
-            .map_err(|e| rm_eventlog::kafka::classify(&e))?;
-        self.positions.clear();
-        Ok(())
+            .map_err(|e| rm_eventlog::kafka::classify(&e))
     }
 
     fn take_rebalanced(&mut self) -> bool {
@@ -438,10 +469,16 @@ impl Source for AnySource {
             Self::Embedded(s) => s.poll(max, wait).await,
         }
     }
-    async fn commit(&mut self) -> Result<(), LogError> {
+    fn checkpoint(&mut self) -> Checkpoint {
         match self {
-            Self::Kafka(s) => s.commit().await,
-            Self::Embedded(s) => s.commit().await,
+            Self::Kafka(s) => s.checkpoint(),
+            Self::Embedded(s) => s.checkpoint(),
+        }
+    }
+    async fn commit_to(&mut self, checkpoint: Checkpoint) -> Result<(), LogError> {
+        match self {
+            Self::Kafka(s) => s.commit_to(checkpoint).await,
+            Self::Embedded(s) => s.commit_to(checkpoint).await,
         }
     }
     fn take_rebalanced(&mut self) -> bool {
@@ -455,5 +492,45 @@ impl Source for AnySource {
             Self::Kafka(s) => s.lag_probe(),
             Self::Embedded(s) => s.lag_probe(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rm_eventlog::{EmbeddedLogConfig, EventLog};
+
+    /// The loop polls batch N+1 before batch N is stored: committing N's checkpoint
+    /// then must cover N only, and a source resumed from it reads N+1 again.
+    #[tokio::test]
+    async fn a_checkpoint_commits_only_what_was_polled_before_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = EmbeddedLog::open(&dir.path().join("log.redb"), &EmbeddedLogConfig::default())
+            .expect("open");
+        for i in 0..10u8 {
+            log.append("events", b"k", vec![i]).await.expect("append");
+        }
+        let mut src = EmbeddedSource::with_orders(log.clone(), "g", "events", "orders")
+            .expect("source");
+        let first = src.poll(4, Duration::from_millis(50)).await.expect("poll");
+        assert_eq!(first.len(), 4);
+        let at_four = src.checkpoint();
+        let second = src.poll(4, Duration::from_millis(50)).await.expect("poll");
+        assert_eq!(second[0].bytes, vec![4]);
+        let at_eight = src.checkpoint();
+        src.commit_to(at_four).await.expect("commit");
+        assert_eq!(log.committed("g", "events").expect("committed"), 4);
+
+        let mut resumed = EmbeddedSource::with_orders(log.clone(), "g", "events", "orders")
+            .expect("source");
+        let again = resumed.poll(100, Duration::from_millis(50)).await.expect("poll");
+        assert_eq!(again.iter().map(|r| r.bytes[0]).collect::<Vec<_>>(), (4..10).collect::<Vec<u8>>());
+
+        src.commit_to(at_eight).await.expect("commit");
+        assert_eq!(log.committed("g", "events").expect("committed"), 8);
+        // An empty checkpoint (nothing polled since) moves nothing.
+        let none = src.checkpoint();
+        src.commit_to(none).await.expect("commit");
+        assert_eq!(log.committed("g", "events").expect("committed"), 8);
     }
 }

@@ -15,7 +15,6 @@
 //! works in a fresh database `rm_test_<pid>_<nanos>` and drops it at the end. Without
 //! the variable it is skipped, unless `RM_REQUIRE_SERVICES=1`, where it fails.
 
-use std::collections::HashSet;
 
 use chrono::{DateTime, FixedOffset, Utc};
 use rm_aggregator::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
@@ -564,14 +563,14 @@ async fn suite(store: &impl Store) -> Vec<String> {
     store.readiness().expect("ready");
 
     // An empty store knows no entity, including many absent keys (several IN lists).
-    let absent_views: HashSet<ViewKey> = (0..2_500)
+    let absent_views: rm_aggregator::batch::FastSet<ViewKey> = (0..2_500)
         .map(|i| ViewKey {
             ad_id: format!("rm1.none.{i}"),
             video_id: "v'\\".repeat(20),
             tracking_id: format!("t-{i}"),
         })
         .collect();
-    let absent_carts: HashSet<CartKey> = (0..2_500)
+    let absent_carts: rm_aggregator::batch::FastSet<CartKey> = (0..2_500)
         .map(|i| CartKey {
             tracking_id: format!("t-{i}"),
             catalog_id: "c".repeat(60),

@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use clickhouse::query::Query;
 use clickhouse::sql::Identifier;
 use clickhouse::{Client, Row, RowWrite};
+use futures_util::future::try_join_all;
 use rm_schemas::{DedupKey, InteractionType};
 use serde::{Deserialize, Serialize};
 
@@ -62,7 +63,7 @@ use crate::aggregate::funnel::{self, FunnelReportRow, ViewFact, ViewKey};
 use crate::aggregate::products::{ProductAction, ProductGroup, ProductReportRow};
 use crate::aggregate::status::AdIdStatus;
 use crate::aggregate::DAY_MS;
-use crate::batch::{BatchWrite, EntitySets};
+use crate::batch::{BatchWrite, EntitySets, FastSet};
 
 /// ClickHouse connection settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -614,8 +615,11 @@ impl Conds {
 }
 
 /// Splits keys into `IN` lists of bounded size.
-fn chunks<K: Ord>(keys: &HashSet<K>, size: impl Fn(&K) -> usize) -> Vec<Vec<&K>> {
-    let mut sorted: Vec<&K> = keys.iter().collect();
+fn chunks<'a, K: Ord + 'a>(
+    keys: impl IntoIterator<Item = &'a K>,
+    size: impl Fn(&K) -> usize,
+) -> Vec<Vec<&'a K>> {
+    let mut sorted: Vec<&K> = keys.into_iter().collect();
     sorted.sort();
     let mut out: Vec<Vec<&K>> = Vec::new();
     let mut bytes = 0;
@@ -751,75 +755,94 @@ impl ClickHouseStore {
         r
     }
 
-    async fn load_views(
-        &self,
-        keys: &HashSet<ViewKey>,
-        sets: &mut EntitySets,
-    ) -> Result<(), StoreError> {
+    /// The fact sets of `keys`, one `IN` query per chunk, the chunks concurrently.
+    /// No `FINAL`: a fact never changes once written, and copies of it (a replayed
+    /// batch, an unmerged part) are dropped by [`funnel::insert_fact`].
+    async fn load_views(&self, keys: &FastSet<ViewKey>) -> Result<EntitySets, StoreError> {
         let fail = ch("load views");
-        for chunk in chunks(keys, |k| {
+        let queries = chunks(keys, |k| {
             k.ad_id.len() + k.video_id.len() + k.tracking_id.len()
-        }) {
+        })
+        .into_iter()
+        .map(|chunk| {
             let sql = format!(
-                "SELECT ?fields FROM view_facts FINAL WHERE (ad_id, video_id, tracking_id) IN ({})",
+                "SELECT ?fields FROM view_facts WHERE (ad_id, video_id, tracking_id) IN ({})",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
             for k in chunk {
                 q = q.bind((&k.ad_id, &k.video_id, &k.tracking_id));
             }
-            let mut cursor = q.fetch::<ViewFactCh<'_>>().map_err(&fail)?;
-            while let Some(r) = cursor.next().await.map_err(&fail)? {
-                let key = ViewKey {
-                    ad_id: r.ad_id.to_owned(),
-                    video_id: r.video_id.to_owned(),
-                    tracking_id: r.tracking_id.to_owned(),
-                };
-                let fact = ViewFact {
-                    dedup_key: parse_dedup(&r.dedup_key)?,
-                    kind: parse_kind(r.kind)?,
-                    time_ms: r.time_ms,
-                    status: parse_status(r.ad_id_status)?,
-                };
-                // Keeps the set's order (event time, dedup key) and drops copies.
-                funnel::insert_fact(sets.views.entry(key).or_default(), fact);
+            let fail = &fail;
+            async move {
+                let mut facts = Vec::new();
+                let mut cursor = q.fetch::<ViewFactCh<'_>>().map_err(fail)?;
+                while let Some(r) = cursor.next().await.map_err(fail)? {
+                    let key = ViewKey {
+                        ad_id: r.ad_id.to_owned(),
+                        video_id: r.video_id.to_owned(),
+                        tracking_id: r.tracking_id.to_owned(),
+                    };
+                    let fact = ViewFact {
+                        dedup_key: parse_dedup(&r.dedup_key)?,
+                        kind: parse_kind(r.kind)?,
+                        time_ms: r.time_ms,
+                        status: parse_status(r.ad_id_status)?,
+                    };
+                    facts.push((key, fact));
+                }
+                Ok::<_, StoreError>(facts)
             }
+        });
+        let mut sets = EntitySets::default();
+        for (key, fact) in try_join_all(queries).await?.into_iter().flatten() {
+            // Keeps the set's order (event time, dedup key) and drops copies.
+            funnel::insert_fact(sets.views.entry(key).or_default(), fact);
         }
-        Ok(())
+        Ok(sets)
     }
 
-    async fn load_carts(
-        &self,
-        keys: &HashSet<CartKey>,
-        sets: &mut EntitySets,
-    ) -> Result<(), StoreError> {
+    /// As [`Self::load_views`], for carts: a fact is the same in every version of its
+    /// cart and the newest version holds every fact, so the union of the rows (no
+    /// `FINAL`) is the cart's current set.
+    async fn load_carts(&self, keys: &FastSet<CartKey>) -> Result<EntitySets, StoreError> {
         let fail = ch("load carts");
-        for chunk in chunks(keys, |k| {
+        let queries = chunks(keys, |k| {
             k.tracking_id.len() + k.catalog_id.len() + k.product_code.len()
-        }) {
+        })
+        .into_iter()
+        .map(|chunk| {
             let sql = format!(
-                "SELECT ?fields FROM cart_events FINAL WHERE (tracking_id, catalog_id, product_code) IN ({})",
+                "SELECT ?fields FROM cart_events WHERE (tracking_id, catalog_id, product_code) IN ({})",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
             for k in chunk {
                 q = q.bind((&k.tracking_id, &k.catalog_id, &k.product_code));
             }
-            let mut cursor = q.fetch::<CartEventCh<'_>>().map_err(&fail)?;
-            while let Some(r) = cursor.next().await.map_err(&fail)? {
-                let row = r.to_row()?;
-                // A fact is the same in every version of its cart, and the newest
-                // version holds every fact: the union is the cart's current set.
-                carts::insert_fact(sets.carts.entry(row.key).or_default(), row.fact);
+            let fail = &fail;
+            async move {
+                let mut rows = Vec::new();
+                let mut cursor = q.fetch::<CartEventCh<'_>>().map_err(fail)?;
+                while let Some(r) = cursor.next().await.map_err(fail)? {
+                    rows.push(r.to_row()?);
+                }
+                Ok::<_, StoreError>(rows)
             }
+        });
+        let mut sets = EntitySets::default();
+        for row in try_join_all(queries).await?.into_iter().flatten() {
+            carts::insert_fact(sets.carts.entry(row.key).or_default(), row.fact);
         }
-        Ok(())
+        Ok(sets)
     }
 
     async fn write_batch(&self, b: &BatchWrite) -> Result<(), StoreError> {
         let client = self.client();
-        // Facts first: if a crash cuts the batch short, the retried batch folds onto
-        // the stored facts and rewrites every derived row.
+        // The seven INSERTs run concurrently. If some fail or a crash cuts the batch
+        // short, the batch is not committed and is written again whole: the facts it
+        // did store are loaded and equal the ones it re-folds, and every derived row
+        // is rewritten, so a partial write changes no count once the retry lands.
         let view_facts: Vec<ViewFactCh<'_>> = b
             .view_facts
             .iter()
@@ -835,7 +858,6 @@ impl ClickHouseStore {
                 })
             })
             .collect();
-        insert_rows::<ViewFactCh<'_>>(client, "view_facts", &view_facts).await?;
         let products: Vec<ProductFactCh<'_>> = b
             .product_facts
             .iter()
@@ -850,7 +872,6 @@ impl ClickHouseStore {
                 ad_id_status: p.status.rank(),
             })
             .collect();
-        insert_rows::<ProductFactCh<'_>>(client, "product_facts", &products).await?;
         let ad_facts: Vec<AdFactCh<'_>> = b
             .ad_facts
             .iter()
@@ -864,7 +885,6 @@ impl ClickHouseStore {
                 ad_id_status: a.status.rank(),
             })
             .collect();
-        insert_rows::<AdFactCh<'_>>(client, "ad_facts", &ad_facts).await?;
         let views: Vec<ViewCh<'_>> = b
             .views
             .iter()
@@ -896,7 +916,6 @@ impl ClickHouseStore {
                 }
             })
             .collect();
-        insert_rows::<ViewCh<'_>>(client, "views", &views).await?;
         let cart_rows: Vec<CartEventCh<'_>> = b
             .cart_rows
             .iter()
@@ -916,7 +935,6 @@ impl ClickHouseStore {
                 ad_id_status: r.fact.status.rank(),
             })
             .collect();
-        insert_rows::<CartEventCh<'_>>(client, "cart_events", &cart_rows).await?;
         let touches: Vec<TouchCh> = b
             .touches
             .iter()
@@ -931,11 +949,19 @@ impl ClickHouseStore {
                 product_code: t.product_code.clone(),
             })
             .collect();
-        insert_rows::<TouchCh>(client, "attribution_touches", &touches).await?;
-        // Order lines last, in one INSERT: an order is either wholly stored (and
+        // An order's lines are in one INSERT: an order is either wholly stored (and
         // skipped when the batch is replayed) or not at all.
         let lines: Vec<OrderLineCh> = b.order_lines.iter().map(OrderLineCh::from).collect();
-        insert_rows::<OrderLineCh>(client, "order_lines", &lines).await
+        tokio::try_join!(
+            insert_rows::<ViewFactCh<'_>>(client, "view_facts", &view_facts),
+            insert_rows::<ProductFactCh<'_>>(client, "product_facts", &products),
+            insert_rows::<AdFactCh<'_>>(client, "ad_facts", &ad_facts),
+            insert_rows::<ViewCh<'_>>(client, "views", &views),
+            insert_rows::<CartEventCh<'_>>(client, "cart_events", &cart_rows),
+            insert_rows::<TouchCh>(client, "attribution_touches", &touches),
+            insert_rows::<OrderLineCh>(client, "order_lines", &lines),
+        )?;
+        Ok(())
     }
 
     async fn known_order_ids(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
@@ -1244,14 +1270,15 @@ impl ClickHouseStore {
 impl Store for ClickHouseStore {
     async fn load(
         &self,
-        views: &HashSet<ViewKey>,
-        carts: &HashSet<CartKey>,
+        views: &FastSet<ViewKey>,
+        carts: &FastSet<CartKey>,
     ) -> Result<EntitySets, StoreError> {
         self.op("load", async {
-            let mut sets = EntitySets::default();
-            self.load_views(views, &mut sets).await?;
-            self.load_carts(carts, &mut sets).await?;
-            Ok(sets)
+            let (v, c) = tokio::try_join!(self.load_views(views), self.load_carts(carts))?;
+            Ok(EntitySets {
+                views: v.views,
+                carts: c.carts,
+            })
         })
         .await
     }

@@ -22,7 +22,7 @@ use crate::aggregate::campaigns::{
 use crate::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
 use crate::aggregate::funnel::{FunnelReportRow, ViewKey};
 use crate::aggregate::products::ProductReportRow;
-use crate::batch::{BatchWrite, EntitySets};
+use crate::batch::{BatchWrite, EntitySets, FastSet};
 
 /// Errors of a store.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -85,8 +85,8 @@ pub trait Store: Send + Sync + 'static {
     /// The current fact sets of these entities (absent ones are left out).
     fn load(
         &self,
-        views: &HashSet<ViewKey>,
-        carts: &HashSet<CartKey>,
+        views: &FastSet<ViewKey>,
+        carts: &FastSet<CartKey>,
     ) -> impl Future<Output = Result<EntitySets, StoreError>> + Send;
 
     /// Writes a batch durably (idempotent).
@@ -247,8 +247,8 @@ macro_rules! dispatch {
 impl Store for AnyStore {
     async fn load(
         &self,
-        views: &HashSet<ViewKey>,
-        carts: &HashSet<CartKey>,
+        views: &FastSet<ViewKey>,
+        carts: &FastSet<CartKey>,
     ) -> Result<EntitySets, StoreError> {
         dispatch!(self, s => s.load(views, carts).await)
     }

@@ -17,6 +17,10 @@ use rm_eventlog::{EmbeddedLogConfig, EventLog, KafkaConfig};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType};
 use tokio_util::sync::CancellationToken;
 
+/// The allocator `retail-media` itself uses (see `src/main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Settings.
 #[derive(Debug, Parser)]
 struct Args {
@@ -29,6 +33,9 @@ struct Args {
     /// Background events per second during the freshness run.
     #[arg(long, default_value_t = 2_000)]
     steady_rate: u64,
+    /// Every event its own ad and video (one new view per event: the worst case).
+    #[arg(long)]
+    entity_per_event: bool,
     /// Batch bound of the aggregator, records.
     #[arg(long, default_value_t = 20_000)]
     batch_max_records: usize,
@@ -42,7 +49,13 @@ struct Args {
 }
 
 /// A realistic record: video funnels, product tiles and carts over many sessions.
-fn record(i: usize, now: chrono::DateTime<chrono::Utc>) -> EventRecord {
+///
+/// Records come in sessions of eight: one shopper watching one ad's video through
+/// its six milestones (one view), then a product impression and a cart change of that
+/// ad. With `--entity-per-event` every event has its own ad and video instead (the
+/// generator of the first measurements): each event is then a new view, the worst
+/// case for the aggregator, which loads and writes one entity per event.
+fn record(i: usize, now: chrono::DateTime<chrono::Utc>, entity_per_event: bool) -> EventRecord {
     const VIDEO: [InteractionType; 6] = [
         InteractionType::VideoCreativeView,
         InteractionType::VideoPlay,
@@ -52,8 +65,10 @@ fn record(i: usize, now: chrono::DateTime<chrono::Utc>) -> EventRecord {
         InteractionType::VideoComplete,
     ];
     let session = format!("s-{}", i / 8);
+    // The ad, video and products of the session (or of the event, worst case).
+    let a = if entity_per_event { i } else { i / 8 };
     let (kind, video, product, units) = match i % 8 {
-        k @ 0..=5 => (VIDEO[k], Some(format!("v-{}", i % 3)), None, None),
+        k @ 0..=5 => (VIDEO[k], Some(format!("v-{}", a % 3)), None, None),
         6 => (
             InteractionType::ProductImpression,
             None,
@@ -69,7 +84,7 @@ fn record(i: usize, now: chrono::DateTime<chrono::Utc>) -> EventRecord {
     };
     let ts = now - chrono::Duration::milliseconds(((1_000_000 - (i % 1_000_000)) * 7) as i64);
     let event = InteractionEvent {
-        ad_id: format!("rm1.camp-{}.ad-{}", i % 11, i % 29),
+        ad_id: format!("rm1.camp-{}.ad-{}", a % 11, a % 29),
         interaction_type: kind,
         timestamp: ts.fixed_offset(),
         session_id: Some(session),
@@ -155,12 +170,12 @@ fn source(b: &Backends, a: &Args, group: &str) -> anyhow::Result<AnySource> {
     })
 }
 
-async fn fill(b: &Backends, n: usize) -> anyhow::Result<Duration> {
+async fn fill(b: &Backends, n: usize, entity_per_event: bool) -> anyhow::Result<Duration> {
     let now = chrono::Utc::now();
     let t = Instant::now();
     let mut pending = Vec::with_capacity(4096);
     for i in 0..n {
-        let r = record(i, now);
+        let r = record(i, now, entity_per_event);
         let log = Arc::clone(&b.log);
         let topic = b.topic.clone();
         pending.push(tokio::spawn(async move {
@@ -205,28 +220,28 @@ async fn consume_only(b: &Backends, a: &Args, n: usize) -> anyhow::Result<f64> {
     Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
-/// The real pipeline until the lag is zero.
+/// The real pipeline until it has stored every record; timed from its first read,
+/// as the consume-only pass is.
 async fn aggregate(b: &Backends, a: &Args, n: usize) -> anyhow::Result<f64> {
     let src = source(b, a, "aggregator")?;
-    let probe = src.lag_probe();
     let stop = CancellationToken::new();
-    let task = tokio::spawn(pipeline::run(
+    let progress = Arc::new(pipeline::Progress::default());
+    let task = tokio::spawn(pipeline::run_with_progress(
         src,
         Arc::clone(&b.store),
         "bench",
         options(a),
         stop.clone(),
+        Arc::clone(&progress),
     ));
     let t = Instant::now();
     let mut started = None;
     loop {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let lag: i64 = probe.lag().await.iter().map(|(_, l)| l).sum();
-        let parts = probe.lag().await.len();
-        if started.is_none() && parts > 0 && lag < n as i64 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        if started.is_none() && progress.polled() > 0 {
             started = Some(Instant::now());
         }
-        if parts > 0 && lag == 0 {
+        if progress.records() >= n as u64 {
             break;
         }
         anyhow::ensure!(
@@ -253,13 +268,14 @@ async fn freshness(b: &Backends, a: &Args) -> anyhow::Result<Vec<f64>> {
         stop.clone(),
     ));
     let (log, topic, rate) = (Arc::clone(&b.log), b.topic.clone(), a.steady_rate.max(1));
+    let entity_per_event = a.entity_per_event;
     let bg_stop = stop.clone();
     let background = tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
         let mut i = 10_000_000;
         while !bg_stop.is_cancelled() {
             tick.tick().await;
-            let r = record(i, chrono::Utc::now());
+            let r = record(i, chrono::Utc::now(), entity_per_event);
             let (log, topic) = (Arc::clone(&log), topic.clone());
             tokio::spawn(async move {
                 log.append(&topic, r.event.ad_id.as_bytes(), r.to_bytes())
@@ -270,7 +286,7 @@ async fn freshness(b: &Backends, a: &Args) -> anyhow::Result<Vec<f64>> {
     });
     let mut lat = Vec::with_capacity(a.probes);
     for p in 0..a.probes {
-        let mut r = record(p * 8, chrono::Utc::now());
+        let mut r = record(p * 8, chrono::Utc::now(), false);
         r.event.ad_id = format!("rm1.probe.{p}-{}", std::process::id());
         let r = EventRecord::new(r.event, uuid::Uuid::now_v7(), chrono::Utc::now());
         let filter = ReportFilter {
@@ -322,12 +338,21 @@ async fn main() -> anyhow::Result<()> {
     };
     eprintln!("aggbench: {backend}, {} records", a.records);
     let b = backends(&a, "throughput").await?;
-    let fill_time = fill(&b, a.records).await?;
+    let fill_time = fill(&b, a.records, a.entity_per_event).await?;
     eprintln!("filled the log in {:.1}s", fill_time.as_secs_f64());
+    let cpu0 = rm_benches::procstat::self_cpu_s().unwrap_or(0.0);
     let read = consume_only(&b, &a, a.records).await?;
-    eprintln!("consume-only: {read:.0} records/s");
+    let cpu1 = rm_benches::procstat::self_cpu_s().unwrap_or(0.0);
+    eprintln!(
+        "consume-only: {read:.0} records/s, {:.2} us CPU per record",
+        (cpu1 - cpu0) * 1e6 / a.records as f64
+    );
     let agg = aggregate(&b, &a, a.records).await?;
-    eprintln!("log -> store: {agg:.0} records/s");
+    let cpu2 = rm_benches::procstat::self_cpu_s().unwrap_or(0.0);
+    eprintln!(
+        "log -> store: {agg:.0} records/s, {:.2} us CPU per record",
+        (cpu2 - cpu1) * 1e6 / a.records as f64
+    );
     drop(b);
     let f = backends(&a, "freshness").await?;
     let lat = freshness(&f, &a).await?;
