@@ -192,12 +192,9 @@ pub fn fold(
         let key = r.dedup_key.0;
         let status = AdIdStatus::of(r.ad_id_verdict);
         let campaign_id = campaign_str(&r.event.ad_id);
-        write.touches.extend(attribution::touches_of(
-            &r.event,
-            key,
-            campaign_id,
-            time_ms,
-        ));
+        write
+            .touches
+            .extend(attribution::touches_of(&r.event, key, campaign_id, time_ms));
         let fresh = match entity(r) {
             Entity::View(k) => {
                 let fact = ViewFact {

@@ -55,7 +55,7 @@ pub struct AggregatorConfig {
     #[arg(
         long = "aggregator-batch-max-records",
         env = "RM_AGGREGATOR_BATCH_MAX_RECORDS",
-        default_value_t = 20_000
+        default_value_t = 50_000
     )]
     pub batch_max_records: usize,
     /// Longest wait in milliseconds after the first record of a batch before it is stored.

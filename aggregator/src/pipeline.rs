@@ -45,7 +45,8 @@ use tokio_util::sync::CancellationToken;
 use crate::aggregate::carts::{CartFact, CartKey};
 use crate::aggregate::funnel::{self, ViewFact, ViewKey};
 use crate::batch::{
-    fold, fold_orders, touched, BatchWrite, EntitySets, FastMap, FastSet, FoldStats, OrderStats, Policy,
+    fold, fold_orders, touched, BatchWrite, EntitySets, FastMap, FastSet, FoldStats, OrderStats,
+    Policy,
 };
 use crate::campaign::campaign_of;
 use crate::metrics;
@@ -170,9 +171,7 @@ pub async fn run_with_progress<S: Source, T: Store>(
             }
         }
     }));
-    let trace = std::env::var_os("RM_TRACE_BATCH").is_some();
     loop {
-        let t0 = std::time::Instant::now();
         let polled = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             p = source.poll(opts.batch_max_records, opts.batch_max_wait) => p,
@@ -203,10 +202,8 @@ pub async fn run_with_progress<S: Source, T: Store>(
                 .polled
                 .fetch_add(raw.len() as u64, Ordering::AcqRel);
             let checkpoint = source.checkpoint();
-            let t1 = std::time::Instant::now();
             let (records, orders) = decode(&raw);
             drop(raw);
-            let t2 = std::time::Instant::now();
             let pending_orders = in_flight.as_ref().map(|f| &f.orders);
             let Some(prepared) = prepare(
                 &records,
@@ -222,13 +219,9 @@ pub async fn run_with_progress<S: Source, T: Store>(
             else {
                 return Ok(()); // shutting down mid-batch: nothing committed, it will be replayed
             };
-            let t3 = std::time::Instant::now();
             // One write in flight at a time, completed in order.
             if !finish(&mut in_flight, &mut source, &progress, &mut newest_ms).await {
                 return Ok(());
-            }
-            if trace {
-                eprintln!("poll {:?} decode {:?} prepare {:?} wait {:?}", t1 - t0, t2 - t1, t3 - t2, t3.elapsed());
             }
             let orders = prepared
                 .write
@@ -485,9 +478,6 @@ async fn store_batch<T: Store>(
     }
     ::metrics::histogram!(metrics::STORE_WRITE, "backend" => backend)
         .record(started.elapsed().as_secs_f64());
-    if std::env::var_os("RM_TRACE_BATCH").is_some() {
-        eprintln!("write {:?}", started.elapsed());
-    }
     metrics::batch(p.records, &p.stats, p.violations.0, p.violations.1);
     metrics::orders(&p.order_stats);
     Some(Stored {

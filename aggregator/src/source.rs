@@ -510,8 +510,8 @@ mod tests {
         for i in 0..10u8 {
             log.append("events", b"k", vec![i]).await.expect("append");
         }
-        let mut src = EmbeddedSource::with_orders(log.clone(), "g", "events", "orders")
-            .expect("source");
+        let mut src =
+            EmbeddedSource::with_orders(log.clone(), "g", "events", "orders").expect("source");
         let first = src.poll(4, Duration::from_millis(50)).await.expect("poll");
         assert_eq!(first.len(), 4);
         let at_four = src.checkpoint();
@@ -521,10 +521,16 @@ mod tests {
         src.commit_to(at_four).await.expect("commit");
         assert_eq!(log.committed("g", "events").expect("committed"), 4);
 
-        let mut resumed = EmbeddedSource::with_orders(log.clone(), "g", "events", "orders")
-            .expect("source");
-        let again = resumed.poll(100, Duration::from_millis(50)).await.expect("poll");
-        assert_eq!(again.iter().map(|r| r.bytes[0]).collect::<Vec<_>>(), (4..10).collect::<Vec<u8>>());
+        let mut resumed =
+            EmbeddedSource::with_orders(log.clone(), "g", "events", "orders").expect("source");
+        let again = resumed
+            .poll(100, Duration::from_millis(50))
+            .await
+            .expect("poll");
+        assert_eq!(
+            again.iter().map(|r| r.bytes[0]).collect::<Vec<_>>(),
+            (4..10).collect::<Vec<u8>>()
+        );
 
         src.commit_to(at_eight).await.expect("commit");
         assert_eq!(log.committed("g", "events").expect("committed"), 8);

@@ -15,7 +15,6 @@
 //! works in a fresh database `rm_test_<pid>_<nanos>` and drops it at the end. Without
 //! the variable it is skipped, unless `RM_REQUIRE_SERVICES=1`, where it fails.
 
-
 use chrono::{DateTime, FixedOffset, Utc};
 use rm_aggregator::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
 use rm_aggregator::aggregate::funnel::{FunnelReportRow, ViewKey};

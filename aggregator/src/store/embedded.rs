@@ -75,7 +75,8 @@ fn val<T: Serialize>(v: &T) -> Vec<u8> {
 }
 
 fn parse<T: DeserializeOwned>(b: &[u8]) -> Result<T, StoreError> {
-    let corrupt = |e: &dyn std::fmt::Display| StoreError::Refused(format!("corrupt store row: {e}"));
+    let corrupt =
+        |e: &dyn std::fmt::Display| StoreError::Refused(format!("corrupt store row: {e}"));
     match b.split_first() {
         Some((&POSTCARD, rest)) => postcard::from_bytes(rest).map_err(|e| corrupt(&e)),
         _ => serde_json::from_slice(b).map_err(|e| corrupt(&e)),
@@ -237,7 +238,6 @@ impl Store for EmbeddedStore {
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         // Encode here and move only the bytes to the blocking thread: no copy of the
         // batch itself.
-        let t0 = std::time::Instant::now();
         let view_facts: Rows = batch
             .view_facts
             .iter()
@@ -289,9 +289,7 @@ impl Store for EmbeddedStore {
             .iter()
             .map(|t| (touch_key(t), val(t)))
             .collect();
-        let t1 = std::time::Instant::now();
         self.blocking(move |db| {
-            let t2 = std::time::Instant::now();
             let w = db.begin_write().map_err(err)?;
             for (table, rows) in [
                 (VIEW_FACTS, view_facts),
@@ -310,12 +308,7 @@ impl Store for EmbeddedStore {
                     t.insert(k.as_str(), v.as_slice()).map_err(err)?;
                 }
             }
-            let t3 = std::time::Instant::now();
-            let r = w.commit().map_err(err);
-            if std::env::var_os("RM_TRACE_BATCH").is_some() {
-                eprintln!("encode {:?} queue {:?} insert {:?} commit {:?}", t1 - t0, t2 - t1, t3 - t2, t3.elapsed());
-            }
-            r
+            w.commit().map_err(err)
         })
         .await
     }
@@ -484,9 +477,17 @@ mod tests {
         assert_eq!(parse::<Vec<ViewFact>>(&json).expect("json row"), facts());
         let bin = val(&facts());
         assert_eq!(bin[0], POSTCARD);
-        assert!(bin.len() * 3 < json.len(), "{} vs {}", bin.len(), json.len());
+        assert!(
+            bin.len() * 3 < json.len(),
+            "{} vs {}",
+            bin.len(),
+            json.len()
+        );
         assert_eq!(parse::<Vec<ViewFact>>(&bin).expect("postcard row"), facts());
-        assert!(matches!(parse::<Vec<ViewFact>>(&[POSTCARD, 0xff]), Err(StoreError::Refused(_))));
+        assert!(matches!(
+            parse::<Vec<ViewFact>>(&[POSTCARD, 0xff]),
+            Err(StoreError::Refused(_))
+        ));
     }
 
     /// postcard writes enum variants by position: reordering `InteractionType` or
