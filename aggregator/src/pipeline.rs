@@ -15,16 +15,18 @@
 //! The entity cache only saves store reads; after a restart or a rebalance the sets
 //! are loaded from the store, which is the authority.
 //!
-//! **Two batches in flight.** While batch N is written, batch N+1 is polled, decoded
-//! and folded, so reading and aggregating overlap the store's write (the two cores of
-//! a small machine both work). This is sound because at most one write is in flight
-//! and writes complete in order: every entity batch N touched is in the cache when
-//! N+1 is folded (the cache is updated before N's write starts), and an entity N+1
-//! loads from the store was last written by a batch whose write already completed.
-//! Batch N+1's offsets are committed only after its own write ([`Source::checkpoint`]
-//! then [`Source::commit_to`]); orders of the batch in flight count as known to the
-//! next one; on a rebalance the write in flight is finished before the cache is
-//! dropped, so nothing is loaded from the store while it may still change it.
+//! **Three stages.** A reader task polls and decodes batch N+2 while the loop folds
+//! batch N+1 and the store writes batch N, so the two cores of a small machine stay
+//! busy while either stage waits on the disk (fsync) or the network. This is sound
+//! because at most one write is in flight and writes complete in order: every entity
+//! batch N touched is in the cache when N+1 is folded (the cache is updated before
+//! N's write starts), and an entity N+1 loads from the store was last written by a
+//! batch whose write already completed. A batch's offsets ([`Source::checkpoint`],
+//! taken when it was polled) go back to the reader once its own write is done, and
+//! the reader commits them ([`Source::commit_to`]) in that order before its next poll;
+//! orders of the batch in flight count as known to the next one; on a rebalance the
+//! write in flight is finished before the cache is dropped, so nothing is loaded from
+//! the store while it may still change it.
 //!
 //! **Orders** (the `orders` topic, read by the same source) follow the same rule: a
 //! batch's orders are looked up in the store by id, only the ones it does not hold are
@@ -129,7 +131,7 @@ struct Stored {
 }
 
 /// Runs until `shutdown`. Returns when the source fails for good.
-pub async fn run<S: Source, T: Store>(
+pub async fn run<S: Source + 'static, T: Store>(
     source: S,
     store: Arc<T>,
     backend: &'static str,
@@ -140,8 +142,8 @@ pub async fn run<S: Source, T: Store>(
 }
 
 /// As [`run`], counting what is stored in `progress`.
-pub async fn run_with_progress<S: Source, T: Store>(
-    mut source: S,
+pub async fn run_with_progress<S: Source + 'static, T: Store>(
+    source: S,
     store: Arc<T>,
     backend: &'static str,
     opts: PipelineOptions,
@@ -171,9 +173,118 @@ pub async fn run_with_progress<S: Source, T: Store>(
             }
         }
     }));
+    let (batches, mut next) = tokio::sync::mpsc::channel(1);
+    let (commits, to_commit) = tokio::sync::mpsc::unbounded_channel();
+    let _reader = AbortOnDrop(tokio::spawn(read(
+        source,
+        opts,
+        batches,
+        to_commit,
+        Arc::clone(&progress),
+        shutdown.clone(),
+    )));
+    let mut done = Done {
+        commits,
+        progress: &progress,
+        newest_ms: &mut newest_ms,
+    };
     loop {
         let polled = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
+            // A write that lands while no batch is waiting is committed at once.
+            stored = wait(&mut in_flight), if in_flight.is_some() => {
+                in_flight = None;
+                if !done.stored(stored) {
+                    return Ok(());
+                }
+                continue;
+            }
+            p = next.recv() => p,
+        };
+        let polled = match polled {
+            None => return Ok(()), // the reader stopped: shutdown
+            Some(Err(e)) => return Err(e.into()),
+            Some(Ok(p)) => p,
+        };
+        if polled.rebalanced {
+            // Nothing may be loaded while the write in flight can still change the store.
+            if !done.stored(wait(&mut in_flight).await) {
+                return Ok(());
+            }
+            in_flight = None;
+            cache = Cache::default();
+        }
+        if polled.records.is_empty() && polled.orders.is_empty() {
+            continue;
+        }
+        let pending_orders = in_flight.as_ref().map(|f| &f.orders);
+        let Some(prepared) = prepare(
+            &polled.records,
+            &polled.orders,
+            pending_orders,
+            &mut cache,
+            &*store,
+            &opts,
+            &shutdown,
+            polled.checkpoint,
+        )
+        .await
+        else {
+            return Ok(()); // shutting down mid-batch: nothing committed, it will be replayed
+        };
+        drop(polled.records);
+        // One write in flight at a time, completed in order.
+        if !done.stored(wait(&mut in_flight).await) {
+            return Ok(());
+        }
+        let orders = prepared
+            .write
+            .order_lines
+            .iter()
+            .map(|l| l.order_id.clone())
+            .collect();
+        let (store, shutdown) = (Arc::clone(&store), shutdown.clone());
+        in_flight = Some(InFlight {
+            orders,
+            task: tokio::spawn(
+                async move { store_batch(prepared, &*store, backend, &shutdown).await },
+            ),
+        });
+        if let Some(ms) = *done.newest_ms {
+            let now = chrono::Utc::now().timestamp_millis();
+            ::metrics::gauge!(metrics::FRESHNESS).set((now - ms).max(0) as f64 / 1000.0);
+        }
+    }
+}
+
+/// A batch the reader polled and decoded.
+struct Polled {
+    records: Vec<EventRecord>,
+    orders: Vec<OrderRecord>,
+    checkpoint: Checkpoint,
+    /// Partitions moved before this batch was polled.
+    rebalanced: bool,
+}
+
+/// The reader task: polls and decodes the next batch while the loop folds this one
+/// and the store writes the one before, and commits the checkpoints the loop sends
+/// back (before each poll, in the order received).
+async fn read<S: Source>(
+    mut source: S,
+    opts: PipelineOptions,
+    batches: tokio::sync::mpsc::Sender<Result<Polled, rm_eventlog::LogError>>,
+    mut to_commit: tokio::sync::mpsc::UnboundedReceiver<Checkpoint>,
+    progress: Arc<Progress>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        while let Ok(checkpoint) = to_commit.try_recv() {
+            if let Err(e) = source.commit_to(checkpoint).await {
+                tracing::warn!(error = %e, "offset commit failed; the batch may be replayed (harmless)");
+            }
+        }
+        let polled = tokio::select! {
+            () = shutdown.cancelled() => return,
             p = source.poll(opts.batch_max_records, opts.batch_max_wait) => p,
         };
         let raw = match polled {
@@ -183,97 +294,75 @@ pub async fn run_with_progress<S: Source, T: Store>(
                 tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                let _ = batches.send(Err(e)).await;
+                return;
+            }
         };
-        if source.take_rebalanced() {
-            // Nothing may be loaded while the write in flight can still change the store.
-            if !finish(&mut in_flight, &mut source, &progress, &mut newest_ms).await {
-                return Ok(());
-            }
-            cache = Cache::default();
+        let rebalanced = source.take_rebalanced();
+        if raw.is_empty() && !rebalanced {
+            continue;
         }
-        if raw.is_empty() {
-            // Idle: let the write in flight land and commit it, for freshness.
-            if !finish(&mut in_flight, &mut source, &progress, &mut newest_ms).await {
-                return Ok(());
-            }
-        } else {
-            progress
-                .polled
-                .fetch_add(raw.len() as u64, Ordering::AcqRel);
-            let checkpoint = source.checkpoint();
-            let (records, orders) = decode(&raw);
-            drop(raw);
-            let pending_orders = in_flight.as_ref().map(|f| &f.orders);
-            let Some(prepared) = prepare(
-                &records,
-                &orders,
-                pending_orders,
-                &mut cache,
-                &*store,
-                &opts,
-                &shutdown,
-                checkpoint,
-            )
-            .await
-            else {
-                return Ok(()); // shutting down mid-batch: nothing committed, it will be replayed
-            };
-            // One write in flight at a time, completed in order.
-            if !finish(&mut in_flight, &mut source, &progress, &mut newest_ms).await {
-                return Ok(());
-            }
-            let orders = prepared
-                .write
-                .order_lines
-                .iter()
-                .map(|l| l.order_id.clone())
-                .collect();
-            let (store, shutdown) = (Arc::clone(&store), shutdown.clone());
-            in_flight = Some(InFlight {
-                orders,
-                task: tokio::spawn(async move {
-                    store_batch(prepared, &*store, backend, &shutdown).await
-                }),
-            });
-        }
-        if let Some(ms) = newest_ms {
-            let now = chrono::Utc::now().timestamp_millis();
-            ::metrics::gauge!(metrics::FRESHNESS).set((now - ms).max(0) as f64 / 1000.0);
+        progress
+            .polled
+            .fetch_add(raw.len() as u64, Ordering::AcqRel);
+        let checkpoint = source.checkpoint();
+        let (records, orders) = decode(&raw);
+        drop(raw);
+        let batch = Polled {
+            records,
+            orders,
+            checkpoint,
+            rebalanced,
+        };
+        if batches.send(Ok(batch)).await.is_err() {
+            return; // the loop ended
         }
     }
 }
 
-/// Waits for the write in flight, if any, and commits its offsets. False when the
-/// write did not happen (shutdown, or a store error that stops the pipeline).
-async fn finish<S: Source>(
-    in_flight: &mut Option<InFlight>,
-    source: &mut S,
-    progress: &Progress,
-    newest_ms: &mut Option<i64>,
-) -> bool {
-    let Some(f) = in_flight.take() else {
-        return true;
-    };
-    let stored = match f.task.await {
-        Ok(Some(s)) => s,
-        Ok(None) => return false,
+/// The outcome of the write in flight (`None` when there is none, which counts as
+/// done).
+async fn wait(in_flight: &mut Option<InFlight>) -> Option<Option<Stored>> {
+    let f = in_flight.as_mut()?;
+    Some(match (&mut f.task).await {
+        Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "the store write task failed");
-            return false;
+            None
         }
-    };
-    if let Err(e) = source.commit_to(stored.checkpoint).await {
-        tracing::warn!(error = %e, "offset commit failed; the batch may be replayed (harmless)");
+    })
+}
+
+/// What happens once a batch is stored.
+struct Done<'a> {
+    commits: tokio::sync::mpsc::UnboundedSender<Checkpoint>,
+    progress: &'a Progress,
+    newest_ms: &'a mut Option<i64>,
+}
+
+impl Done<'_> {
+    /// Hands a stored batch's checkpoint to the reader for committing and counts it.
+    /// False when the write did not happen (shutdown, or a store error that stops
+    /// the pipeline). `None` (no write was in flight) is fine.
+    fn stored(&mut self, outcome: Option<Option<Stored>>) -> bool {
+        let stored = match outcome {
+            None => return true,
+            Some(None) => return false,
+            Some(Some(s)) => s,
+        };
+        let _ = self.commits.send(stored.checkpoint);
+        *self.newest_ms = (*self.newest_ms).max(stored.newest_ms);
+        self.progress
+            .records
+            .fetch_add(stored.records as u64, Ordering::AcqRel);
+        if let Some(ms) = *self.newest_ms {
+            self.progress
+                .newest_event_ms
+                .fetch_max(ms, Ordering::AcqRel);
+        }
+        true
     }
-    *newest_ms = (*newest_ms).max(stored.newest_ms);
-    progress
-        .records
-        .fetch_add(stored.records as u64, Ordering::AcqRel);
-    if let Some(ms) = *newest_ms {
-        progress.newest_event_ms.fetch_max(ms, Ordering::AcqRel);
-    }
-    true
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
