@@ -8,11 +8,12 @@ mod launch;
 
 use clap::Parser;
 
-/// mimalloc: the aggregator allocates and frees many small keys and fact sets per
-/// batch on two threads (fold and store write), where glibc's allocator spent about a
-/// fifth of the CPU (BENCHMARKS.md, aggregator).
+/// jemalloc: the aggregator allocates and frees many small keys and fact sets per
+/// batch on three threads (read, fold, store write); glibc's allocator spent about a
+/// fifth of the CPU there and mimalloc, returning freed pages to the system at once,
+/// had the kernel zero them again for every batch (BENCHMARKS.md, aggregator).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();

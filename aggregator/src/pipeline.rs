@@ -74,6 +74,20 @@ pub struct Progress {
     polled: AtomicU64,
     records: AtomicU64,
     newest_event_ms: AtomicI64,
+    /// Nanoseconds each stage spent working (not waiting for the next): reading and
+    /// decoding, folding (with the store loads), writing.
+    busy_ns: [AtomicU64; 3],
+}
+
+/// The stages of the loop, for [`Progress::busy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Polling the log and decoding records (the reader task).
+    Read = 0,
+    /// Loading entity sets and folding (the loop).
+    Fold = 1,
+    /// The store write.
+    Write = 2,
 }
 
 impl Progress {
@@ -85,6 +99,16 @@ impl Progress {
     /// Records (events and orders) stored and committed since the loop started.
     pub fn records(&self) -> u64 {
         self.records.load(Ordering::Acquire)
+    }
+
+    /// Time `stage` has spent working since the loop started.
+    pub fn busy(&self, stage: Stage) -> Duration {
+        Duration::from_nanos(self.busy_ns[stage as usize].load(Ordering::Acquire))
+    }
+
+    fn add_busy(&self, stage: Stage, since: std::time::Instant) {
+        let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.busy_ns[stage as usize].fetch_add(ns, Ordering::AcqRel);
     }
 
     /// Event time (ms) of the newest event stored, 0 before the first.
@@ -217,6 +241,7 @@ pub async fn run_with_progress<S: Source + 'static, T: Store>(
         if polled.records.is_empty() && polled.orders.is_empty() {
             continue;
         }
+        let folding = std::time::Instant::now();
         let pending_orders = in_flight.as_ref().map(|f| &f.orders);
         let Some(prepared) = prepare(
             &polled.records,
@@ -233,6 +258,7 @@ pub async fn run_with_progress<S: Source + 'static, T: Store>(
             return Ok(()); // shutting down mid-batch: nothing committed, it will be replayed
         };
         drop(polled.records);
+        progress.add_busy(Stage::Fold, folding);
         // One write in flight at a time, completed in order.
         if !done.stored(wait(&mut in_flight).await) {
             return Ok(());
@@ -243,12 +269,16 @@ pub async fn run_with_progress<S: Source + 'static, T: Store>(
             .iter()
             .map(|l| l.order_id.clone())
             .collect();
-        let (store, shutdown) = (Arc::clone(&store), shutdown.clone());
+        let (store, shutdown, progress) =
+            (Arc::clone(&store), shutdown.clone(), Arc::clone(&progress));
         in_flight = Some(InFlight {
             orders,
-            task: tokio::spawn(
-                async move { store_batch(prepared, &*store, backend, &shutdown).await },
-            ),
+            task: tokio::spawn(async move {
+                let writing = std::time::Instant::now();
+                let stored = store_batch(prepared, &*store, backend, &shutdown).await;
+                progress.add_busy(Stage::Write, writing);
+                stored
+            }),
         });
         if let Some(ms) = *done.newest_ms {
             let now = chrono::Utc::now().timestamp_millis();
@@ -283,6 +313,7 @@ async fn read<S: Source>(
                 tracing::warn!(error = %e, "offset commit failed; the batch may be replayed (harmless)");
             }
         }
+        let started = std::time::Instant::now();
         let polled = tokio::select! {
             () = shutdown.cancelled() => return,
             p = source.poll(opts.batch_max_records, opts.batch_max_wait) => p,
@@ -309,6 +340,9 @@ async fn read<S: Source>(
         let checkpoint = source.checkpoint();
         let (records, orders) = decode(&raw);
         drop(raw);
+        // A full batch was read without waiting for records; a short one includes
+        // the wait for them (idle time, small when the log is behind).
+        progress.add_busy(Stage::Read, started);
         let batch = Polled {
             records,
             orders,

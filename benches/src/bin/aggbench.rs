@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The allocator `retail-media` itself uses (see `src/main.rs`).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Settings.
 #[derive(Debug, Parser)]
@@ -255,6 +255,13 @@ async fn aggregate(b: &Backends, a: &Args, n: usize) -> anyhow::Result<f64> {
     let secs = started.unwrap_or(t).elapsed().as_secs_f64();
     stop.cancel();
     task.await??;
+    let busy = |s| progress.busy(s).as_secs_f64() / secs * 100.0;
+    eprintln!(
+        "  stages busy: read {:.0} %, fold {:.0} %, write {:.0} % of {secs:.2} s",
+        busy(pipeline::Stage::Read),
+        busy(pipeline::Stage::Fold),
+        busy(pipeline::Stage::Write)
+    );
     Ok(n as f64 / secs)
 }
 

@@ -1,0 +1,188 @@
+//! The pipeline commits a batch's offsets only after the store holds that batch, even
+//! though it reads and folds the next batches while one is being written.
+//!
+//! The real pipeline, the embedded log and the embedded store; the store's writes are
+//! held behind a gate (a wrapper behind the `Store` trait) so the test decides when
+//! each write may land, and watches the committed offset in between.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rm_aggregator::aggregate::ads::AdReportRow;
+use rm_aggregator::aggregate::attribution::{SalesReportRow, Windows};
+use rm_aggregator::aggregate::campaigns::{CampaignSalesRow, CartAddsRow};
+use rm_aggregator::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
+use rm_aggregator::aggregate::funnel::{FunnelReportRow, ViewKey};
+use rm_aggregator::aggregate::products::ProductReportRow;
+use rm_aggregator::batch::{BatchWrite, EntitySets, FastSet, Policy};
+use rm_aggregator::pipeline::{self, PipelineOptions, Progress};
+use rm_aggregator::source::EmbeddedSource;
+use rm_aggregator::store::embedded::EmbeddedStore;
+use rm_aggregator::store::{ReportFilter, Store, StoreError};
+use rm_eventlog::embedded::EmbeddedLog;
+use rm_eventlog::{EmbeddedLogConfig, EventLog};
+use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+use std::collections::HashSet;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+const TOPIC: &str = "events";
+
+/// The embedded store, each write waiting for a permit of `gate`.
+struct Gated {
+    inner: EmbeddedStore,
+    gate: Arc<Semaphore>,
+}
+
+impl Store for Gated {
+    async fn load(
+        &self,
+        views: &FastSet<ViewKey>,
+        carts: &FastSet<CartKey>,
+    ) -> Result<EntitySets, StoreError> {
+        self.inner.load(views, carts).await
+    }
+    async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
+        let permit = self.gate.acquire().await.expect("gate open");
+        permit.forget();
+        self.inner.write(batch).await
+    }
+    async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
+        self.inner.funnel(f).await
+    }
+    async fn products(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
+        self.inner.products(f).await
+    }
+    async fn carts(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
+        self.inner.carts(f).await
+    }
+    async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
+        self.inner.cart_campaigns(f).await
+    }
+    async fn ads(&self, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
+        self.inner.ads(f).await
+    }
+    async fn cart_adds(&self, f: &ReportFilter) -> Result<Vec<CartAddsRow>, StoreError> {
+        self.inner.cart_adds(f).await
+    }
+    async fn campaign_sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<CampaignSalesRow>, StoreError> {
+        self.inner.campaign_sales(f, w).await
+    }
+    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        self.inner.known_orders(ids).await
+    }
+    async fn sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<SalesReportRow>, StoreError> {
+        self.inner.sales(f, w).await
+    }
+    fn readiness(&self) -> Result<(), String> {
+        self.inner.readiness()
+    }
+}
+
+/// Shopper `i`'s play of ad `rm1.camp-1.ad-1`, one per record: every record is a view.
+fn play(i: u32) -> EventRecord {
+    let now = chrono::Utc::now();
+    let event = InteractionEvent {
+        ad_id: "rm1.camp-1.ad-1".into(),
+        interaction_type: T::VideoPlay,
+        timestamp: now.fixed_offset(),
+        session_id: Some(format!("s-{i}")),
+        customer_id: None,
+        dtm_token: None,
+        video_id: Some("v-1".into()),
+        product_code: None,
+        catalog_id: None,
+        creative_id: None,
+        units: None,
+        conversion_value: None,
+        iab_consent_string: None,
+    };
+    EventRecord::new(event, uuid::Uuid::now_v7(), now)
+}
+
+/// Plays in the funnel report.
+async fn plays(store: &Gated) -> u64 {
+    let rows = store
+        .funnel(&ReportFilter::default())
+        .await
+        .expect("funnel");
+    rows.iter().map(|r| r.plays).sum()
+}
+
+/// Polls `f` until it holds, for at most 10 s.
+async fn eventually(what: &str, f: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(10), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_are_committed_only_after_the_store_holds_the_batch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = EmbeddedLog::open(&dir.path().join("log.redb"), &EmbeddedLogConfig::default())
+        .expect("log");
+    for i in 0..10 {
+        log.append(TOPIC, b"k", play(i).to_bytes())
+            .await
+            .expect("append");
+    }
+    let gate = Arc::new(Semaphore::new(0));
+    let store = Arc::new(Gated {
+        inner: EmbeddedStore::open(&dir.path().join("store.redb")).expect("store"),
+        gate: Arc::clone(&gate),
+    });
+    let source = EmbeddedSource::with_orders(log.clone(), "g", TOPIC, "orders").expect("source");
+    let progress = Arc::new(Progress::default());
+    let stop = CancellationToken::new();
+    let opts = PipelineOptions {
+        batch_max_records: 4,
+        batch_max_wait: Duration::from_millis(20),
+        policy: Policy::default(),
+        cache_max_entities: 10_000,
+    };
+    let task = tokio::spawn(pipeline::run_with_progress(
+        source,
+        Arc::clone(&store),
+        "test",
+        opts,
+        stop.clone(),
+        Arc::clone(&progress),
+    ));
+    let committed = || log.committed("g", TOPIC).expect("committed");
+
+    // The reader runs ahead (batches 2 and 3 read and folded) while batch 1's write
+    // waits: nothing is committed, nothing counts as stored.
+    eventually("the reader reads ahead of the blocked write", || {
+        progress.polled() >= 8
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(committed(), 0);
+    assert_eq!(progress.records(), 0);
+
+    // Batch 1 lands: its 4 offsets are committed, not the ones read after it.
+    gate.add_permits(1);
+    eventually("batch 1 committed", || committed() == 4).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(committed(), 4);
+    assert_eq!(progress.records(), 4);
+    assert_eq!(plays(&store).await, 4);
+
+    // The rest lands: everything committed once, every play counted once.
+    gate.add_permits(100);
+    eventually("all committed", || committed() == 10).await;
+    eventually("all stored", || progress.records() == 10).await;
+    assert_eq!(plays(&store).await, 10);
+    stop.cancel();
+    task.await.expect("task").expect("pipeline ends cleanly");
+}
