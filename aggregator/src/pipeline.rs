@@ -47,13 +47,12 @@ use tokio_util::sync::CancellationToken;
 use crate::aggregate::carts::{CartFact, CartKey};
 use crate::aggregate::funnel::{self, ViewFact, ViewKey};
 use crate::batch::{
-    fold, fold_orders, touched, BatchWrite, EntitySets, FastMap, FastSet, FoldStats, OrderStats,
-    Policy,
+    fold, fold_orders, touched, EntitySets, FastMap, FastSet, FoldStats, OrderStats, Policy,
 };
 use crate::campaign::campaign_of;
 use crate::metrics;
 use crate::source::{Checkpoint, Raw, Source, Stream};
-use crate::store::{Store, StoreError};
+use crate::store::{PreparedWrite, Store, StoreError};
 
 /// Loop settings.
 #[derive(Debug, Clone, Copy)]
@@ -133,7 +132,7 @@ impl Cache {
 
 /// A folded batch on its way to the store.
 struct Prepared {
-    write: BatchWrite,
+    write: PreparedWrite,
     stats: FoldStats,
     order_stats: OrderStats,
     records: usize,
@@ -265,6 +264,7 @@ pub async fn run_with_progress<S: Source + 'static, T: Store>(
         }
         let orders = prepared
             .write
+            .batch
             .order_lines
             .iter()
             .map(|l| l.order_id.clone())
@@ -573,7 +573,7 @@ async fn prepare<T: Store>(
     cache.views.extend(sets.views);
     cache.carts.extend(sets.carts);
     Some(Prepared {
-        write,
+        write: store.prepare(write),
         stats,
         order_stats,
         records: records.len() + orders.len(),
@@ -591,7 +591,7 @@ async fn store_batch<T: Store>(
     shutdown: &CancellationToken,
 ) -> Option<Stored> {
     let started = std::time::Instant::now();
-    match retry("write", shutdown, || store.write(&p.write)).await? {
+    match retry("write", shutdown, || store.write_prepared(&p.write)).await? {
         Ok(()) => {}
         Err(e) => {
             tracing::error!(error = %e, "store refused a batch; stopping the pipeline without committing it");
@@ -605,7 +605,7 @@ async fn store_batch<T: Store>(
     metrics::orders(&p.order_stats);
     Some(Stored {
         records: p.records,
-        newest_ms: p.write.newest_event_ms,
+        newest_ms: p.write.batch.newest_event_ms,
         checkpoint: p.checkpoint,
     })
 }

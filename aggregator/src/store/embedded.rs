@@ -32,7 +32,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{ReportFilter, Store, StoreError};
+use super::{PreparedWrite, ReportFilter, Store, StoreError};
 use crate::aggregate::ads::{self, AdFact, AdReportRow};
 use crate::aggregate::attribution::{self, OrderLine, SalesReportRow, Touch, Windows};
 use crate::aggregate::campaigns::{CampaignSalesRow, CartAddsRow};
@@ -205,39 +205,23 @@ impl EmbeddedStore {
     }
 }
 
-impl Store for EmbeddedStore {
-    async fn load(
-        &self,
-        views: &FastSet<ViewKey>,
-        carts: &FastSet<CartKey>,
-    ) -> Result<EntitySets, StoreError> {
-        let (views, carts) = (views.clone(), carts.clone());
-        self.blocking(move |db| {
-            let r = db.begin_read().map_err(err)?;
-            let vt = r.open_table(VIEW_FACTS).map_err(err)?;
-            let ct = r.open_table(CARTS).map_err(err)?;
-            let mut sets = EntitySets::default();
-            for k in views {
-                if let Some(v) = vt.get(key(&k).as_str()).map_err(err)? {
-                    let facts: Vec<ViewFact> = parse(v.value())?;
-                    sets.views.insert(k, facts);
-                }
-            }
-            for k in carts {
-                if let Some(v) = ct.get(key(&k).as_str()).map_err(err)? {
-                    let rows: Vec<CartEventRow> = parse(v.value())?;
-                    sets.carts
-                        .insert(k, rows.into_iter().map(|r| r.fact).collect());
-                }
-            }
-            Ok(sets)
-        })
-        .await
-    }
+/// A batch encoded into the rows of each table, sorted by key (neighbouring inserts
+/// share B-tree pages). Built on the pipeline's fold stage ([`Store::prepare`]), so
+/// the write stage only inserts and commits.
+pub struct Encoded {
+    tables: Vec<(TableDefinition<'static, &'static str, &'static [u8]>, Rows)>,
+}
 
-    async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
-        // Encode here and move only the bytes to the blocking thread: no copy of the
-        // batch itself.
+impl std::fmt::Debug for Encoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rows: usize = self.tables.iter().map(|(_, r)| r.len()).sum();
+        f.debug_struct("Encoded").field("rows", &rows).finish()
+    }
+}
+
+impl Encoded {
+    /// Encodes `batch`.
+    pub fn of(batch: &BatchWrite) -> Self {
         let view_facts: Rows = batch
             .view_facts
             .iter()
@@ -289,28 +273,86 @@ impl Store for EmbeddedStore {
             .iter()
             .map(|t| (touch_key(t), val(t)))
             .collect();
+        let mut tables = vec![
+            (VIEW_FACTS, view_facts),
+            (VIEWS, views),
+            (PRODUCT_FACTS, product_facts),
+            (CARTS, carts),
+            (ORDERS, orders),
+            (TOUCHES, touches),
+            (AD_FACTS, ad_facts),
+        ];
+        for (_, rows) in &mut tables {
+            rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        }
+        Self { tables }
+    }
+}
+
+impl EmbeddedStore {
+    /// Inserts an encoded batch in one write transaction (all or nothing).
+    async fn write_encoded(&self, encoded: Arc<Encoded>) -> Result<(), StoreError> {
         self.blocking(move |db| {
             let w = db.begin_write().map_err(err)?;
-            for (table, rows) in [
-                (VIEW_FACTS, view_facts),
-                (VIEWS, views),
-                (PRODUCT_FACTS, product_facts),
-                (CARTS, carts),
-                (ORDERS, orders),
-                (TOUCHES, touches),
-                (AD_FACTS, ad_facts),
-            ] {
-                let mut t = w.open_table(table).map_err(err)?;
-                // In key order: neighbouring inserts share B-tree pages.
-                let mut rows = rows;
-                rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                for (k, v) in &rows {
+            for (table, rows) in &encoded.tables {
+                let mut t = w.open_table(*table).map_err(err)?;
+                for (k, v) in rows {
                     t.insert(k.as_str(), v.as_slice()).map_err(err)?;
                 }
             }
             w.commit().map_err(err)
         })
         .await
+    }
+}
+
+impl Store for EmbeddedStore {
+    async fn load(
+        &self,
+        views: &FastSet<ViewKey>,
+        carts: &FastSet<CartKey>,
+    ) -> Result<EntitySets, StoreError> {
+        let (views, carts) = (views.clone(), carts.clone());
+        self.blocking(move |db| {
+            let r = db.begin_read().map_err(err)?;
+            let vt = r.open_table(VIEW_FACTS).map_err(err)?;
+            let ct = r.open_table(CARTS).map_err(err)?;
+            let mut sets = EntitySets::default();
+            for k in views {
+                if let Some(v) = vt.get(key(&k).as_str()).map_err(err)? {
+                    let facts: Vec<ViewFact> = parse(v.value())?;
+                    sets.views.insert(k, facts);
+                }
+            }
+            for k in carts {
+                if let Some(v) = ct.get(key(&k).as_str()).map_err(err)? {
+                    let rows: Vec<CartEventRow> = parse(v.value())?;
+                    sets.carts
+                        .insert(k, rows.into_iter().map(|r| r.fact).collect());
+                }
+            }
+            Ok(sets)
+        })
+        .await
+    }
+
+    async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
+        self.write_encoded(Arc::new(Encoded::of(batch))).await
+    }
+
+    fn prepare(&self, batch: BatchWrite) -> PreparedWrite {
+        let encoded = Arc::new(Encoded::of(&batch));
+        PreparedWrite {
+            batch,
+            embedded: Some(encoded),
+        }
+    }
+
+    async fn write_prepared(&self, w: &PreparedWrite) -> Result<(), StoreError> {
+        match &w.embedded {
+            Some(e) => self.write_encoded(Arc::clone(e)).await,
+            None => self.write(&w.batch).await,
+        }
     }
 
     async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {

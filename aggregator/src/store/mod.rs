@@ -92,6 +92,23 @@ pub trait Store: Send + Sync + 'static {
     /// Writes a batch durably (idempotent).
     fn write(&self, batch: &BatchWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// The part of a write that needs no earlier write to have finished (encoding),
+    /// done by the pipeline on its fold stage while the previous batch is written.
+    fn prepare(&self, batch: BatchWrite) -> PreparedWrite {
+        PreparedWrite {
+            batch,
+            embedded: None,
+        }
+    }
+
+    /// Writes a prepared batch durably (idempotent; may be retried).
+    fn write_prepared(
+        &self,
+        w: &PreparedWrite,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.write(&w.batch)
+    }
+
     /// Video funnel report.
     fn funnel(
         &self,
@@ -227,6 +244,16 @@ pub async fn campaign_report<S: Store + ?Sized>(
     Ok(campaigns::report(&parts, max_bid))
 }
 
+/// A batch ready for [`Store::write_prepared`]: the batch and what the store made of
+/// it ahead of time.
+#[derive(Debug)]
+pub struct PreparedWrite {
+    /// The batch.
+    pub batch: BatchWrite,
+    /// The embedded store's encoded rows.
+    pub embedded: Option<std::sync::Arc<embedded::Encoded>>,
+}
+
 /// The store a deployment uses, chosen by configuration.
 pub enum AnyStore {
     /// ClickHouse.
@@ -254,6 +281,12 @@ impl Store for AnyStore {
     }
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         dispatch!(self, s => s.write(batch).await)
+    }
+    fn prepare(&self, batch: BatchWrite) -> PreparedWrite {
+        dispatch!(self, s => s.prepare(batch))
+    }
+    async fn write_prepared(&self, w: &PreparedWrite) -> Result<(), StoreError> {
+        dispatch!(self, s => s.write_prepared(w).await)
     }
     async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
         dispatch!(self, s => s.funnel(f).await)
