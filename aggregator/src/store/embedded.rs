@@ -2,8 +2,10 @@
 //!
 //! Why redb: the same well-kept, crash-safe embedded B-tree store the embedded log
 //! uses, with ACID write transactions, so a batch is all-or-nothing without any code
-//! of ours. Tables (keys are JSON arrays of the entity's fields, unambiguous whatever
-//! the ids hold; values are JSON):
+//! of ours. Tables (keys are JSON of the entity's fields, unambiguous whatever the
+//! ids hold; values are postcard behind a one-byte tag, and rows written as JSON by
+//! earlier versions still read; postcard writes enum variants by position, so a test
+//! pins the bytes):
 //!
 //! | table | key | value |
 //! |---|---|---|
@@ -23,6 +25,10 @@
 //! fact shares), resolves the copies ([`ads::resolve`]) and then applies the days.
 //!
 //! Reports scan the tables and roll up with the same pure functions as the tests.
+//!
+//! A batch is encoded ([`Encoded`], rows sorted by key so neighbouring inserts share
+//! B-tree pages) by [`Store::prepare`] on the pipeline's fold stage; the write itself
+//! only inserts and commits.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
