@@ -186,3 +186,54 @@ async fn offsets_are_committed_only_after_the_store_holds_the_batch() {
     stop.cancel();
     task.await.expect("task").expect("pipeline ends cleanly");
 }
+
+/// Records the aggregator cannot decode are skipped, and their offsets are committed
+/// like any other: a batch of nothing but garbage is not read again and again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undecodable_records_are_committed_and_not_read_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = EmbeddedLog::open(&dir.path().join("log.redb"), &EmbeddedLogConfig::default())
+        .expect("log");
+    for _ in 0..5 {
+        log.append(TOPIC, b"k", b"not a record".to_vec())
+            .await
+            .expect("append");
+    }
+    let store = Arc::new(Gated {
+        inner: EmbeddedStore::open(&dir.path().join("store.redb")).expect("store"),
+        gate: Arc::new(Semaphore::new(1_000)),
+    });
+    let source = EmbeddedSource::with_orders(log.clone(), "g", TOPIC, "orders").expect("source");
+    let progress = Arc::new(Progress::default());
+    let stop = CancellationToken::new();
+    let opts = PipelineOptions {
+        batch_max_records: 100,
+        batch_max_wait: Duration::from_millis(20),
+        policy: Policy::default(),
+        cache_max_entities: 10_000,
+    };
+    let task = tokio::spawn(pipeline::run_with_progress(
+        source,
+        Arc::clone(&store),
+        "test",
+        opts,
+        stop.clone(),
+        Arc::clone(&progress),
+    ));
+    eventually("the garbage is committed", || {
+        log.committed("g", TOPIC).expect("committed") == 5
+    })
+    .await;
+    // A good record after it is stored and counted; the garbage was read once.
+    log.append(TOPIC, b"k", play(1).to_bytes())
+        .await
+        .expect("append");
+    eventually("the play is committed", || {
+        log.committed("g", TOPIC).expect("committed") == 6
+    })
+    .await;
+    assert_eq!(plays(&store).await, 1);
+    assert_eq!(progress.polled(), 6);
+    stop.cancel();
+    task.await.expect("task").expect("pipeline ends cleanly");
+}
