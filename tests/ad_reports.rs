@@ -29,7 +29,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
-use common::{demo_token, enc, get, required_setting, send, Service};
+use common::{demo_token, enc, get, send, Service};
 use rm_schemas::ad_id::AdIdKeys;
 use serde_json::{json, Value};
 
@@ -101,35 +101,10 @@ fn embedded_log_and_store() {
 
 #[test]
 fn kafka_and_clickhouse() {
-    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker") else {
+    let Some((env, _drop_database)) = common::kafka_clickhouse_env("ads", 1) else {
         return;
     };
-    let Some(ch) = required_setting("RM_CLICKHOUSE_URL", "a ClickHouse server") else {
-        return;
-    };
-    let n = nanos();
-    let topic = format!("test-ad-reports-{}-{n}", std::process::id());
-    let database = format!("rm_ads_{}_{}", std::process::id(), n % 1_000_000_000);
-    struct DropDatabase(String, String);
-    impl Drop for DropDatabase {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("curl")
-                .args(["-sf", &self.0, "--data-binary"])
-                .arg(format!("DROP DATABASE IF EXISTS {}", self.1))
-                .status();
-        }
-    }
-    let _drop = DropDatabase(ch.clone(), database.clone());
-    scenario(vec![
-        ("RM_KAFKA_BROKERS", brokers),
-        ("RM_KAFKA_PARTITIONS", "1".to_string()),
-        ("RM_INGEST_TOPIC", topic.clone()),
-        ("RM_INGEST_REJECTED_TOPIC_NAME", format!("{topic}-rejected")),
-        ("RM_AGGREGATOR_TOPIC", topic.clone()),
-        ("RM_AGGREGATOR_GROUP", format!("{topic}-group")),
-        ("RM_CLICKHOUSE_URL", ch),
-        ("RM_CLICKHOUSE_DATABASE", database),
-    ]);
+    scenario(env);
 }
 
 fn scenario(mut env: Vec<(&str, String)>) {

@@ -90,7 +90,7 @@ fn embedded_backends_count_exactly_through_ten_kills() {
 
 #[test]
 fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
-    let Some((mut env, _drop_database)) = exact::kafka_clickhouse_env("exact", 3) else {
+    let Some((mut env, _drop_database)) = common::kafka_clickhouse_env("exact", 3) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

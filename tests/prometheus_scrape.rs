@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{beacon, enc, free_port, get, required_setting, Service};
+use common::{beacon, enc, free_port, get, Service};
 
 /// A Prometheus server process, killed on drop.
 struct Prometheus {
@@ -282,18 +282,6 @@ fn prometheus_scrapes_the_services_and_sees_beacons_flow() {
     series_moved(&prom, &before, wait);
 }
 
-/// Drops the test's ClickHouse database at the end, pass or fail.
-struct DropDatabase(String, String);
-
-impl Drop for DropDatabase {
-    fn drop(&mut self) {
-        let _ = Command::new("curl")
-            .args(["-sf", &self.0, "--data-binary"])
-            .arg(format!("DROP DATABASE IF EXISTS {}", self.1))
-            .status();
-    }
-}
-
 /// The deployed shape: three processes (`ingest`, `aggregate`, `api`) on Kafka and
 /// ClickHouse, each scraped as its own job. Each exports its own series: the lag
 /// per Kafka partition comes from the aggregator, the beacon counters from the edge.
@@ -302,31 +290,11 @@ fn prometheus_scrapes_three_processes_on_kafka_and_clickhouse() {
     let Some(binary) = prometheus_binary() else {
         return;
     };
-    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker") else {
-        return;
-    };
-    let Some(ch) = required_setting("RM_CLICKHOUSE_URL", "a ClickHouse server") else {
+    let Some((mut env, _drop_database)) = common::kafka_clickhouse_env("prom", 2) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let topic = format!("test-prom-{}-{nanos}", std::process::id());
-    let database = format!("rm_prom_{}_{}", std::process::id(), nanos % 1_000_000_000);
-    let _drop = DropDatabase(ch.clone(), database.clone());
-    let env = vec![
-        ("RM_KAFKA_BROKERS", brokers),
-        ("RM_KAFKA_PARTITIONS", "2".to_string()),
-        ("RM_INGEST_TOPIC", topic.clone()),
-        ("RM_INGEST_REJECTED_TOPIC_NAME", format!("{topic}-rejected")),
-        ("RM_AGGREGATOR_TOPIC", topic.clone()),
-        ("RM_AGGREGATOR_GROUP", format!("{topic}-group")),
-        ("RM_CLICKHOUSE_URL", ch),
-        ("RM_CLICKHOUSE_DATABASE", database),
-        ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),
-    ];
+    env.push(("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()));
     let edge = Service::start("ingest", &dir.path().join("edge"), &env);
     let agg = Service::start("aggregate", &dir.path().join("aggregator"), &env);
     let api = Service::start("api", &dir.path().join("api"), &env);

@@ -30,7 +30,7 @@ use exact::{converge, fire_all, metric};
 
 #[test]
 fn two_edges_and_two_aggregators_count_exactly() {
-    let Some((mut env, _drop)) = exact::kafka_clickhouse_env("scale", 4) else {
+    let Some((mut env, _drop)) = common::kafka_clickhouse_env("scale", 4) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -93,61 +93,10 @@ pub fn local(cmd: &str) {
     assert!(st.success(), "deploy/local/up.sh {cmd} failed");
 }
 
-/// Drops the test's ClickHouse database at the end, pass or fail.
-pub struct DropDatabase(pub String, pub String);
-
-impl Drop for DropDatabase {
-    fn drop(&mut self) {
-        let _ = Command::new("curl")
-            .args([
-                "-sf",
-                &self.0,
-                "--data-binary",
-                &format!("DROP DATABASE IF EXISTS {}", self.1),
-            ])
-            .status();
-    }
-}
-
 pub struct ClickHouseBack;
 
 impl Drop for ClickHouseBack {
     fn drop(&mut self) {
         local("clickhouse-start");
     }
-}
-
-/// The settings of a pipeline on the real broker and store, with a fresh topic and a
-/// fresh ClickHouse database (dropped when the returned guard is), or `None` (the test
-/// skips) when the servers are not configured.
-pub fn kafka_clickhouse_env(
-    name: &str,
-    partitions: u32,
-) -> Option<(Vec<(&'static str, String)>, DropDatabase)> {
-    let brokers = crate::common::required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker")?;
-    let ch = crate::common::required_setting("RM_CLICKHOUSE_URL", "a ClickHouse server")?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let topic = format!("test-{name}-{}-{nanos}", std::process::id());
-    let database = format!("rm_{name}_{}_{}", std::process::id(), nanos % 1_000_000_000);
-    let guard = DropDatabase(ch.clone(), database.clone());
-    let env = vec![
-        ("RM_KAFKA_BROKERS", brokers),
-        ("RM_KAFKA_PARTITIONS", partitions.to_string()),
-        // Tansu 0.6 returns nothing when a fetch starts inside a record batch, so a
-        // consumer resuming from a committed offset in the middle of a producer batch
-        // would skip the batch's tail (a broker bug: Kafka returns the whole batch and
-        // the client skips ahead). One record per batch keeps every offset at a batch
-        // start on the test broker; production brokers need no such setting.
-        ("RM_KAFKA_PROPERTIES", "batch.num.messages=1".to_string()),
-        ("RM_INGEST_TOPIC", topic.clone()),
-        ("RM_INGEST_REJECTED_TOPIC_NAME", format!("{topic}-rejected")),
-        ("RM_AGGREGATOR_TOPIC", topic.clone()),
-        ("RM_AGGREGATOR_GROUP", format!("{topic}-group")),
-        ("RM_CLICKHOUSE_URL", ch),
-        ("RM_CLICKHOUSE_DATABASE", database),
-    ];
-    Some((env, guard))
 }
