@@ -174,7 +174,6 @@ pub async fn run_with_progress<S: Source + 'static, T: Store>(
     progress: Arc<Progress>,
 ) -> Result<(), crate::AggregatorError> {
     let mut cache = Cache::default();
-    let mut newest_ms: Option<i64> = None;
     let mut in_flight: Option<InFlight> = None;
     let probe = source.lag_probe();
     let stop = shutdown.clone();
@@ -206,18 +205,13 @@ pub async fn run_with_progress<S: Source + 'static, T: Store>(
         Arc::clone(&progress),
         shutdown.clone(),
     )));
-    let mut done = Done {
-        commits,
-        progress: &progress,
-        newest_ms: &mut newest_ms,
-    };
     loop {
         let polled = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             // A write that lands while no batch is waiting is committed at once.
-            stored = wait(&mut in_flight), if in_flight.is_some() => {
+            landed = wait(&mut in_flight), if in_flight.is_some() => {
                 in_flight = None;
-                if !done.stored(stored) {
+                if !stored(&commits, &progress, landed) {
                     return Ok(());
                 }
                 continue;
@@ -231,7 +225,7 @@ pub async fn run_with_progress<S: Source + 'static, T: Store>(
         };
         if polled.rebalanced {
             // Nothing may be loaded while the write in flight can still change the store.
-            if !done.stored(wait(&mut in_flight).await) {
+            if !stored(&commits, &progress, wait(&mut in_flight).await) {
                 return Ok(());
             }
             in_flight = None;
@@ -261,7 +255,7 @@ pub async fn run_with_progress<S: Source + 'static, T: Store>(
         drop(polled.records);
         progress.add_busy(Stage::Fold, folding);
         // One write in flight at a time, completed in order.
-        if !done.stored(wait(&mut in_flight).await) {
+        if !stored(&commits, &progress, wait(&mut in_flight).await) {
             return Ok(());
         }
         let orders = prepared
@@ -271,18 +265,19 @@ pub async fn run_with_progress<S: Source + 'static, T: Store>(
             .iter()
             .map(|l| l.order_id.clone())
             .collect();
-        let (store, shutdown, progress) =
+        let (store, shutdown, counters) =
             (Arc::clone(&store), shutdown.clone(), Arc::clone(&progress));
         in_flight = Some(InFlight {
             orders,
             task: tokio::spawn(async move {
                 let writing = std::time::Instant::now();
-                let stored = store_batch(prepared, &*store, backend, &shutdown).await;
-                progress.add_busy(Stage::Write, writing);
-                stored
+                let written = store_batch(prepared, &*store, backend, &shutdown).await;
+                counters.add_busy(Stage::Write, writing);
+                written
             }),
         });
-        if let Some(ms) = *done.newest_ms {
+        let ms = progress.newest_event_ms();
+        if ms > 0 {
             let now = chrono::Utc::now().timestamp_millis();
             ::metrics::gauge!(metrics::FRESHNESS).set((now - ms).max(0) as f64 / 1000.0);
         }
@@ -370,35 +365,27 @@ async fn wait(in_flight: &mut Option<InFlight>) -> Option<Option<Stored>> {
     })
 }
 
-/// What happens once a batch is stored.
-struct Done<'a> {
-    commits: tokio::sync::mpsc::UnboundedSender<Checkpoint>,
-    progress: &'a Progress,
-    newest_ms: &'a mut Option<i64>,
-}
-
-impl Done<'_> {
-    /// Hands a stored batch's checkpoint to the reader for committing and counts it.
-    /// False when the write did not happen (shutdown, or a store error that stops
-    /// the pipeline). `None` (no write was in flight) is fine.
-    fn stored(&mut self, outcome: Option<Option<Stored>>) -> bool {
-        let stored = match outcome {
-            None => return true,
-            Some(None) => return false,
-            Some(Some(s)) => s,
-        };
-        let _ = self.commits.send(stored.checkpoint);
-        *self.newest_ms = (*self.newest_ms).max(stored.newest_ms);
-        self.progress
-            .records
-            .fetch_add(stored.records as u64, Ordering::AcqRel);
-        if let Some(ms) = *self.newest_ms {
-            self.progress
-                .newest_event_ms
-                .fetch_max(ms, Ordering::AcqRel);
-        }
-        true
+/// Hands a stored batch's checkpoint to the reader for committing and counts it in
+/// `progress`. False when the write did not happen (shutdown, or a store error that
+/// stops the pipeline); `None` (no write was in flight) is fine.
+fn stored(
+    commits: &tokio::sync::mpsc::UnboundedSender<Checkpoint>,
+    progress: &Progress,
+    outcome: Option<Option<Stored>>,
+) -> bool {
+    let stored = match outcome {
+        None => return true,
+        Some(None) => return false,
+        Some(Some(s)) => s,
+    };
+    let _ = commits.send(stored.checkpoint);
+    progress
+        .records
+        .fetch_add(stored.records as u64, Ordering::AcqRel);
+    if let Some(ms) = stored.newest_ms {
+        progress.newest_event_ms.fetch_max(ms, Ordering::AcqRel);
     }
+    true
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -126,6 +126,61 @@ async fn eventually(what: &str, f: impl Fn() -> bool) {
     }
 }
 
+/// The pipeline running over `log` into a gated embedded store under `dir`, with
+/// batches of at most `batch_max_records`.
+struct Running {
+    store: Arc<Gated>,
+    progress: Arc<Progress>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), rm_aggregator::AggregatorError>>,
+}
+
+impl Running {
+    fn start(
+        dir: &std::path::Path,
+        log: &EmbeddedLog,
+        gate: Arc<Semaphore>,
+        batch_max_records: usize,
+    ) -> Self {
+        let store = Arc::new(Gated {
+            inner: EmbeddedStore::open(&dir.join("store.redb")).expect("store"),
+            gate,
+        });
+        let source =
+            EmbeddedSource::with_orders(log.clone(), "g", TOPIC, "orders").expect("source");
+        let progress = Arc::new(Progress::default());
+        let stop = CancellationToken::new();
+        let opts = PipelineOptions {
+            batch_max_records,
+            batch_max_wait: Duration::from_millis(20),
+            policy: Policy::default(),
+            cache_max_entities: 10_000,
+        };
+        let task = tokio::spawn(pipeline::run_with_progress(
+            source,
+            Arc::clone(&store),
+            "test",
+            opts,
+            stop.clone(),
+            Arc::clone(&progress),
+        ));
+        Self {
+            store,
+            progress,
+            stop,
+            task,
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.task
+            .await
+            .expect("task")
+            .expect("pipeline ends cleanly");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offsets_are_committed_only_after_the_store_holds_the_batch() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -137,27 +192,8 @@ async fn offsets_are_committed_only_after_the_store_holds_the_batch() {
             .expect("append");
     }
     let gate = Arc::new(Semaphore::new(0));
-    let store = Arc::new(Gated {
-        inner: EmbeddedStore::open(&dir.path().join("store.redb")).expect("store"),
-        gate: Arc::clone(&gate),
-    });
-    let source = EmbeddedSource::with_orders(log.clone(), "g", TOPIC, "orders").expect("source");
-    let progress = Arc::new(Progress::default());
-    let stop = CancellationToken::new();
-    let opts = PipelineOptions {
-        batch_max_records: 4,
-        batch_max_wait: Duration::from_millis(20),
-        policy: Policy::default(),
-        cache_max_entities: 10_000,
-    };
-    let task = tokio::spawn(pipeline::run_with_progress(
-        source,
-        Arc::clone(&store),
-        "test",
-        opts,
-        stop.clone(),
-        Arc::clone(&progress),
-    ));
+    let run = Running::start(dir.path(), &log, Arc::clone(&gate), 4);
+    let (store, progress) = (&run.store, &run.progress);
     let committed = || log.committed("g", TOPIC).expect("committed");
 
     // The reader runs ahead (batches 2 and 3 read and folded) while batch 1's write
@@ -176,15 +212,14 @@ async fn offsets_are_committed_only_after_the_store_holds_the_batch() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(committed(), 4);
     assert_eq!(progress.records(), 4);
-    assert_eq!(plays(&store).await, 4);
+    assert_eq!(plays(store).await, 4);
 
     // The rest lands: everything committed once, every play counted once.
     gate.add_permits(100);
     eventually("all committed", || committed() == 10).await;
     eventually("all stored", || progress.records() == 10).await;
-    assert_eq!(plays(&store).await, 10);
-    stop.cancel();
-    task.await.expect("task").expect("pipeline ends cleanly");
+    assert_eq!(plays(store).await, 10);
+    run.stop().await;
 }
 
 /// Records the aggregator cannot decode are skipped, and their offsets are committed
@@ -199,27 +234,8 @@ async fn undecodable_records_are_committed_and_not_read_again() {
             .await
             .expect("append");
     }
-    let store = Arc::new(Gated {
-        inner: EmbeddedStore::open(&dir.path().join("store.redb")).expect("store"),
-        gate: Arc::new(Semaphore::new(1_000)),
-    });
-    let source = EmbeddedSource::with_orders(log.clone(), "g", TOPIC, "orders").expect("source");
-    let progress = Arc::new(Progress::default());
-    let stop = CancellationToken::new();
-    let opts = PipelineOptions {
-        batch_max_records: 100,
-        batch_max_wait: Duration::from_millis(20),
-        policy: Policy::default(),
-        cache_max_entities: 10_000,
-    };
-    let task = tokio::spawn(pipeline::run_with_progress(
-        source,
-        Arc::clone(&store),
-        "test",
-        opts,
-        stop.clone(),
-        Arc::clone(&progress),
-    ));
+    let run = Running::start(dir.path(), &log, Arc::new(Semaphore::new(1_000)), 100);
+    let (store, progress) = (&run.store, &run.progress);
     eventually("the garbage is committed", || {
         log.committed("g", TOPIC).expect("committed") == 5
     })
@@ -232,8 +248,7 @@ async fn undecodable_records_are_committed_and_not_read_again() {
         log.committed("g", TOPIC).expect("committed") == 6
     })
     .await;
-    assert_eq!(plays(&store).await, 1);
+    assert_eq!(plays(store).await, 1);
     assert_eq!(progress.polled(), 6);
-    stop.cancel();
-    task.await.expect("task").expect("pipeline ends cleanly");
+    run.stop().await;
 }

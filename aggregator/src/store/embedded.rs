@@ -166,12 +166,7 @@ impl EmbeddedStore {
         let lines: Vec<OrderLine> = orders
             .into_iter()
             .flatten()
-            .filter(|l| {
-                let day = l.day();
-                f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
-                    && f.from_day.is_none_or(|d| day >= d)
-                    && f.to_day.is_none_or(|d| day <= d)
-            })
+            .filter(|l| super::selects_line(f, l))
             .collect();
         let Some((from, to)) = attribution::touch_range(&lines, w) else {
             return Ok((Vec::new(), Vec::new()));

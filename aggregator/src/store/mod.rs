@@ -172,16 +172,20 @@ pub trait Store: Send + Sync + 'static {
     fn readiness(&self) -> Result<(), String>;
 }
 
-/// The order lines the filter's catalog and days select (by the order's day).
+/// True when the filter's catalog and days select this order line (by the order's
+/// day).
+pub fn selects_line(f: &ReportFilter, l: &OrderLine) -> bool {
+    let day = l.day();
+    f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
+        && f.from_day.is_none_or(|d| day >= d)
+        && f.to_day.is_none_or(|d| day <= d)
+}
+
+/// The order lines the filter selects ([`selects_line`]).
 fn lines_in(lines: &[OrderLine], f: &ReportFilter) -> Vec<OrderLine> {
     lines
         .iter()
-        .filter(|l| {
-            let day = l.day();
-            f.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
-                && f.from_day.is_none_or(|d| day >= d)
-                && f.to_day.is_none_or(|d| day <= d)
-        })
+        .filter(|l| selects_line(f, l))
         .cloned()
         .collect()
 }
