@@ -339,7 +339,7 @@ async fn check(store: &impl Store) {
 }
 
 /// Every new report under a sweep of filters, for comparing backends.
-async fn transcript(store: &impl Store) -> Vec<String> {
+pub async fn transcript(store: &impl Store) -> Vec<String> {
     let mut out = Vec::new();
     for c in [None, Some("c7"), Some("c8")] {
         for a in [None, Some(AD7)] {

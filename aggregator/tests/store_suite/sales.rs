@@ -256,7 +256,7 @@ async fn sales(store: &impl Store, f: &ReportFilter) -> Vec<SalesReportRow> {
 }
 
 /// Every sales report under a sweep of filters and windows, for comparing backends.
-async fn transcript(store: &impl Store) -> Vec<String> {
+pub async fn transcript(store: &impl Store) -> Vec<String> {
     let mut out = Vec::new();
     for c in [None, Some(""), Some("c1"), Some("c2")] {
         for a in [None, Some(AD2)] {

@@ -2,27 +2,33 @@
 //!
 //! Why redb: the same well-kept, crash-safe embedded B-tree store the embedded log
 //! uses, with ACID write transactions, so a batch is all-or-nothing without any code
-//! of ours. Tables (keys are JSON of the entity's fields, unambiguous whatever the
-//! ids hold; values are postcard behind a one-byte tag, and rows written as JSON by
-//! earlier versions still read; postcard writes enum variants by position, so a test
-//! pins the bytes):
+//! of ours. Keys are postcard of the entity's fields (length-prefixed strings, so
+//! unambiguous whatever the ids hold, and exact: no hashing); values are postcard
+//! behind a one-byte tag (postcard writes enum variants by position, so a test pins
+//! the bytes). Tables:
 //!
 //! | table | key | value |
 //! |---|---|---|
-//! | `view_facts` | view key | the view's fact set |
-//! | `views` | view key | the derived `ViewRow` |
-//! | `product_facts` | group, action, dedup key, ad id status | the `ProductFact` |
-//! | `ad_facts` | campaign, ad, action, dedup key, event time, ad id status | the `AdFact` (one copy) |
-//! | `carts` | cart key | the cart's derived event rows (complete) |
+//! | `views_v2` | view key | the derived `ViewRow`, then the view's fact set |
+//! | `product_facts_v2` | group, action, dedup key, ad id status | the `ProductFact` |
+//! | `ad_facts_v2` | campaign, ad, action, dedup key, event time, ad id status | the `AdFact` (one copy) |
+//! | `carts_v2` | cart key | the cart's derived event rows (complete) |
 //! | `orders` | order id (raw) | the order's lines (`OrderLine`s) |
-//! | `touches` | shopper, event time, dedup key | the `Touch` |
+//! | `touches_v2` | shopper, event time, dedup key | the `Touch` |
+//!
+//! One row per view holds both what the funnel report reads (the `ViewRow`, decoded
+//! alone with `postcard::take_from_bytes`) and what the next batch folds into (the
+//! facts), so a touched view is one insert. Stores written by earlier versions (JSON
+//! keys, views and their facts in two tables) are converted once at open, in one
+//! transaction ([`migrate`]).
 //!
 //! The sales report reads the orders of the filter (a scan), then the touches of
-//! their shoppers (a key range per shopper) and attributes them with the pure
+//! their shoppers (a key range per shopper: a shopper's encoding is a prefix of its
+//! touches' keys and of no other shopper's) and attributes them with the pure
 //! [`crate::aggregate::attribution`].
 //!
-//! The ad report scans `ad_facts` (narrowed by campaign and ad, which every copy of a
-//! fact shares), resolves the copies ([`ads::resolve`]) and then applies the days.
+//! The ad report scans `ad_facts_v2` (narrowed by campaign and ad, which every copy of
+//! a fact shares), resolves the copies ([`ads::resolve`]) and then applies the days.
 //!
 //! Reports scan the tables and roll up with the same pure functions as the tests.
 //!
@@ -47,16 +53,20 @@ use crate::aggregate::funnel::{self, FunnelReportRow, ViewFact, ViewKey, ViewRow
 use crate::aggregate::products::{self, ProductFact, ProductReportRow};
 use crate::batch::{BatchWrite, EntitySets, FastSet};
 
-const VIEW_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("view_facts");
-const VIEWS: TableDefinition<&str, &[u8]> = TableDefinition::new("views");
-const PRODUCT_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("product_facts");
-const CARTS: TableDefinition<&str, &[u8]> = TableDefinition::new("carts");
+mod migrate;
+
+/// A table keyed by postcard bytes.
+type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
+
+const VIEWS: Table = TableDefinition::new("views_v2");
+const PRODUCT_FACTS: Table = TableDefinition::new("product_facts_v2");
+const CARTS: Table = TableDefinition::new("carts_v2");
+const TOUCHES: Table = TableDefinition::new("touches_v2");
+const AD_FACTS: Table = TableDefinition::new("ad_facts_v2");
 const ORDERS: TableDefinition<&str, &[u8]> = TableDefinition::new("orders");
-const TOUCHES: TableDefinition<&str, &[u8]> = TableDefinition::new("touches");
-const AD_FACTS: TableDefinition<&str, &[u8]> = TableDefinition::new("ad_facts");
 
 /// Encoded rows of one table: key and value.
-type Rows = Vec<(String, Vec<u8>)>;
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The embedded store. Cheap to clone.
 #[derive(Clone)]
@@ -68,8 +78,11 @@ fn err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
-fn key<T: Serialize>(k: &T) -> String {
-    serde_json::to_string(k).unwrap_or_default()
+/// A row key: postcard of the key's fields (strings length-prefixed, so a key is
+/// never a prefix of another key of the same shape unless its leading fields are
+/// equal).
+fn key<T: Serialize + ?Sized>(k: &T) -> Vec<u8> {
+    postcard::to_allocvec(k).unwrap_or_default()
 }
 
 /// First byte of a value in postcard; a JSON value (the first format, still read)
@@ -80,13 +93,34 @@ fn val<T: Serialize>(v: &T) -> Vec<u8> {
     postcard::to_extend(v, vec![POSTCARD]).unwrap_or_default()
 }
 
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Refused(format!("corrupt store row: {e}"))
+}
+
 fn parse<T: DeserializeOwned>(b: &[u8]) -> Result<T, StoreError> {
-    let corrupt =
-        |e: &dyn std::fmt::Display| StoreError::Refused(format!("corrupt store row: {e}"));
     match b.split_first() {
-        Some((&POSTCARD, rest)) => postcard::from_bytes(rest).map_err(|e| corrupt(&e)),
-        _ => serde_json::from_slice(b).map_err(|e| corrupt(&e)),
+        Some((&POSTCARD, rest)) => postcard::from_bytes(rest).map_err(corrupt),
+        _ => serde_json::from_slice(b).map_err(corrupt),
     }
+}
+
+/// A view's row: the derived `ViewRow`, then its facts.
+fn view_val(row: &ViewRow, facts: &[ViewFact]) -> Vec<u8> {
+    val(&(row, facts))
+}
+
+/// The `ViewRow` of a view's row, without decoding its facts.
+fn parse_view_row(b: &[u8]) -> Result<(ViewRow, &[u8]), StoreError> {
+    match b.split_first() {
+        Some((&POSTCARD, rest)) => postcard::take_from_bytes(rest).map_err(corrupt),
+        _ => Err(corrupt("a view row is not postcard")),
+    }
+}
+
+/// The facts of a view's row.
+fn parse_view_facts(b: &[u8]) -> Result<Vec<ViewFact>, StoreError> {
+    let (_, rest) = parse_view_row(b)?;
+    postcard::from_bytes(rest).map_err(corrupt)
 }
 
 impl EmbeddedStore {
@@ -102,17 +136,11 @@ impl EmbeddedStore {
         }
         let db = Database::create(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         let w = db.begin_write().map_err(err)?;
-        for t in [
-            VIEW_FACTS,
-            VIEWS,
-            PRODUCT_FACTS,
-            CARTS,
-            ORDERS,
-            TOUCHES,
-            AD_FACTS,
-        ] {
+        migrate::from_json_keys(&w)?;
+        for t in [VIEWS, PRODUCT_FACTS, CARTS, TOUCHES, AD_FACTS] {
             w.open_table(t).map_err(err)?;
         }
+        w.open_table(ORDERS).map_err(err)?;
         w.commit().map_err(err)?;
         Ok(Self { db: Arc::new(db) })
     }
@@ -127,12 +155,32 @@ impl EmbeddedStore {
             .map_err(err)?
     }
 
-    fn scan<T: DeserializeOwned>(
-        db: &Database,
-        table: TableDefinition<&str, &[u8]>,
-    ) -> Result<Vec<T>, StoreError> {
+    fn scan<T: DeserializeOwned>(db: &Database, table: Table) -> Result<Vec<T>, StoreError> {
         let r = db.begin_read().map_err(err)?;
         let t = r.open_table(table).map_err(err)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(err)? {
+            let (_, v) = row.map_err(err)?;
+            out.push(parse(v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Every view's `ViewRow` (facts left undecoded).
+    fn view_rows(db: &Database) -> Result<Vec<ViewRow>, StoreError> {
+        let r = db.begin_read().map_err(err)?;
+        let t = r.open_table(VIEWS).map_err(err)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(err)? {
+            let (_, v) = row.map_err(err)?;
+            out.push(parse_view_row(v.value())?.0);
+        }
+        Ok(out)
+    }
+
+    fn orders(db: &Database) -> Result<Vec<Vec<OrderLine>>, StoreError> {
+        let r = db.begin_read().map_err(err)?;
+        let t = r.open_table(ORDERS).map_err(err)?;
         let mut out = Vec::new();
         for row in t.iter().map_err(err)? {
             let (_, v) = row.map_err(err)?;
@@ -162,7 +210,7 @@ impl EmbeddedStore {
         f: &ReportFilter,
         w: &Windows,
     ) -> Result<(Vec<OrderLine>, Vec<Touch>), StoreError> {
-        let orders: Vec<Vec<OrderLine>> = Self::scan(db, ORDERS)?;
+        let orders = Self::orders(db)?;
         let lines: Vec<OrderLine> = orders
             .into_iter()
             .flatten()
@@ -177,9 +225,9 @@ impl EmbeddedStore {
         let t = r.open_table(TOUCHES).map_err(err)?;
         let mut touches = Vec::new();
         for s in shoppers {
-            // Keys are JSON arrays starting with the shopper: `["<shopper>",...`.
-            let prefix = format!("[{},", key(&s));
-            for row in t.range(prefix.as_str()..).map_err(err)? {
+            // A touch's key starts with its shopper's encoding (see `touch_key`).
+            let prefix = key(s.as_str());
+            for row in t.range(prefix.as_slice()..).map_err(err)? {
                 let (k, v) = row.map_err(err)?;
                 if !k.value().starts_with(&prefix) {
                     break;
@@ -210,12 +258,14 @@ impl EmbeddedStore {
 /// share B-tree pages). Built on the pipeline's fold stage ([`Store::prepare`]), so
 /// the write stage only inserts and commits.
 pub struct Encoded {
-    tables: Vec<(TableDefinition<'static, &'static str, &'static [u8]>, Rows)>,
+    tables: Vec<(Table, Rows)>,
+    orders: Vec<(String, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Encoded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let rows: usize = self.tables.iter().map(|(_, r)| r.len()).sum();
+        let rows: usize =
+            self.tables.iter().map(|(_, r)| r.len()).sum::<usize>() + self.orders.len();
         f.debug_struct("Encoded").field("rows", &rows).finish()
     }
 }
@@ -223,17 +273,21 @@ impl std::fmt::Debug for Encoded {
 impl Encoded {
     /// Encodes `batch`.
     pub fn of(batch: &BatchWrite) -> Self {
-        let view_facts: Rows = batch
-            .view_facts
+        let views: Rows = batch
+            .views
             .iter()
-            .map(|(k, facts)| (key(k), val(facts)))
+            .zip(&batch.view_facts)
+            .map(|(v, (k, facts))| {
+                // `fold` derives each view's row beside its facts, in one order.
+                debug_assert_eq!(&v.key, k);
+                (key(&v.key), view_val(v, facts))
+            })
             .collect();
-        let views: Rows = batch.views.iter().map(|v| (key(&v.key), val(v))).collect();
         let product_facts: Rows = batch
             .product_facts
             .iter()
             .map(|p| {
-                let k = (&p.group, p.action, p.dedup_key.to_string(), p.status);
+                let k = (&p.group, p.action, p.dedup_key, p.status);
                 (key(&k), val(p))
             })
             .collect();
@@ -245,7 +299,7 @@ impl Encoded {
                     &a.campaign_id,
                     &a.ad_id,
                     a.action,
-                    format!("{:032x}", a.dedup_key),
+                    a.dedup_key,
                     a.time_ms,
                     a.status,
                 );
@@ -265,7 +319,7 @@ impl Encoded {
         for l in &batch.order_lines {
             by_order.entry(&l.order_id).or_default().push(l);
         }
-        let orders: Rows = by_order
+        let orders: Vec<(String, Vec<u8>)> = by_order
             .into_iter()
             .map(|(id, lines)| (id.to_owned(), val(&lines)))
             .collect();
@@ -275,18 +329,16 @@ impl Encoded {
             .map(|t| (touch_key(t), val(t)))
             .collect();
         let mut tables = vec![
-            (VIEW_FACTS, view_facts),
             (VIEWS, views),
             (PRODUCT_FACTS, product_facts),
             (CARTS, carts),
-            (ORDERS, orders),
             (TOUCHES, touches),
             (AD_FACTS, ad_facts),
         ];
         for (_, rows) in &mut tables {
             rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         }
-        Self { tables }
+        Self { tables, orders }
     }
 }
 
@@ -298,6 +350,12 @@ impl EmbeddedStore {
             for (table, rows) in &encoded.tables {
                 let mut t = w.open_table(*table).map_err(err)?;
                 for (k, v) in rows {
+                    t.insert(k.as_slice(), v.as_slice()).map_err(err)?;
+                }
+            }
+            if !encoded.orders.is_empty() {
+                let mut t = w.open_table(ORDERS).map_err(err)?;
+                for (k, v) in &encoded.orders {
                     t.insert(k.as_str(), v.as_slice()).map_err(err)?;
                 }
             }
@@ -316,17 +374,16 @@ impl Store for EmbeddedStore {
         let (views, carts) = (views.clone(), carts.clone());
         self.blocking(move |db| {
             let r = db.begin_read().map_err(err)?;
-            let vt = r.open_table(VIEW_FACTS).map_err(err)?;
+            let vt = r.open_table(VIEWS).map_err(err)?;
             let ct = r.open_table(CARTS).map_err(err)?;
             let mut sets = EntitySets::default();
             for k in views {
-                if let Some(v) = vt.get(key(&k).as_str()).map_err(err)? {
-                    let facts: Vec<ViewFact> = parse(v.value())?;
-                    sets.views.insert(k, facts);
+                if let Some(v) = vt.get(key(&k).as_slice()).map_err(err)? {
+                    sets.views.insert(k, parse_view_facts(v.value())?);
                 }
             }
             for k in carts {
-                if let Some(v) = ct.get(key(&k).as_str()).map_err(err)? {
+                if let Some(v) = ct.get(key(&k).as_slice()).map_err(err)? {
                     let rows: Vec<CartEventRow> = parse(v.value())?;
                     sets.carts
                         .insert(k, rows.into_iter().map(|r| r.fact).collect());
@@ -359,7 +416,7 @@ impl Store for EmbeddedStore {
     async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
         let f = f.clone();
         self.blocking(move |db| {
-            let views: Vec<ViewRow> = Self::scan(db, VIEWS)?;
+            let views = Self::view_rows(db)?;
             let kept: Vec<&ViewRow> = views
                 .iter()
                 .filter(|v| f.matches(&v.campaign_id, Some(&v.key.ad_id), None, v.day))
@@ -485,8 +542,8 @@ impl Store for EmbeddedStore {
 }
 
 /// A touch's key: shopper first, so one shopper's touches are one key range.
-fn touch_key(t: &Touch) -> String {
-    key(&(&t.shopper, t.time_ms, format!("{:032x}", t.dedup_key)))
+fn touch_key(t: &Touch) -> Vec<u8> {
+    key(&(t.shopper.as_str(), t.time_ms, t.dedup_key))
 }
 
 #[cfg(test)]

@@ -1,0 +1,134 @@
+//! One-time conversion of a store written by an earlier version: JSON keys, and a
+//! view's facts and its derived row in two tables (`view_facts`, `views`).
+//!
+//! Every old row's value holds its key's fields (a view's facts are found through
+//! the derived row's key, which is the same JSON key in both old tables), so the new
+//! keys are recomputed from values. Runs inside the transaction that opens the store:
+//! either the whole store is converted and the old tables deleted, or nothing changed
+//! and the next open tries again. A store with no old tables is left alone.
+
+use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
+
+use super::{err, key, parse, touch_key, val, view_val, StoreError, Table};
+use super::{AD_FACTS, CARTS, PRODUCT_FACTS, TOUCHES, VIEWS};
+use crate::aggregate::ads::AdFact;
+use crate::aggregate::attribution::Touch;
+use crate::aggregate::carts::CartEventRow;
+use crate::aggregate::funnel::{ViewFact, ViewRow};
+use crate::aggregate::products::ProductFact;
+
+type Old = TableDefinition<'static, &'static str, &'static [u8]>;
+
+pub(super) const OLD_VIEW_FACTS: Old = TableDefinition::new("view_facts");
+pub(super) const OLD_VIEWS: Old = TableDefinition::new("views");
+pub(super) const OLD_PRODUCT_FACTS: Old = TableDefinition::new("product_facts");
+pub(super) const OLD_CARTS: Old = TableDefinition::new("carts");
+pub(super) const OLD_TOUCHES: Old = TableDefinition::new("touches");
+pub(super) const OLD_AD_FACTS: Old = TableDefinition::new("ad_facts");
+
+/// Converts the old tables present in `w` into the new ones and deletes them;
+/// returns how many rows were converted.
+pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
+    let present: Vec<String> = w
+        .list_tables()
+        .map_err(err)?
+        .map(|t| t.name().to_owned())
+        .collect();
+    let has = |t: Old| present.iter().any(|p| p == t.name());
+    let mut converted = 0;
+    if has(OLD_VIEWS) {
+        let facts_table = if has(OLD_VIEW_FACTS) {
+            Some(w.open_table(OLD_VIEW_FACTS).map_err(err)?)
+        } else {
+            None
+        };
+        let old = w.open_table(OLD_VIEWS).map_err(err)?;
+        let mut new = w.open_table(VIEWS).map_err(err)?;
+        for row in old.iter().map_err(err)? {
+            let (k, v) = row.map_err(err)?;
+            let view: ViewRow = parse(v.value())?;
+            let facts: Vec<ViewFact> = match &facts_table {
+                Some(t) => match t.get(k.value()).map_err(err)? {
+                    Some(f) => parse(f.value())?,
+                    None => Vec::new(),
+                },
+                None => Vec::new(),
+            };
+            new.insert(
+                key(&view.key).as_slice(),
+                view_val(&view, &facts).as_slice(),
+            )
+            .map_err(err)?;
+            converted += 1;
+        }
+    }
+    converted += convert(
+        w,
+        &has,
+        OLD_PRODUCT_FACTS,
+        PRODUCT_FACTS,
+        |p: ProductFact| Some(key(&(&p.group, p.action, p.dedup_key, p.status))),
+    )?;
+    converted += convert(w, &has, OLD_AD_FACTS, AD_FACTS, |a: AdFact| {
+        Some(key(&(
+            &a.campaign_id,
+            &a.ad_id,
+            a.action,
+            a.dedup_key,
+            a.time_ms,
+            a.status,
+        )))
+    })?;
+    converted += convert(w, &has, OLD_CARTS, CARTS, |rows: Vec<CartEventRow>| {
+        rows.first().map(|r| key(&r.key))
+    })?;
+    converted += convert(w, &has, OLD_TOUCHES, TOUCHES, |t: Touch| {
+        Some(touch_key(&t))
+    })?;
+    for t in [
+        OLD_VIEW_FACTS,
+        OLD_VIEWS,
+        OLD_PRODUCT_FACTS,
+        OLD_CARTS,
+        OLD_TOUCHES,
+        OLD_AD_FACTS,
+    ] {
+        if has(t) {
+            w.delete_table(t).map_err(err)?;
+        }
+    }
+    if converted > 0 {
+        tracing::info!(
+            rows = converted,
+            "converted the report store to binary keys"
+        );
+    }
+    Ok(converted)
+}
+
+/// Rewrites every row of `old` (if present) into `new` under the key `new_key`
+/// computes from its value (`None`: an empty row, dropped), re-encoded as postcard.
+fn convert<T: serde::de::DeserializeOwned + serde::Serialize>(
+    w: &WriteTransaction,
+    has: &impl Fn(Old) -> bool,
+    old: Old,
+    new: Table,
+    new_key: impl Fn(T) -> Option<Vec<u8>>,
+) -> Result<u64, StoreError> {
+    if !has(old) {
+        return Ok(0);
+    }
+    let from = w.open_table(old).map_err(err)?;
+    let mut to = w.open_table(new).map_err(err)?;
+    let mut n = 0;
+    for row in from.iter().map_err(err)? {
+        let (_, v) = row.map_err(err)?;
+        let value: T = parse(v.value())?;
+        let bytes = val(&value);
+        if let Some(k) = new_key(value) {
+            to.insert(k.as_slice(), bytes.as_slice()).map_err(err)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,136 @@
+//! Stores written by the previous version (JSON keys; a view's facts and derived row
+//! in two tables; values in JSON or postcard) are converted at open: every report is
+//! unchanged, the pipeline still finds every entity's facts, and the old tables are
+//! gone.
+//!
+//! [`downgrade`] rewrites a store of this version into the previous version's layout,
+//! with the previous version's keys exactly, so the suites' stores can be converted
+//! back and compared.
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use rm_aggregator::aggregate::ads::AdFact;
+use rm_aggregator::aggregate::attribution::Touch;
+use rm_aggregator::aggregate::carts::CartEventRow;
+use rm_aggregator::aggregate::funnel::{ViewFact, ViewRow};
+use rm_aggregator::aggregate::products::ProductFact;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+type New = TableDefinition<'static, &'static [u8], &'static [u8]>;
+type Old = TableDefinition<'static, &'static str, &'static [u8]>;
+
+/// The tables of the previous version.
+pub const OLD: [&str; 6] = [
+    "view_facts",
+    "views",
+    "product_facts",
+    "carts",
+    "touches",
+    "ad_facts",
+];
+
+fn json<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("json")
+}
+
+/// The previous version's postcard value: tag 1, then postcard.
+fn tagged<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_extend(v, vec![1]).expect("postcard")
+}
+
+fn untag<'a, T: serde::Deserialize<'a>>(b: &'a [u8]) -> T {
+    assert_eq!(b[0], 1, "new rows are postcard");
+    postcard::from_bytes(&b[1..]).expect("postcard row")
+}
+
+fn rows<T: DeserializeOwned>(db: &Database, name: &'static str) -> Vec<T> {
+    let r = db.begin_read().expect("read");
+    let t = r.open_table(New::new(name)).expect(name);
+    t.iter()
+        .expect("iter")
+        .map(|row| untag(row.expect("row").1.value()))
+        .collect()
+}
+
+/// Rewrites the store at `path` into the previous version's tables and keys; views
+/// and carts with JSON values, the rest postcard (the previous version read both).
+pub fn downgrade(path: &Path) {
+    let db = Database::create(path).expect("open redb");
+    let views: Vec<Vec<u8>> = {
+        let r = db.begin_read().expect("read");
+        let t = r.open_table(New::new("views_v2")).expect("views_v2");
+        t.iter()
+            .expect("iter")
+            .map(|row| row.expect("row").1.value().to_vec())
+            .collect()
+    };
+    let products: Vec<ProductFact> = rows(&db, "product_facts_v2");
+    let ads: Vec<AdFact> = rows(&db, "ad_facts_v2");
+    let carts: Vec<Vec<CartEventRow>> = rows(&db, "carts_v2");
+    let touches: Vec<Touch> = rows(&db, "touches_v2");
+    let w = db.begin_write().expect("write");
+    {
+        let mut vt = w.open_table(Old::new("views")).expect("views");
+        let mut ft = w.open_table(Old::new("view_facts")).expect("view_facts");
+        for v in &views {
+            let (row, facts): (ViewRow, Vec<ViewFact>) = untag(v);
+            let k = json(&row.key);
+            vt.insert(k.as_str(), json(&row).as_bytes())
+                .expect("insert");
+            ft.insert(k.as_str(), tagged(&facts).as_slice())
+                .expect("insert");
+        }
+        let mut pt = w.open_table(Old::new("product_facts")).expect("products");
+        for p in &products {
+            let k = json(&(&p.group, p.action, p.dedup_key.to_string(), p.status));
+            pt.insert(k.as_str(), tagged(p).as_slice()).expect("insert");
+        }
+        let mut at = w.open_table(Old::new("ad_facts")).expect("ads");
+        for a in &ads {
+            let k = json(&(
+                &a.campaign_id,
+                &a.ad_id,
+                a.action,
+                format!("{:032x}", a.dedup_key),
+                a.time_ms,
+                a.status,
+            ));
+            at.insert(k.as_str(), tagged(a).as_slice()).expect("insert");
+        }
+        let mut ct = w.open_table(Old::new("carts")).expect("carts");
+        for c in &carts {
+            let k = json(&c[0].key);
+            ct.insert(k.as_str(), json(c).as_bytes()).expect("insert");
+        }
+        let mut tt = w.open_table(Old::new("touches")).expect("touches");
+        for t in &touches {
+            let k = json(&(&t.shopper, t.time_ms, format!("{:032x}", t.dedup_key)));
+            tt.insert(k.as_str(), tagged(t).as_slice()).expect("insert");
+        }
+    }
+    for t in [
+        "views_v2",
+        "product_facts_v2",
+        "ad_facts_v2",
+        "carts_v2",
+        "touches_v2",
+    ] {
+        assert!(w.delete_table(New::new(t)).expect("delete"), "{t} existed");
+    }
+    w.commit().expect("commit");
+}
+
+/// The tables a store file holds.
+pub fn tables(path: &Path) -> Vec<String> {
+    let db = Database::create(path).expect("open redb");
+    let r = db.begin_read().expect("read");
+    let mut names: Vec<String> = r
+        .list_tables()
+        .expect("list")
+        .map(|t| t.name().to_owned())
+        .collect();
+    names.sort();
+    names
+}
