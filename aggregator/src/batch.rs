@@ -246,6 +246,7 @@ pub fn fold(
                     action,
                     dedup_key: key,
                     status,
+                    time_ms,
                 });
                 true
             }

@@ -53,6 +53,10 @@ pub struct ProductFact {
     /// How the ad id verified for this copy.
     #[serde(default)]
     pub status: AdIdStatus,
+    /// Event time, ms since the epoch (the embedded store's keys start with it, so a
+    /// batch's facts append instead of landing all over the table).
+    #[serde(default)]
+    pub time_ms: i64,
 }
 
 /// One row of the product report.
@@ -146,6 +150,7 @@ mod tests {
             action,
             dedup_key: k,
             status: AdIdStatus::Verified,
+            time_ms: 0,
         }
     }
 

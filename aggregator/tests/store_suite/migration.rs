@@ -85,7 +85,10 @@ pub fn downgrade(path: &Path) {
         let mut pt = w.open_table(Old::new("product_facts")).expect("products");
         for p in &products {
             let k = json(&(&p.group, p.action, p.dedup_key.to_string(), p.status));
-            pt.insert(k.as_str(), tagged(p).as_slice()).expect("insert");
+            // The previous version's `ProductFact`: no event time.
+            let old = (&p.group, p.action, p.dedup_key, p.status);
+            pt.insert(k.as_str(), tagged(&old).as_slice())
+                .expect("insert");
         }
         let mut at = w.open_table(Old::new("ad_facts")).expect("ads");
         for a in &ads {

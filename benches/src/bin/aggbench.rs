@@ -67,7 +67,10 @@ fn record(i: usize, now: chrono::DateTime<chrono::Utc>, entity_per_event: bool) 
         InteractionType::VideoThirdQuartile,
         InteractionType::VideoComplete,
     ];
-    let session = format!("s-{}", i / 8);
+    // Session ids as the SDK makes them (`crypto.randomUUID()`): random, so a batch's
+    // views and carts are spread over the store's key space.
+    let session =
+        uuid::Uuid::from_u128(xxhash_rust::xxh3::xxh3_128(&(i / 8).to_le_bytes())).to_string();
     // The ad, video and products of the session (or of the event, worst case).
     let a = if entity_per_event { i } else { i / 8 };
     let (kind, video, product, units) = match i % 8 {

@@ -3,19 +3,34 @@
 //!
 //! Every old row's value holds its key's fields (a view's facts are found through
 //! the derived row's key, which is the same JSON key in both old tables), so the new
-//! keys are recomputed from values. Runs inside the transaction that opens the store:
+//! keys are recomputed from values. Old product facts carry no event time: they are
+//! keyed at the start of their day (a copy of one re-read later lands beside it under
+//! its real time; the product report counts one fact per dedup key and action, so
+//! the counts stay the same). Runs inside the transaction that opens the store:
 //! either the whole store is converted and the old tables deleted, or nothing changed
 //! and the next open tries again. A store with no old tables is left alone.
 
 use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
-use super::{err, key, parse, touch_key, val, view_val, StoreError, Table};
+use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val, StoreError, Table};
 use super::{AD_FACTS, CARTS, PRODUCT_FACTS, TOUCHES, VIEWS};
 use crate::aggregate::ads::AdFact;
 use crate::aggregate::attribution::Touch;
 use crate::aggregate::carts::CartEventRow;
 use crate::aggregate::funnel::{ViewFact, ViewRow};
-use crate::aggregate::products::ProductFact;
+use crate::aggregate::products::{ProductAction, ProductFact, ProductGroup};
+use crate::aggregate::status::AdIdStatus;
+use crate::aggregate::DAY_MS;
+
+/// A product fact as the previous version stored it (no event time).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct OldProductFact {
+    group: ProductGroup,
+    action: ProductAction,
+    dedup_key: u128,
+    #[serde(default)]
+    status: AdIdStatus,
+}
 
 type Old = TableDefinition<'static, &'static str, &'static [u8]>;
 
@@ -67,23 +82,25 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
         &has,
         OLD_PRODUCT_FACTS,
         PRODUCT_FACTS,
-        |p: ProductFact| Some(key(&(&p.group, p.action, p.dedup_key, p.status))),
+        |p: OldProductFact| {
+            let fact = ProductFact {
+                time_ms: i64::from(p.group.day) * DAY_MS,
+                group: p.group,
+                action: p.action,
+                dedup_key: p.dedup_key,
+                status: p.status,
+            };
+            Some((product_key(&fact), val(&fact)))
+        },
     )?;
     converted += convert(w, &has, OLD_AD_FACTS, AD_FACTS, |a: AdFact| {
-        Some(key(&(
-            &a.campaign_id,
-            &a.ad_id,
-            a.action,
-            a.dedup_key,
-            a.time_ms,
-            a.status,
-        )))
+        Some((ad_key(&a), val(&a)))
     })?;
     converted += convert(w, &has, OLD_CARTS, CARTS, |rows: Vec<CartEventRow>| {
-        rows.first().map(|r| key(&r.key))
+        Some((key(&rows.first()?.key), val(&rows)))
     })?;
     converted += convert(w, &has, OLD_TOUCHES, TOUCHES, |t: Touch| {
-        Some(touch_key(&t))
+        Some((touch_key(&t), val(&t)))
     })?;
     for t in [
         OLD_VIEW_FACTS,
@@ -106,14 +123,14 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
     Ok(converted)
 }
 
-/// Rewrites every row of `old` (if present) into `new` under the key `new_key`
-/// computes from its value (`None`: an empty row, dropped), re-encoded as postcard.
-fn convert<T: serde::de::DeserializeOwned + serde::Serialize>(
+/// Rewrites every row of `old` (if present) into `new` as the key and value `convert_row`
+/// makes of it (`None`: an empty row, dropped).
+fn convert<T: serde::de::DeserializeOwned>(
     w: &WriteTransaction,
     has: &impl Fn(Old) -> bool,
     old: Old,
     new: Table,
-    new_key: impl Fn(T) -> Option<Vec<u8>>,
+    convert_row: impl Fn(T) -> Option<(Vec<u8>, Vec<u8>)>,
 ) -> Result<u64, StoreError> {
     if !has(old) {
         return Ok(0);
@@ -123,10 +140,8 @@ fn convert<T: serde::de::DeserializeOwned + serde::Serialize>(
     let mut n = 0;
     for row in from.iter().map_err(err)? {
         let (_, v) = row.map_err(err)?;
-        let value: T = parse(v.value())?;
-        let bytes = val(&value);
-        if let Some(k) = new_key(value) {
-            to.insert(k.as_slice(), bytes.as_slice()).map_err(err)?;
+        if let Some((k, v)) = convert_row(parse(v.value())?) {
+            to.insert(k.as_slice(), v.as_slice()).map_err(err)?;
             n += 1;
         }
     }

@@ -10,11 +10,25 @@
 //! | table | key | value |
 //! |---|---|---|
 //! | `views_v2` | view key | the derived `ViewRow`, then the view's fact set |
-//! | `product_facts_v2` | group, action, dedup key, ad id status | the `ProductFact` |
-//! | `ad_facts_v2` | campaign, ad, action, dedup key, event time, ad id status | the `AdFact` (one copy) |
+//! | `product_facts_v2` | event time, dedup key, action, ad id status, group | the `ProductFact` |
+//! | `ad_facts_v2` | event time, campaign, ad, action, dedup key, ad id status | the `AdFact` (one copy) |
 //! | `carts_v2` | cart key | the cart's derived event rows (complete) |
 //! | `orders` | order id (raw) | the order's lines (`OrderLine`s) |
-//! | `touches_v2` | shopper, event time, dedup key | the `Touch` |
+//! | `touches_v2` | event time, shopper, dedup key | the `Touch` |
+//!
+//! The three fact tables only ever grow, and their keys start with the event time
+//! (8 bytes, big-endian, sign bit flipped, so byte order is time order): a batch's new
+//! facts land at the end of each B-tree, on a few pages, instead of on a page of every
+//! group. Keyed by group (the first layout), every batch rewrote nearly every page of
+//! those tables, and the write slowed as the store grew (aggbench, 1M records,
+//! sequential session ids: 0.43-0.53x of the consume-only rate before, 0.54-0.74x
+//! after, same session). Every fact keeps all of its identity in its key, so a
+//! rewritten batch replaces its own rows.
+//!
+//! Views and carts are updated in place under their entity keys, which start with
+//! random tracking ids (the SDK's `crypto.randomUUID()`), so a batch still changes
+//! pages all over those two tables; that is what the write stage spends most on now
+//! as the store grows (BENCHMARKS.md).
 //!
 //! One row per view holds both what the funnel report reads (the `ViewRow`, decoded
 //! alone with `postcard::take_from_bytes`) and what the next batch folds into (the
@@ -22,9 +36,9 @@
 //! keys, views and their facts in two tables) are converted once at open, in one
 //! transaction ([`migrate`]).
 //!
-//! The sales report reads the orders of the filter (a scan), then the touches of
-//! their shoppers (a key range per shopper: a shopper's encoding is a prefix of its
-//! touches' keys and of no other shopper's) and attributes them with the pure
+//! The sales report reads the orders of the filter (a scan), then the touches in the
+//! time range the attribution windows allow before them (one key range), keeps those
+//! of the orders' shoppers and attributes them with the pure
 //! [`crate::aggregate::attribution`].
 //!
 //! The ad report scans `ad_facts_v2` (narrowed by campaign and ad, which every copy of
@@ -78,9 +92,8 @@ fn err(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
-/// A row key: postcard of the key's fields (strings length-prefixed, so a key is
-/// never a prefix of another key of the same shape unless its leading fields are
-/// equal).
+/// An entity's key (a view's, a cart's): postcard of its fields (strings
+/// length-prefixed, so two keys are equal only when every field is).
 fn key<T: Serialize + ?Sized>(k: &T) -> Vec<u8> {
     postcard::to_allocvec(k).unwrap_or_default()
 }
@@ -102,6 +115,34 @@ fn parse<T: DeserializeOwned>(b: &[u8]) -> Result<T, StoreError> {
         Some((&POSTCARD, rest)) => postcard::from_bytes(rest).map_err(corrupt),
         _ => serde_json::from_slice(b).map_err(corrupt),
     }
+}
+
+/// The first 8 bytes of a fact's key: byte order is time order.
+fn time_prefix(ms: i64) -> [u8; 8] {
+    ((ms as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// A fact's key: its event time, then postcard of the rest of its identity.
+fn timed_key<T: Serialize>(ms: i64, rest: &T) -> Vec<u8> {
+    postcard::to_extend(rest, time_prefix(ms).to_vec()).unwrap_or_default()
+}
+
+/// A product fact's key.
+fn product_key(p: &ProductFact) -> Vec<u8> {
+    timed_key(p.time_ms, &(p.dedup_key, p.action, p.status, &p.group))
+}
+
+/// An ad fact's key.
+fn ad_key(a: &AdFact) -> Vec<u8> {
+    timed_key(
+        a.time_ms,
+        &(&a.campaign_id, &a.ad_id, a.action, a.dedup_key, a.status),
+    )
+}
+
+/// A touch's key.
+fn touch_key(t: &Touch) -> Vec<u8> {
+    timed_key(t.time_ms, &(t.shopper.as_str(), t.dedup_key))
 }
 
 /// A view's row: the derived `ViewRow`, then its facts.
@@ -219,23 +260,16 @@ impl EmbeddedStore {
         let Some((from, to)) = attribution::touch_range(&lines, w) else {
             return Ok((Vec::new(), Vec::new()));
         };
-        let shoppers: std::collections::BTreeSet<String> =
-            lines.iter().flat_map(OrderLine::shoppers).collect();
+        let shoppers: HashSet<String> = lines.iter().flat_map(OrderLine::shoppers).collect();
         let r = db.begin_read().map_err(err)?;
         let t = r.open_table(TOUCHES).map_err(err)?;
+        let (lo, hi) = (time_prefix(from), time_prefix(to.saturating_add(1)));
         let mut touches = Vec::new();
-        for s in shoppers {
-            // A touch's key starts with its shopper's encoding (see `touch_key`).
-            let prefix = key(s.as_str());
-            for row in t.range(prefix.as_slice()..).map_err(err)? {
-                let (k, v) = row.map_err(err)?;
-                if !k.value().starts_with(&prefix) {
-                    break;
-                }
-                let touch: Touch = parse(v.value())?;
-                if (from..=to).contains(&touch.time_ms) {
-                    touches.push(touch);
-                }
+        for row in t.range(lo.as_slice()..hi.as_slice()).map_err(err)? {
+            let (_, v) = row.map_err(err)?;
+            let touch: Touch = parse(v.value())?;
+            if shoppers.contains(&touch.shopper) {
+                touches.push(touch);
             }
         }
         Ok((lines, touches))
@@ -286,26 +320,9 @@ impl Encoded {
         let product_facts: Rows = batch
             .product_facts
             .iter()
-            .map(|p| {
-                let k = (&p.group, p.action, p.dedup_key, p.status);
-                (key(&k), val(p))
-            })
+            .map(|p| (product_key(p), val(p)))
             .collect();
-        let ad_facts: Rows = batch
-            .ad_facts
-            .iter()
-            .map(|a| {
-                let k = (
-                    &a.campaign_id,
-                    &a.ad_id,
-                    a.action,
-                    a.dedup_key,
-                    a.time_ms,
-                    a.status,
-                );
-                (key(&k), val(a))
-            })
-            .collect();
+        let ad_facts: Rows = batch.ad_facts.iter().map(|a| (ad_key(a), val(a))).collect();
         let mut by_cart: std::collections::BTreeMap<&CartKey, Vec<&CartEventRow>> =
             Default::default();
         for r in &batch.cart_rows {
@@ -539,11 +556,6 @@ impl Store for EmbeddedStore {
     fn readiness(&self) -> Result<(), String> {
         Ok(())
     }
-}
-
-/// A touch's key: shopper first, so one shopper's touches are one key range.
-fn touch_key(t: &Touch) -> Vec<u8> {
-    key(&(t.shopper.as_str(), t.time_ms, t.dedup_key))
 }
 
 #[cfg(test)]
