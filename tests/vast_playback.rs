@@ -161,7 +161,10 @@ fn vast_client_playback_is_accepted_and_counted_once() {
     // destination is refused, so the edge is never an open redirect.
     let click = video["clickUrl"].as_str().unwrap();
     let click_path = &click[click.find("/v1/").unwrap()..];
-    let click_path = click_path.replace("[TIMESTAMP]", "2026-11-22T10%3A00%3A00.000Z");
+    // Fired now, as the player's own clicks were (a fixed date would land on a day
+    // row of its own once that day has passed).
+    let now = chrono::Utc::now().format("%Y-%m-%dT%H%%3A%M%%3A%S.%3fZ");
+    let click_path = click_path.replace("[TIMESTAMP]", &now.to_string());
     let r = get(svc.ingest, &click_path).unwrap();
     assert_eq!(r.status, 302, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(r.header("location"), Some("https://shop.example/snacks"));
