@@ -119,6 +119,8 @@ pub fn downgrade(path: &Path) {
         "ad_facts_v2",
         "carts_v2",
         "touches_v2",
+        "view_slots",
+        "cart_slots",
     ] {
         assert!(w.delete_table(New::new(t)).expect("delete"), "{t} existed");
     }

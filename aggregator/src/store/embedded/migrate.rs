@@ -12,8 +12,9 @@
 
 use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
+use super::entities::{self, CARTS, VIEWS};
 use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val, StoreError, Table};
-use super::{AD_FACTS, CARTS, PRODUCT_FACTS, TOUCHES, VIEWS};
+use super::{AD_FACTS, PRODUCT_FACTS, TOUCHES};
 use crate::aggregate::ads::AdFact;
 use crate::aggregate::attribution::Touch;
 use crate::aggregate::carts::CartEventRow;
@@ -52,30 +53,45 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
     let has = |t: Old| present.iter().any(|p| p == t.name());
     let mut converted = 0;
     if has(OLD_VIEWS) {
-        let facts_table = if has(OLD_VIEW_FACTS) {
-            Some(w.open_table(OLD_VIEW_FACTS).map_err(err)?)
-        } else {
-            None
-        };
-        let old = w.open_table(OLD_VIEWS).map_err(err)?;
-        let mut new = w.open_table(VIEWS).map_err(err)?;
-        for row in old.iter().map_err(err)? {
-            let (k, v) = row.map_err(err)?;
-            let view: ViewRow = parse(v.value())?;
-            let facts: Vec<ViewFact> = match &facts_table {
-                Some(t) => match t.get(k.value()).map_err(err)? {
-                    Some(f) => parse(f.value())?,
-                    None => Vec::new(),
-                },
-                None => Vec::new(),
+        let mut rows = Vec::new();
+        {
+            let facts_table = if has(OLD_VIEW_FACTS) {
+                Some(w.open_table(OLD_VIEW_FACTS).map_err(err)?)
+            } else {
+                None
             };
-            new.insert(
-                key(&view.key).as_slice(),
-                view_val(&view, &facts).as_slice(),
-            )
-            .map_err(err)?;
-            converted += 1;
+            let old = w.open_table(OLD_VIEWS).map_err(err)?;
+            for row in old.iter().map_err(err)? {
+                let (k, v) = row.map_err(err)?;
+                let view: ViewRow = parse(v.value())?;
+                let facts: Vec<ViewFact> = match &facts_table {
+                    Some(t) => match t.get(k.value()).map_err(err)? {
+                        Some(f) => parse(f.value())?,
+                        None => Vec::new(),
+                    },
+                    None => Vec::new(),
+                };
+                rows.push((key(&view.key), view_val(&view, &facts)));
+            }
         }
+        converted += rows.len() as u64;
+        rows.sort_unstable();
+        entities::upsert(w, VIEWS, &rows)?;
+    }
+    if has(OLD_CARTS) {
+        let mut rows = Vec::new();
+        let old = w.open_table(OLD_CARTS).map_err(err)?;
+        for row in old.iter().map_err(err)? {
+            let (_, v) = row.map_err(err)?;
+            let carts: Vec<CartEventRow> = parse(v.value())?;
+            if let Some(first) = carts.first() {
+                rows.push((key(&first.key), val(&carts)));
+            }
+        }
+        drop(old);
+        converted += rows.len() as u64;
+        rows.sort_unstable();
+        entities::upsert(w, CARTS, &rows)?;
     }
     converted += convert(
         w,
@@ -95,9 +111,6 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
     )?;
     converted += convert(w, &has, OLD_AD_FACTS, AD_FACTS, |a: AdFact| {
         Some((ad_key(&a), val(&a)))
-    })?;
-    converted += convert(w, &has, OLD_CARTS, CARTS, |rows: Vec<CartEventRow>| {
-        Some((key(&rows.first()?.key), val(&rows)))
     })?;
     converted += convert(w, &has, OLD_TOUCHES, TOUCHES, |t: Touch| {
         Some((touch_key(&t), val(&t)))

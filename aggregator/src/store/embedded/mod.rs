@@ -2,17 +2,20 @@
 //!
 //! Why redb: the same well-kept, crash-safe embedded B-tree store the embedded log
 //! uses, with ACID write transactions, so a batch is all-or-nothing without any code
-//! of ours. Keys are postcard of the entity's fields (length-prefixed strings, so
-//! unambiguous whatever the ids hold, and exact: no hashing); values are postcard
-//! behind a one-byte tag (postcard writes enum variants by position, so a test pins
-//! the bytes). Tables:
+//! of ours. Keys are binary: postcard of the identifying fields (length-prefixed
+//! strings, so unambiguous whatever the ids hold, and exact: no hashing), after an
+//! 8-byte event time for facts, or an 8-byte slot for views and carts; values are
+//! postcard behind a one-byte tag (postcard writes enum variants by position, so a
+//! test pins the bytes). Tables:
 //!
 //! | table | key | value |
 //! |---|---|---|
-//! | `views_v2` | view key | the derived `ViewRow`, then the view's fact set |
+//! | `views_v2` | slot | the derived `ViewRow`, then the view's fact set |
+//! | `view_slots` | view key | slot |
 //! | `product_facts_v2` | event time, dedup key, action, ad id status, group | the `ProductFact` |
 //! | `ad_facts_v2` | event time, campaign, ad, action, dedup key, ad id status | the `AdFact` (one copy) |
-//! | `carts_v2` | cart key | the cart's derived event rows (complete) |
+//! | `carts_v2` | slot | the cart's derived event rows (complete) |
+//! | `cart_slots` | cart key | slot |
 //! | `orders` | order id (raw) | the order's lines (`OrderLine`s) |
 //! | `touches_v2` | event time, shopper, dedup key | the `Touch` |
 //!
@@ -25,10 +28,9 @@
 //! after, same session). Every fact keeps all of its identity in its key, so a
 //! rewritten batch replaces its own rows.
 //!
-//! Views and carts are updated in place under their entity keys, which start with
-//! random tracking ids (the SDK's `crypto.randomUUID()`), so a batch still changes
-//! pages all over those two tables; that is what the write stage spends most on now
-//! as the store grows (BENCHMARKS.md).
+//! Views and carts are updated in place; their rows are stored by slot, in the order
+//! they were first written, and found through a slot index by entity key
+//! ([`entities`]), because their natural keys start with random tracking ids.
 //!
 //! One row per view holds both what the funnel report reads (the `ViewRow`, decoded
 //! alone with `postcard::take_from_bytes`) and what the next batch folds into (the
@@ -67,14 +69,15 @@ use crate::aggregate::funnel::{self, FunnelReportRow, ViewFact, ViewKey, ViewRow
 use crate::aggregate::products::{self, ProductFact, ProductReportRow};
 use crate::batch::{BatchWrite, EntitySets, FastSet};
 
+mod entities;
 mod migrate;
+
+use entities::{Entities, CARTS, VIEWS};
 
 /// A table keyed by postcard bytes.
 type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
-const VIEWS: Table = TableDefinition::new("views_v2");
 const PRODUCT_FACTS: Table = TableDefinition::new("product_facts_v2");
-const CARTS: Table = TableDefinition::new("carts_v2");
 const TOUCHES: Table = TableDefinition::new("touches_v2");
 const AD_FACTS: Table = TableDefinition::new("ad_facts_v2");
 const ORDERS: TableDefinition<&str, &[u8]> = TableDefinition::new("orders");
@@ -178,7 +181,15 @@ impl EmbeddedStore {
         let db = Database::create(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         let w = db.begin_write().map_err(err)?;
         migrate::from_json_keys(&w)?;
-        for t in [VIEWS, PRODUCT_FACTS, CARTS, TOUCHES, AD_FACTS] {
+        for t in [
+            VIEWS.rows,
+            VIEWS.slots,
+            CARTS.rows,
+            CARTS.slots,
+            PRODUCT_FACTS,
+            TOUCHES,
+            AD_FACTS,
+        ] {
             w.open_table(t).map_err(err)?;
         }
         w.open_table(ORDERS).map_err(err)?;
@@ -210,7 +221,7 @@ impl EmbeddedStore {
     /// Every view's `ViewRow` (facts left undecoded).
     fn view_rows(db: &Database) -> Result<Vec<ViewRow>, StoreError> {
         let r = db.begin_read().map_err(err)?;
-        let t = r.open_table(VIEWS).map_err(err)?;
+        let t = r.open_table(VIEWS.rows).map_err(err)?;
         let mut out = Vec::new();
         for row in t.iter().map_err(err)? {
             let (_, v) = row.map_err(err)?;
@@ -231,7 +242,7 @@ impl EmbeddedStore {
     }
 
     fn cart_rows(db: &Database, f: &ReportFilter) -> Result<Vec<CartEventRow>, StoreError> {
-        let carts: Vec<Vec<CartEventRow>> = Self::scan(db, CARTS)?;
+        let carts: Vec<Vec<CartEventRow>> = Self::scan(db, CARTS.rows)?;
         Ok(carts
             .into_iter()
             .filter(|rows| {
@@ -292,14 +303,18 @@ impl EmbeddedStore {
 /// share B-tree pages). Built on the pipeline's fold stage ([`Store::prepare`]), so
 /// the write stage only inserts and commits.
 pub struct Encoded {
+    /// Views and carts, by entity key.
+    entities: Vec<(Entities, Rows)>,
+    /// Facts, by key.
     tables: Vec<(Table, Rows)>,
     orders: Vec<(String, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Encoded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let rows: usize =
-            self.tables.iter().map(|(_, r)| r.len()).sum::<usize>() + self.orders.len();
+        let rows: usize = self.tables.iter().map(|(_, r)| r.len()).sum::<usize>()
+            + self.entities.iter().map(|(_, r)| r.len()).sum::<usize>()
+            + self.orders.len();
         f.debug_struct("Encoded").field("rows", &rows).finish()
     }
 }
@@ -346,16 +361,20 @@ impl Encoded {
             .map(|t| (touch_key(t), val(t)))
             .collect();
         let mut tables = vec![
-            (VIEWS, views),
             (PRODUCT_FACTS, product_facts),
-            (CARTS, carts),
             (TOUCHES, touches),
             (AD_FACTS, ad_facts),
         ];
-        for (_, rows) in &mut tables {
+        let mut entities = vec![(VIEWS, views), (CARTS, carts)];
+        let all = tables.iter_mut().map(|(_, r)| r);
+        for rows in all.chain(entities.iter_mut().map(|(_, r)| r)) {
             rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         }
-        Self { tables, orders }
+        Self {
+            entities,
+            tables,
+            orders,
+        }
     }
 }
 
@@ -364,6 +383,9 @@ impl EmbeddedStore {
     async fn write_encoded(&self, encoded: Arc<Encoded>) -> Result<(), StoreError> {
         self.blocking(move |db| {
             let w = db.begin_write().map_err(err)?;
+            for (kind, rows) in &encoded.entities {
+                entities::upsert(&w, *kind, rows)?;
+            }
             for (table, rows) in &encoded.tables {
                 let mut t = w.open_table(*table).map_err(err)?;
                 for (k, v) in rows {
@@ -391,17 +413,16 @@ impl Store for EmbeddedStore {
         let (views, carts) = (views.clone(), carts.clone());
         self.blocking(move |db| {
             let r = db.begin_read().map_err(err)?;
-            let vt = r.open_table(VIEWS).map_err(err)?;
-            let ct = r.open_table(CARTS).map_err(err)?;
+            let vt = entities::Reader::open(&r, VIEWS)?;
+            let ct = entities::Reader::open(&r, CARTS)?;
             let mut sets = EntitySets::default();
             for k in views {
-                if let Some(v) = vt.get(key(&k).as_slice()).map_err(err)? {
-                    sets.views.insert(k, parse_view_facts(v.value())?);
+                if let Some(facts) = vt.get(&key(&k), parse_view_facts)? {
+                    sets.views.insert(k, facts);
                 }
             }
             for k in carts {
-                if let Some(v) = ct.get(key(&k).as_slice()).map_err(err)? {
-                    let rows: Vec<CartEventRow> = parse(v.value())?;
+                if let Some(rows) = ct.get(&key(&k), parse::<Vec<CartEventRow>>)? {
                     sets.carts
                         .insert(k, rows.into_iter().map(|r| r.fact).collect());
                 }
