@@ -12,7 +12,7 @@
 
 use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
-use super::entities::{self, CARTS, VIEWS};
+use super::entities::{self, Index, CARTS, VIEWS};
 use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val, StoreError, Table};
 use super::{AD_FACTS, PRODUCT_FACTS, TOUCHES};
 use crate::aggregate::ads::AdFact;
@@ -76,7 +76,7 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
         }
         converted += rows.len() as u64;
         rows.sort_unstable();
-        entities::upsert(w, VIEWS, &rows)?;
+        let _ = entities::upsert(w, &Index::default(), VIEWS, &rows, true)?;
     }
     if has(OLD_CARTS) {
         let mut rows = Vec::new();
@@ -91,7 +91,7 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
         drop(old);
         converted += rows.len() as u64;
         rows.sort_unstable();
-        entities::upsert(w, CARTS, &rows)?;
+        let _ = entities::upsert(w, &Index::default(), CARTS, &rows, true)?;
     }
     converted += convert(
         w,

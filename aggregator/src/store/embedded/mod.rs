@@ -72,7 +72,7 @@ use crate::batch::{BatchWrite, EntitySets, FastSet};
 mod entities;
 mod migrate;
 
-use entities::{Entities, CARTS, VIEWS};
+use entities::{Entities, Index, CARTS, VIEWS};
 
 /// A table keyed by postcard bytes.
 type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
@@ -89,6 +89,8 @@ type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Database>,
+    /// The newest part of the views' and carts' slot index.
+    index: Arc<Index>,
 }
 
 fn err(e: impl std::fmt::Display) -> StoreError {
@@ -181,20 +183,17 @@ impl EmbeddedStore {
         let db = Database::create(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         let w = db.begin_write().map_err(err)?;
         migrate::from_json_keys(&w)?;
-        for t in [
-            VIEWS.rows,
-            VIEWS.slots,
-            CARTS.rows,
-            CARTS.slots,
-            PRODUCT_FACTS,
-            TOUCHES,
-            AD_FACTS,
-        ] {
+        entities::create(&w)?;
+        for t in [PRODUCT_FACTS, TOUCHES, AD_FACTS] {
             w.open_table(t).map_err(err)?;
         }
         w.open_table(ORDERS).map_err(err)?;
         w.commit().map_err(err)?;
-        Ok(Self { db: Arc::new(db) })
+        let index = Index::recover(&db)?;
+        Ok(Self {
+            db: Arc::new(db),
+            index: Arc::new(index),
+        })
     }
 
     async fn blocking<T: Send + 'static>(
@@ -381,10 +380,12 @@ impl Encoded {
 impl EmbeddedStore {
     /// Inserts an encoded batch in one write transaction (all or nothing).
     async fn write_encoded(&self, encoded: Arc<Encoded>) -> Result<(), StoreError> {
+        let index = Arc::clone(&self.index);
         self.blocking(move |db| {
             let w = db.begin_write().map_err(err)?;
+            let mut upserted = Vec::new();
             for (kind, rows) in &encoded.entities {
-                entities::upsert(&w, *kind, rows)?;
+                upserted.push(entities::upsert(&w, &index, *kind, rows, false)?);
             }
             for (table, rows) in &encoded.tables {
                 let mut t = w.open_table(*table).map_err(err)?;
@@ -398,7 +399,11 @@ impl EmbeddedStore {
                     t.insert(k.as_str(), v.as_slice()).map_err(err)?;
                 }
             }
-            w.commit().map_err(err)
+            w.commit().map_err(err)?;
+            for u in upserted {
+                u.apply(&index)?;
+            }
+            Ok(())
         })
         .await
     }
@@ -410,22 +415,23 @@ impl Store for EmbeddedStore {
         views: &FastSet<ViewKey>,
         carts: &FastSet<CartKey>,
     ) -> Result<EntitySets, StoreError> {
-        let (views, carts) = (views.clone(), carts.clone());
+        let views: Vec<ViewKey> = views.iter().cloned().collect();
+        let carts: Vec<CartKey> = carts.iter().cloned().collect();
+        let index = Arc::clone(&self.index);
         self.blocking(move |db| {
-            let r = db.begin_read().map_err(err)?;
-            let vt = entities::Reader::open(&r, VIEWS)?;
-            let ct = entities::Reader::open(&r, CARTS)?;
             let mut sets = EntitySets::default();
-            for k in views {
-                if let Some(facts) = vt.get(&key(&k), parse_view_facts)? {
-                    sets.views.insert(k, facts);
-                }
+            let keys: Vec<Vec<u8>> = views.iter().map(key).collect();
+            for (i, facts) in entities::Reader::read(db, &index, VIEWS, &keys, |i, row| {
+                Ok((i, parse_view_facts(row)?))
+            })? {
+                sets.views.insert(views[i].clone(), facts);
             }
-            for k in carts {
-                if let Some(rows) = ct.get(&key(&k), parse::<Vec<CartEventRow>>)? {
-                    sets.carts
-                        .insert(k, rows.into_iter().map(|r| r.fact).collect());
-                }
+            let keys: Vec<Vec<u8>> = carts.iter().map(key).collect();
+            for (i, rows) in entities::Reader::read(db, &index, CARTS, &keys, |i, row| {
+                Ok((i, parse::<Vec<CartEventRow>>(row)?))
+            })? {
+                let facts = rows.into_iter().map(|r| r.fact).collect();
+                sets.carts.insert(carts[i].clone(), facts);
             }
             Ok(sets)
         })
