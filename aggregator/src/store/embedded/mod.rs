@@ -206,7 +206,11 @@ impl EmbeddedStore {
             .map_err(err)?
     }
 
-    fn scan<T: DeserializeOwned>(db: &Database, table: Table) -> Result<Vec<T>, StoreError> {
+    /// Every row's value of `table`, parsed.
+    fn scan<K: redb::Key + 'static, T: DeserializeOwned>(
+        db: &Database,
+        table: TableDefinition<K, &[u8]>,
+    ) -> Result<Vec<T>, StoreError> {
         let r = db.begin_read().map_err(err)?;
         let t = r.open_table(table).map_err(err)?;
         let mut out = Vec::new();
@@ -225,17 +229,6 @@ impl EmbeddedStore {
         for row in t.iter().map_err(err)? {
             let (_, v) = row.map_err(err)?;
             out.push(parse_view_row(v.value())?.0);
-        }
-        Ok(out)
-    }
-
-    fn orders(db: &Database) -> Result<Vec<Vec<OrderLine>>, StoreError> {
-        let r = db.begin_read().map_err(err)?;
-        let t = r.open_table(ORDERS).map_err(err)?;
-        let mut out = Vec::new();
-        for row in t.iter().map_err(err)? {
-            let (_, v) = row.map_err(err)?;
-            out.push(parse(v.value())?);
         }
         Ok(out)
     }
@@ -261,7 +254,7 @@ impl EmbeddedStore {
         f: &ReportFilter,
         w: &Windows,
     ) -> Result<(Vec<OrderLine>, Vec<Touch>), StoreError> {
-        let orders = Self::orders(db)?;
+        let orders: Vec<Vec<OrderLine>> = Self::scan(db, ORDERS)?;
         let lines: Vec<OrderLine> = orders
             .into_iter()
             .flatten()
