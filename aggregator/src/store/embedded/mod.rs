@@ -30,13 +30,13 @@
 //!
 //! Views and carts are updated in place; their rows are stored by slot, in the order
 //! they were first written, and found through a slot index by entity key
-//! ([`entities`]), because their natural keys start with random tracking ids.
+//! (`entities.rs`), because their natural keys start with random tracking ids.
 //!
 //! One row per view holds both what the funnel report reads (the `ViewRow`, decoded
 //! alone with `postcard::take_from_bytes`) and what the next batch folds into (the
 //! facts), so a touched view is one insert. Stores written by earlier versions (JSON
 //! keys, views and their facts in two tables) are converted once at open, in one
-//! transaction ([`migrate`]).
+//! transaction (`migrate.rs`).
 //!
 //! The sales report reads the orders of the filter (a scan), then the touches in the
 //! time range the attribution windows allow before them (one key range), keeps those
