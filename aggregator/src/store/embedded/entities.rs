@@ -30,7 +30,7 @@
 
 use std::sync::Mutex;
 
-use redb::{ReadOnlyTable, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
 use super::{err, StoreError, Table};
 use crate::batch::FastMap;
@@ -102,13 +102,30 @@ impl Index {
         Ok(index)
     }
 
-    /// The slots of these keys held in memory.
-    fn slots(&self, kind: Entities, keys: &[Vec<u8>]) -> Result<Vec<Option<u64>>, StoreError> {
+    /// The slots of these keys held in memory, and how many entries memory holds.
+    fn slots<'k>(
+        &self,
+        kind: Entities,
+        keys: impl Iterator<Item = &'k Vec<u8>>,
+    ) -> Result<(Vec<Option<u64>>, usize), StoreError> {
         let recent = self.recent.lock().map_err(err)?;
-        Ok(keys
-            .iter()
-            .map(|k| recent[kind.id].get(k).copied())
-            .collect())
+        let map = &recent[kind.id];
+        Ok((keys.map(|k| map.get(k).copied()).collect(), map.len()))
+    }
+}
+
+/// An entity's slot: the one memory holds (`held`), else the index table's.
+fn find(
+    held: Option<u64>,
+    slots: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    key: &[u8],
+) -> Result<Option<u64>, StoreError> {
+    if held.is_some() {
+        return Ok(held);
+    }
+    match slots.get(key).map_err(err)? {
+        Some(s) => slot_of(s.value()).map(Some),
+        None => Ok(None),
     }
 }
 
@@ -170,23 +187,18 @@ pub(super) fn upsert(
         Some((k, _)) => slot_of(k.value())? + 1,
         None => 0,
     };
-    let keys: Vec<Vec<u8>> = rows.iter().map(|(k, _)| k.clone()).collect();
-    let in_memory = index.slots(kind, &keys)?;
+    let (in_memory, held) = index.slots(kind, rows.iter().map(|(k, _)| k))?;
     let mut new = Vec::new();
     let mut placed: Vec<(u64, &[u8])> = Vec::with_capacity(rows.len());
-    for ((k, v), held) in rows.iter().zip(in_memory) {
-        let found = match held {
-            Some(s) => Some(s),
-            None => match slots.get(k.as_slice()).map_err(err)? {
-                Some(s) => Some(slot_of(s.value())?),
-                None => None,
-            },
+    for ((k, v), in_memory) in rows.iter().zip(in_memory) {
+        let slot = match find(in_memory, &slots, k)? {
+            Some(s) => s,
+            None => {
+                new.push((k.clone(), next));
+                next += 1;
+                next - 1
+            }
         };
-        let slot = found.unwrap_or_else(|| {
-            next += 1;
-            new.push((k.clone(), next - 1));
-            next - 1
-        });
         placed.push((slot, v));
     }
     placed.sort_unstable_by_key(|p| p.0);
@@ -195,7 +207,6 @@ pub(super) fn upsert(
             .insert(slot.to_be_bytes().as_slice(), v)
             .map_err(err)?;
     }
-    let held = index.recent.lock().map_err(err)?[kind.id].len();
     let written = write_index || held + new.len() >= INDEX_EVERY;
     if written {
         let mut all: Vec<(Vec<u8>, u64)> = index.recent.lock().map_err(err)?[kind.id]
@@ -215,57 +226,32 @@ pub(super) fn upsert(
     Ok(Upserted { kind, new, written })
 }
 
-/// Reads entities' rows by entity key.
-pub(super) struct Reader {
+/// The rows of the entities with these keys that are stored, read by `f`, each with
+/// its key's position in `keys`.
+pub(super) fn read<T>(
+    db: &redb::Database,
+    index: &Index,
     kind: Entities,
-    slots: ReadOnlyTable<&'static [u8], &'static [u8]>,
-    rows: ReadOnlyTable<&'static [u8], &'static [u8]>,
-}
-
-impl Reader {
-    /// The rows of the entities with these keys that are stored, read by `f`, each
-    /// with its key's position in `keys`.
-    pub(super) fn read<T>(
-        db: &redb::Database,
-        index: &Index,
-        kind: Entities,
-        keys: &[Vec<u8>],
-        mut f: impl FnMut(usize, &[u8]) -> Result<T, StoreError>,
-    ) -> Result<Vec<T>, StoreError> {
-        // Memory first, then the read transaction: an entry the index write moves to
-        // the table in between is then in that transaction's view.
-        let in_memory = index.slots(kind, keys)?;
-        let r = db.begin_read().map_err(err)?;
-        let reader = Self {
-            kind,
-            slots: r.open_table(kind.slots).map_err(err)?,
-            rows: r.open_table(kind.rows).map_err(err)?,
+    keys: &[Vec<u8>],
+    mut f: impl FnMut(usize, &[u8]) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    // Memory first, then the read transaction: an entry the index write moves to the
+    // table in between is then in that transaction's view.
+    let (in_memory, _) = index.slots(kind, keys.iter())?;
+    let r = db.begin_read().map_err(err)?;
+    let slots = r.open_table(kind.slots).map_err(err)?;
+    let rows = r.open_table(kind.rows).map_err(err)?;
+    let mut out = Vec::new();
+    for (i, (k, in_memory)) in keys.iter().zip(in_memory).enumerate() {
+        let Some(slot) = find(in_memory, &slots, k)? else {
+            continue;
         };
-        let mut out = Vec::new();
-        for (i, (k, held)) in keys.iter().zip(in_memory).enumerate() {
-            let slot = match held {
-                Some(s) => s,
-                None => match reader.slots.get(k.as_slice()).map_err(err)? {
-                    Some(s) => slot_of(s.value())?,
-                    None => continue,
-                },
-            };
-            match reader
-                .rows
-                .get(slot.to_be_bytes().as_slice())
-                .map_err(err)?
-            {
-                Some(row) => out.push(f(i, row.value())?),
-                None => {
-                    return Err(super::corrupt(format!(
-                        "{} slot {slot} without its row",
-                        reader.kind.mark
-                    )))
-                }
-            }
-        }
-        Ok(out)
+        let row = rows.get(slot.to_be_bytes().as_slice()).map_err(err)?;
+        let row = row
+            .ok_or_else(|| super::corrupt(format!("{} slot {slot} without its row", kind.mark)))?;
+        out.push(f(i, row.value())?);
     }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -312,7 +298,7 @@ mod tests {
     /// Every stored view, read back by key, as `(key position, row)`.
     fn read_all(db: &redb::Database, index: &Index, n: u32) -> Vec<(usize, Vec<u8>)> {
         let keys: Vec<Vec<u8>> = (0..n).map(|i| view(i, 0).0).collect();
-        Reader::read(db, index, VIEWS, &keys, |i, row| Ok((i, row.to_vec()))).expect("read")
+        read(db, index, VIEWS, &keys, |i, row| Ok((i, row.to_vec()))).expect("read")
     }
 
     fn rows_in_table(db: &redb::Database) -> Vec<u64> {

@@ -64,19 +64,18 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
             for row in old.iter().map_err(err)? {
                 let (k, v) = row.map_err(err)?;
                 let view: ViewRow = parse(v.value())?;
-                let facts: Vec<ViewFact> = match &facts_table {
-                    Some(t) => match t.get(k.value()).map_err(err)? {
-                        Some(f) => parse(f.value())?,
-                        None => Vec::new(),
-                    },
+                let stored = match &facts_table {
+                    Some(t) => t.get(k.value()).map_err(err)?,
+                    None => None,
+                };
+                let facts: Vec<ViewFact> = match stored {
+                    Some(f) => parse(f.value())?,
                     None => Vec::new(),
                 };
                 rows.push((key(&view.key), view_val(&view, &facts)));
             }
         }
-        converted += rows.len() as u64;
-        rows.sort_unstable();
-        let _ = entities::upsert(w, &Index::default(), VIEWS, &rows, true)?;
+        converted += put_entities(w, VIEWS, rows)?;
     }
     if has(OLD_CARTS) {
         let mut rows = Vec::new();
@@ -89,9 +88,7 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
             }
         }
         drop(old);
-        converted += rows.len() as u64;
-        rows.sort_unstable();
-        let _ = entities::upsert(w, &Index::default(), CARTS, &rows, true)?;
+        converted += put_entities(w, CARTS, rows)?;
     }
     converted += convert(
         w,
@@ -134,6 +131,18 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
         );
     }
     Ok(converted)
+}
+
+/// Stores converted views or carts as new entities, their index entries written at
+/// once; returns how many.
+fn put_entities(
+    w: &WriteTransaction,
+    kind: entities::Entities,
+    mut rows: Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<u64, StoreError> {
+    rows.sort_unstable();
+    let _ = entities::upsert(w, &Index::default(), kind, &rows, true)?;
+    Ok(rows.len() as u64)
 }
 
 /// Rewrites every row of `old` (if present) into `new` as the key and value `convert_row`

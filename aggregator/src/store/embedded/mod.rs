@@ -211,24 +211,21 @@ impl EmbeddedStore {
         db: &Database,
         table: TableDefinition<K, &[u8]>,
     ) -> Result<Vec<T>, StoreError> {
+        Self::scan_with(db, table, parse)
+    }
+
+    /// Every row's value of `table`, read by `f`.
+    fn scan_with<K: redb::Key + 'static, T>(
+        db: &Database,
+        table: TableDefinition<K, &[u8]>,
+        f: impl Fn(&[u8]) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
         let r = db.begin_read().map_err(err)?;
         let t = r.open_table(table).map_err(err)?;
         let mut out = Vec::new();
         for row in t.iter().map_err(err)? {
             let (_, v) = row.map_err(err)?;
-            out.push(parse(v.value())?);
-        }
-        Ok(out)
-    }
-
-    /// Every view's `ViewRow` (facts left undecoded).
-    fn view_rows(db: &Database) -> Result<Vec<ViewRow>, StoreError> {
-        let r = db.begin_read().map_err(err)?;
-        let t = r.open_table(VIEWS.rows).map_err(err)?;
-        let mut out = Vec::new();
-        for row in t.iter().map_err(err)? {
-            let (_, v) = row.map_err(err)?;
-            out.push(parse_view_row(v.value())?.0);
+            out.push(f(v.value())?);
         }
         Ok(out)
     }
@@ -414,13 +411,13 @@ impl Store for EmbeddedStore {
         self.blocking(move |db| {
             let mut sets = EntitySets::default();
             let keys: Vec<Vec<u8>> = views.iter().map(key).collect();
-            for (i, facts) in entities::Reader::read(db, &index, VIEWS, &keys, |i, row| {
+            for (i, facts) in entities::read(db, &index, VIEWS, &keys, |i, row| {
                 Ok((i, parse_view_facts(row)?))
             })? {
                 sets.views.insert(views[i].clone(), facts);
             }
             let keys: Vec<Vec<u8>> = carts.iter().map(key).collect();
-            for (i, rows) in entities::Reader::read(db, &index, CARTS, &keys, |i, row| {
+            for (i, rows) in entities::read(db, &index, CARTS, &keys, |i, row| {
                 Ok((i, parse::<Vec<CartEventRow>>(row)?))
             })? {
                 let facts = rows.into_iter().map(|r| r.fact).collect();
@@ -453,7 +450,8 @@ impl Store for EmbeddedStore {
     async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
         let f = f.clone();
         self.blocking(move |db| {
-            let views = Self::view_rows(db)?;
+            // The `ViewRow`s alone; the facts after them stay undecoded.
+            let views = Self::scan_with(db, VIEWS.rows, |v| Ok(parse_view_row(v)?.0))?;
             let kept: Vec<&ViewRow> = views
                 .iter()
                 .filter(|v| f.matches(&v.campaign_id, Some(&v.key.ad_id), None, v.day))
