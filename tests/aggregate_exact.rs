@@ -44,7 +44,9 @@ fn aggregate_with_kills(dir: &Path, env: &[(&str, String)], kills: usize, rng: &
             t.elapsed()
         );
         eprintln!("aggregator consuming after {:?}", t.elapsed());
-        std::thread::sleep(Duration::from_millis(50 + rng.below(250)));
+        // Short enough that ten kills land before the stream drains: at two records a
+        // batch the embedded backends store about 2,000 records a second (debug build).
+        std::thread::sleep(Duration::from_millis(10 + rng.below(90)));
         agg.kill9();
         eprintln!(
             "kill -9 #{} of the aggregator mid-stream ({lag} records behind)",
