@@ -13,6 +13,7 @@ use rm_aggregator::AggregatorConfig;
 use rm_api::ApiConfig;
 use rm_eventlog::{EmbeddedLogConfig, KafkaConfig};
 use rm_ingest::IngestConfig;
+use rm_store::StoreConfig;
 
 /// Retail media partner platform: beacon edge, aggregator and partner API.
 #[derive(Debug, Parser)]
@@ -160,6 +161,9 @@ pub struct Settings {
     /// Aggregator settings.
     #[command(flatten)]
     pub aggregator: AggregatorConfig,
+    /// Report store settings (the aggregator writes it, the api reads it).
+    #[command(flatten)]
+    pub store: StoreConfig,
     /// Api settings.
     #[command(flatten)]
     pub api: ApiConfig,

@@ -13,6 +13,7 @@ use anyhow::Context as _;
 use rm_aggregator::source::{AnySource, EmbeddedSource, KafkaSource};
 use rm_eventlog::AnyLog;
 use rm_schemas::topics;
+use rm_store::Backend as _;
 use tokio::net::TcpListener;
 
 use crate::cli::Settings;
@@ -110,7 +111,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         None
     };
     let store = if runs_aggregator || runs_api {
-        let s = rm_aggregator::open_store(&settings.aggregator.clickhouse, &settings.data_dir)
+        let s = rm_store::open(&settings.store, &settings.data_dir)
             .await
             .context("opening the report store")?;
         tracing::info!(backend = s.backend(), "report store open");
@@ -166,7 +167,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             state: Arc::new(state),
             log: log.clone(),
             ad_keys: ad_keys.clone(),
-            windows: settings.aggregator.attribution(),
+            windows: settings.store.attribution(),
             inspector: runs_edge.then(|| {
                 let i = inspector.clone();
                 Arc::new(move |id: &str| rm_ingest::report(&i, id)) as rm_api::InspectorFn

@@ -13,15 +13,15 @@
 //!
 //! Ad impressions and ad clicks (the edge's impression and click endpoints) are stored
 //! as [`AdFact`]s, one row per distinct copy, resolved when read (see
-//! [`crate::aggregate::ads`]). Every fact keeps its record's `adIdVerdict` as an
-//! [`AdIdStatus`] (see [`crate::aggregate::status`]); unverified events are counted
+//! [`rm_store::model::ads`]). Every fact keeps its record's `adIdVerdict` as an
+//! [`AdIdStatus`] (see [`rm_store::model::status`]); unverified events are counted
 //! by verdict in [`FoldStats::unverified`].
 //!
 //! Product impressions, product clicks and creative clicks are also stored as
 //! attribution touches (one per shopper id, keyed by shopper and dedup key), and the
 //! orders of the `orders` topic as order lines ([`fold_orders`]): sales are attributed
 //! from those two sets when the report is read (see
-//! [`crate::aggregate::attribution`]).
+//! [`rm_store::model::attribution`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -29,21 +29,15 @@ use rm_schemas::order::OrderRecord;
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{EventRecord, InteractionType};
 
-use crate::aggregate::ads::{AdAction, AdFact};
-use crate::aggregate::attribution::{self, OrderLine, Touch};
-use crate::aggregate::carts::{self, CartEventRow, CartFact, CartKey};
-use crate::aggregate::day_of;
-use crate::aggregate::funnel::{self, ViewFact, ViewKey, ViewRow};
-use crate::aggregate::products::{ProductAction, ProductFact, ProductGroup};
-use crate::aggregate::status::AdIdStatus;
-use crate::campaign::{campaign_of, campaign_str};
-
-/// Hash maps and sets of the hot path: entity keys are hashed several times per
-/// event, and these keys are not chosen by an attacker who could aim at collisions
-/// (they come from validated beacons, hashed with a per-process random seed).
-pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-/// See [`FastMap`].
-pub type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+use rm_store::model::ads::{AdAction, AdFact};
+use rm_store::model::attribution::{self, OrderLine};
+use rm_store::model::campaign::{campaign_of, campaign_str};
+use rm_store::model::carts::{self, CartFact, CartKey};
+use rm_store::model::day_of;
+use rm_store::model::funnel::{self, ViewFact, ViewKey};
+use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
+use rm_store::model::status::AdIdStatus;
+use rm_store::{BatchWrite, EntitySets, FastSet};
 
 /// Aggregation policy.
 #[derive(Debug, Clone, Copy)]
@@ -75,27 +69,6 @@ pub enum Dropped {
     Future,
 }
 
-/// What one batch writes to the store.
-#[derive(Debug, Default, Clone)]
-pub struct BatchWrite {
-    /// Complete fact sets of touched views.
-    pub view_facts: Vec<(ViewKey, Vec<ViewFact>)>,
-    /// Derived rows of touched views.
-    pub views: Vec<ViewRow>,
-    /// New product facts (idempotent by dedup key).
-    pub product_facts: Vec<ProductFact>,
-    /// New copies of ad impressions and clicks (idempotent: a copy is its whole row).
-    pub ad_facts: Vec<AdFact>,
-    /// Derived event rows of touched carts (complete per cart).
-    pub cart_rows: Vec<CartEventRow>,
-    /// New attribution touches (idempotent by shopper and dedup key).
-    pub touches: Vec<Touch>,
-    /// Lines of orders the store does not hold yet (idempotent by order id and line).
-    pub order_lines: Vec<OrderLine>,
-    /// Newest event time aggregated, ms.
-    pub newest_event_ms: Option<i64>,
-}
-
 /// Counts of what a batch did, for metrics.
 #[derive(Debug, Default, Clone)]
 pub struct FoldStats {
@@ -107,15 +80,6 @@ pub struct FoldStats {
     pub dropped: HashMap<Dropped, u64>,
     /// Events aggregated whose ad id did not verify, by verdict.
     pub unverified: HashMap<UnverifiedAdId, u64>,
-}
-
-/// Fact sets of entities, as loaded from the store or kept in the cache.
-#[derive(Debug, Default)]
-pub struct EntitySets {
-    /// Views.
-    pub views: FastMap<ViewKey, Vec<ViewFact>>,
-    /// Carts.
-    pub carts: FastMap<CartKey, Vec<CartFact>>,
 }
 
 /// The entities a batch touches.
@@ -328,9 +292,9 @@ pub fn fold_orders(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::ads;
     use proptest::prelude::*;
     use rm_schemas::InteractionEvent;
+    use rm_store::model::ads;
 
     const T0: i64 = 1_795_000_000_000;
 

@@ -1,20 +1,18 @@
-//! The aggregator: 5 consume the event log ([`source`]) -> 6 pure aggregations
-//! ([`aggregate`], folded per batch by [`batch`]) -> 7 store writer ([`store`]),
-//! driven by [`pipeline`], which also explains the exactly-once design.
+//! The aggregator: 5 consume the event log ([`source`]) -> 6 fold each batch into the
+//! touched entities' fact sets and derived rows ([`batch`], with the pure rules of
+//! `rm_store::model`) -> 7 write it to the report store (`rm_store`'s
+//! [`WriteStore`]), driven by [`pipeline`], which also explains the exactly-once
+//! design. The reports are read from the store by the api, never through this crate.
 //!
 //! The service's operational endpoints (`/healthz`, `/readyz`, `/metrics`) listen on
 //! their own port (default 127.0.0.1:8082).
 
-pub mod aggregate;
 pub mod batch;
-pub mod campaign;
 pub mod metrics;
 pub mod pipeline;
 pub mod source;
-pub mod store;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,8 +24,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::source::AnySource;
-use crate::store::clickhouse::ClickHouseConfig;
-use crate::store::{AnyStore, Store};
+use rm_store::{AnyStore, Backend, StoreError};
 
 /// The aggregator's settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -86,22 +83,6 @@ pub struct AggregatorConfig {
         default_value_t = 24
     )]
     pub future_skew_hours: i64,
-    /// Days before an order within which a click earns the sale (sales report).
-    #[arg(
-        id = "attribution_click_window_days",
-        long = "attribution-click-window-days",
-        env = "RM_ATTRIBUTION_CLICK_WINDOW_DAYS",
-        default_value_t = 30
-    )]
-    pub attribution_click_window_days: i64,
-    /// Days before an order within which an impression earns the sale, without a click.
-    #[arg(
-        id = "attribution_view_window_days",
-        long = "attribution-view-window-days",
-        env = "RM_ATTRIBUTION_VIEW_WINDOW_DAYS",
-        default_value_t = 1
-    )]
-    pub attribution_view_window_days: i64,
     /// Most entities (views, carts) whose fact sets are kept in memory.
     #[arg(
         long = "aggregator-cache-max-entities",
@@ -109,9 +90,6 @@ pub struct AggregatorConfig {
         default_value_t = 1_000_000
     )]
     pub cache_max_entities: usize,
-    /// ClickHouse settings.
-    #[command(flatten)]
-    pub clickhouse: ClickHouseConfig,
 }
 
 impl AggregatorConfig {
@@ -130,16 +108,6 @@ impl AggregatorConfig {
     }
 }
 
-impl AggregatorConfig {
-    /// The attribution windows these settings describe (read by the sales report).
-    pub fn attribution(&self) -> aggregate::attribution::Windows {
-        aggregate::attribution::Windows::days(
-            self.attribution_click_window_days,
-            self.attribution_view_window_days,
-        )
-    }
-}
-
 /// Errors that end the aggregator.
 #[derive(Debug, thiserror::Error)]
 pub enum AggregatorError {
@@ -151,26 +119,7 @@ pub enum AggregatorError {
     Log(#[from] rm_eventlog::LogError),
     /// The store failed for good.
     #[error(transparent)]
-    Store(#[from] store::StoreError),
-}
-
-/// Opens the store the settings select: ClickHouse when a URL is set, else the
-/// embedded store under `data_dir`.
-pub async fn open_store(
-    config: &ClickHouseConfig,
-    data_dir: &Path,
-) -> Result<AnyStore, store::StoreError> {
-    if config.url.is_some() {
-        Ok(AnyStore::ClickHouse(
-            store::clickhouse::ClickHouseStore::connect(config).await?,
-        ))
-    } else {
-        let path = store::embedded::EmbeddedStore::path(data_dir);
-        let s = tokio::task::spawn_blocking(move || store::embedded::EmbeddedStore::open(&path))
-            .await
-            .map_err(|e| store::StoreError::Unavailable(e.to_string()))??;
-        Ok(AnyStore::Embedded(s))
-    }
+    Store(#[from] StoreError),
 }
 
 #[derive(Clone)]

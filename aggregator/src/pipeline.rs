@@ -44,15 +44,14 @@ use rm_schemas::order::{self, OrderRecord};
 use rm_schemas::EventRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::aggregate::carts::{CartFact, CartKey};
-use crate::aggregate::funnel::{self, ViewFact, ViewKey};
-use crate::batch::{
-    fold, fold_orders, touched, EntitySets, FastMap, FastSet, FoldStats, OrderStats, Policy,
-};
-use crate::campaign::campaign_of;
+use rm_store::model::campaign::campaign_of;
+use rm_store::model::carts::{CartFact, CartKey};
+use rm_store::model::funnel::{self, ViewFact, ViewKey};
+use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
+
+use crate::batch::{fold, fold_orders, touched, FoldStats, OrderStats, Policy};
 use crate::metrics;
 use crate::source::{Checkpoint, Raw, Source, Stream};
-use crate::store::{PreparedWrite, Store, StoreError};
 
 /// Loop settings.
 #[derive(Debug, Clone, Copy)]
@@ -154,7 +153,7 @@ struct Stored {
 }
 
 /// Runs until `shutdown`. Returns when the source fails for good.
-pub async fn run<S: Source + 'static, T: Store>(
+pub async fn run<S: Source + 'static, T: WriteStore>(
     source: S,
     store: Arc<T>,
     backend: &'static str,
@@ -165,7 +164,7 @@ pub async fn run<S: Source + 'static, T: Store>(
 }
 
 /// As [`run`], counting what is stored in `progress`.
-pub async fn run_with_progress<S: Source + 'static, T: Store>(
+pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
     source: S,
     store: Arc<T>,
     backend: &'static str,
@@ -461,7 +460,7 @@ where
 /// Loads what the batch needs and folds it (nothing is written yet); `None` on
 /// shutdown or when the store refused a read for good (then the pipeline stops).
 #[allow(clippy::too_many_arguments)]
-async fn prepare<T: Store>(
+async fn prepare<T: WriteStore>(
     records: &[EventRecord],
     orders: &[OrderRecord],
     pending_orders: Option<&HashSet<String>>,
@@ -573,7 +572,7 @@ async fn prepare<T: Store>(
 
 /// Writes a folded batch, retrying while the store is unavailable; `None` on
 /// shutdown or when the store refused the batch for good (then the pipeline stops).
-async fn store_batch<T: Store>(
+async fn store_batch<T: WriteStore>(
     p: Prepared,
     store: &T,
     backend: &'static str,

@@ -26,18 +26,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, FixedOffset, Utc};
-use rm_aggregator::aggregate::attribution::{SalesReportRow, Windows};
 use rm_aggregator::batch::Policy;
 use rm_aggregator::pipeline::{self, PipelineOptions};
 use rm_aggregator::source::{AnySource, EmbeddedSource, KafkaSource, LagProbe, Source};
-use rm_aggregator::store::clickhouse::{ClickHouseConfig, ClickHouseStore};
-use rm_aggregator::store::embedded::EmbeddedStore;
-use rm_aggregator::store::{AnyStore, ReportFilter, Store};
 use rm_eventlog::embedded::EmbeddedLog;
 use rm_eventlog::kafka::KafkaLog;
 use rm_eventlog::{AnyLog, EmbeddedLogConfig, EventLog, KafkaConfig};
 use rm_schemas::order::{self, Order, OrderItem};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+use rm_store::clickhouse::{ClickHouseConfig, ClickHouseStore};
+use rm_store::embedded::EmbeddedStore;
+use rm_store::model::attribution::{SalesReportRow, Windows};
+use rm_store::{AnyStore, ReportFilter, ReportStore};
 use tokio_util::sync::CancellationToken;
 
 const DAY: &str = "2026-11-18";

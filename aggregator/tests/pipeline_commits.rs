@@ -8,20 +8,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rm_aggregator::aggregate::ads::AdReportRow;
-use rm_aggregator::aggregate::attribution::{SalesReportRow, Windows};
-use rm_aggregator::aggregate::campaigns::{CampaignSalesRow, CartAddsRow};
-use rm_aggregator::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
-use rm_aggregator::aggregate::funnel::{FunnelReportRow, ViewKey};
-use rm_aggregator::aggregate::products::ProductReportRow;
-use rm_aggregator::batch::{BatchWrite, EntitySets, FastSet, Policy};
+use rm_aggregator::batch::Policy;
 use rm_aggregator::pipeline::{self, PipelineOptions, Progress};
 use rm_aggregator::source::EmbeddedSource;
-use rm_aggregator::store::embedded::EmbeddedStore;
-use rm_aggregator::store::{ReportFilter, Store, StoreError};
 use rm_eventlog::embedded::EmbeddedLog;
 use rm_eventlog::{EmbeddedLogConfig, EventLog};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+use rm_store::embedded::EmbeddedStore;
+use rm_store::model::carts::CartKey;
+use rm_store::model::funnel::ViewKey;
+use rm_store::{
+    Backend, BatchWrite, EntitySets, FastSet, ReportFilter, ReportStore, StoreError, WriteStore,
+};
 use std::collections::HashSet;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -34,7 +32,16 @@ struct Gated {
     gate: Arc<Semaphore>,
 }
 
-impl Store for Gated {
+impl Backend for Gated {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    fn readiness(&self) -> Result<(), String> {
+        self.inner.readiness()
+    }
+}
+
+impl WriteStore for Gated {
     async fn load(
         &self,
         views: &FastSet<ViewKey>,
@@ -42,48 +49,13 @@ impl Store for Gated {
     ) -> Result<EntitySets, StoreError> {
         self.inner.load(views, carts).await
     }
+    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        self.inner.known_orders(ids).await
+    }
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         let permit = self.gate.acquire().await.expect("gate open");
         permit.forget();
         self.inner.write(batch).await
-    }
-    async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
-        self.inner.funnel(f).await
-    }
-    async fn products(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
-        self.inner.products(f).await
-    }
-    async fn carts(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
-        self.inner.carts(f).await
-    }
-    async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
-        self.inner.cart_campaigns(f).await
-    }
-    async fn ads(&self, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
-        self.inner.ads(f).await
-    }
-    async fn cart_adds(&self, f: &ReportFilter) -> Result<Vec<CartAddsRow>, StoreError> {
-        self.inner.cart_adds(f).await
-    }
-    async fn campaign_sales(
-        &self,
-        f: &ReportFilter,
-        w: &Windows,
-    ) -> Result<Vec<CampaignSalesRow>, StoreError> {
-        self.inner.campaign_sales(f, w).await
-    }
-    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
-        self.inner.known_orders(ids).await
-    }
-    async fn sales(
-        &self,
-        f: &ReportFilter,
-        w: &Windows,
-    ) -> Result<Vec<SalesReportRow>, StoreError> {
-        self.inner.sales(f, w).await
-    }
-    fn readiness(&self) -> Result<(), String> {
-        self.inner.readiness()
     }
 }
 
@@ -111,6 +83,7 @@ fn play(i: u32) -> EventRecord {
 /// Plays in the funnel report.
 async fn plays(store: &Gated) -> u64 {
     let rows = store
+        .inner
         .funnel(&ReportFilter::default())
         .await
         .expect("funnel");

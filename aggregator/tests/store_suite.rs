@@ -16,16 +16,20 @@
 //! the variable it is skipped, unless `RM_REQUIRE_SERVICES=1`, where it fails.
 
 use chrono::{DateTime, FixedOffset, Utc};
-use rm_aggregator::aggregate::carts::{CartCampaignRow, CartKey, CartStateRow};
-use rm_aggregator::aggregate::funnel::{FunnelReportRow, ViewKey};
-use rm_aggregator::aggregate::products::ProductReportRow;
-use rm_aggregator::aggregate::status::AdIdStatus;
-use rm_aggregator::aggregate::{format_day, DAY_MS};
-use rm_aggregator::batch::{fold, touched, EntitySets, FoldStats, Policy};
-use rm_aggregator::store::clickhouse::{ClickHouseConfig, ClickHouseStore};
-use rm_aggregator::store::embedded::EmbeddedStore;
-use rm_aggregator::store::{ReportFilter, Store};
+use rm_aggregator::batch::{fold, touched, FoldStats, Policy};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+use rm_store::clickhouse::{ClickHouseConfig, ClickHouseStore};
+use rm_store::embedded::EmbeddedStore;
+use rm_store::model::carts::{CartCampaignRow, CartKey, CartStateRow};
+use rm_store::model::funnel::{FunnelReportRow, ViewKey};
+use rm_store::model::products::ProductReportRow;
+use rm_store::model::status::AdIdStatus;
+use rm_store::model::{format_day, DAY_MS};
+use rm_store::{Backend, EntitySets, ReportFilter, ReportStore, WriteStore};
+
+/// A store the suite writes (as the aggregator does) and reads (as the api does).
+trait Store: WriteStore + ReportStore {}
+impl<T: WriteStore + ReportStore> Store for T {}
 
 #[path = "store_suite/ads.rs"]
 mod ads;
@@ -577,14 +581,14 @@ async fn suite(store: &impl Store) -> Vec<String> {
     store.readiness().expect("ready");
 
     // An empty store knows no entity, including many absent keys (several IN lists).
-    let absent_views: rm_aggregator::batch::FastSet<ViewKey> = (0..2_500)
+    let absent_views: rm_store::FastSet<ViewKey> = (0..2_500)
         .map(|i| ViewKey {
             ad_id: format!("rm1.none.{i}"),
             video_id: "v'\\".repeat(20),
             tracking_id: format!("t-{i}"),
         })
         .collect();
-    let absent_carts: rm_aggregator::batch::FastSet<CartKey> = (0..2_500)
+    let absent_carts: rm_store::FastSet<CartKey> = (0..2_500)
         .map(|i| CartKey {
             tracking_id: format!("t-{i}"),
             catalog_id: "c".repeat(60),

@@ -34,11 +34,11 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use rm_aggregator::store::{AnyStore, Store};
 use rm_eventlog::AnyLog;
 use rm_service::ops::Ops;
 use rm_service::serve::{Handler, ServeOptions};
 use rm_service::{response, Response};
+use rm_store::{AnyStore, Backend};
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -152,7 +152,7 @@ struct Inner {
     max_body: usize,
     ads: ads::AdsEngine,
     serving: ads::Serving,
-    windows: rm_aggregator::aggregate::attribution::Windows,
+    windows: rm_store::model::attribution::Windows,
     inspector: Option<InspectorFn>,
 }
 
@@ -356,7 +356,7 @@ pub struct ApiDeps {
     /// Keys that sign realised ad ids and click destinations.
     pub ad_keys: rm_schemas::ad_id::AdIdKeys,
     /// Attribution windows of the sales report.
-    pub windows: rm_aggregator::aggregate::attribution::Windows,
+    pub windows: rm_store::model::attribution::Windows,
     /// The edge's integration inspector, when the edge runs in this process: a
     /// tracking id's report.
     pub inspector: Option<InspectorFn>,

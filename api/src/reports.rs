@@ -17,7 +17,7 @@
 //!
 //! **Sales** are attributed when the report is read (last click within the click
 //! window, else last impression within the view window; see
-//! `rm_aggregator::aggregate::attribution`). `from`/`to` and `catalogId` select orders
+//! `rm_store::model::attribution`). `from`/`to` and `catalogId` select orders
 //! by their day and catalog; `campaignId` and `adId` select the campaign and ad the
 //! line is credited to. Lines no ad earned are reported too, under the empty
 //! `campaignId` (so the report accounts for every sale; `campaignId=` alone selects
@@ -38,7 +38,7 @@
 //!
 //! **`adIdStatus`** (funnel, products, ads, carts): `verified`, or the worst verdict
 //! among the row's events, in the order `expired` < `bad_signature` < `foreign`
-//! (`rm_aggregator::aggregate::status`).
+//! (`rm_store::model::status`).
 //!
 //! **Campaigns** (filters `campaignId`, `from`, `to` only; `adId` or `catalogId` is a
 //! 400): one row per campaign and day; `impressions`, `clicks`, `ctr` are the ads
@@ -51,11 +51,11 @@
 //! unknown) and `roas` is revenue / spend (`null` when spend is `null` or 0).
 
 use http::{header, HeaderMap, HeaderValue, StatusCode};
-use rm_aggregator::aggregate::attribution::{SalesReportRow, Windows};
-use rm_aggregator::aggregate::parse_day;
-use rm_aggregator::store::{campaign_report, ReportFilter, Store, StoreError};
 use rm_schemas::rpc_status::{Code, RpcStatus};
 use rm_service::{response, Response};
+use rm_store::model::attribution::{SalesReportRow, Windows};
+use rm_store::model::parse_day;
+use rm_store::{campaign_report, ReportFilter, ReportStore, StoreError};
 use serde::Serialize;
 
 /// The report routes.
@@ -312,13 +312,18 @@ fn quote(s: &str) -> String {
 
 /// Answers a report route without campaign costs and with the default attribution
 /// windows; [`answer_with`] is the full entry point.
-pub async fn answer<S: Store>(store: &S, path: &str, query: &str, headers: &HeaderMap) -> Response {
+pub async fn answer<S: ReportStore>(
+    store: &S,
+    path: &str,
+    query: &str,
+    headers: &HeaderMap,
+) -> Response {
     answer_with(store, &NoCosts, &Windows::default(), path, query, headers).await
 }
 
 /// Answers a report route: `costs` gives the sales report's ROAS, `windows` its
 /// attribution windows (`AggregatorConfig::attribution()`).
-pub async fn answer_with<S: Store, C: CampaignCosts + ?Sized>(
+pub async fn answer_with<S: ReportStore, C: CampaignCosts + ?Sized>(
     store: &S,
     costs: &C,
     windows: &Windows,
@@ -380,9 +385,9 @@ pub async fn answer_with<S: Store, C: CampaignCosts + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rm_aggregator::aggregate::attribution::{shopper, OrderLine, ShopperId, Touch, TouchKind};
-    use rm_aggregator::batch::BatchWrite;
-    use rm_aggregator::store::embedded::EmbeddedStore;
+    use rm_store::embedded::EmbeddedStore;
+    use rm_store::model::attribution::{shopper, OrderLine, ShopperId, Touch, TouchKind};
+    use rm_store::{BatchWrite, WriteStore};
 
     const ORDER_AT: i64 = 1_795_000_000_000; // 2026-11-18
 
@@ -499,8 +504,8 @@ mod tests {
 
     #[tokio::test]
     async fn ads_and_campaigns_answer_json_and_csv() {
-        use rm_aggregator::aggregate::ads::{AdAction, AdFact};
-        use rm_aggregator::aggregate::status::AdIdStatus;
+        use rm_store::model::ads::{AdAction, AdFact};
+        use rm_store::model::status::AdIdStatus;
         let dir = tempfile::tempdir().expect("tempdir");
         let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
         let copy = |action, key, hours: i64, status| AdFact {

@@ -13,7 +13,7 @@
 //! # Why the writes are idempotent and the reads exact without merges
 //!
 //! The aggregator writes, per entity it touched, the entity's complete set of facts
-//! and rows derived from that set (see `rm_aggregator::batch`). Writing a batch again
+//! and rows derived from that set (see `rm_store::write` and the aggregator's `batch` fold). Writing a batch again
 //! inserts rows equal to ones already there, so every table is a
 //! `ReplacingMergeTree` whose sorting key identifies one fact or one entity:
 //!
@@ -44,7 +44,7 @@
 //!
 //! **Ad id status.** `ad_id_status` (`UInt8`) is how the event's realised ad id
 //! verified at the edge, as a rank from best to worst: 0 verified, 1 expired,
-//! 2 bad signature, 3 foreign (`rm_aggregator::aggregate::status`). Reports show the
+//! 2 bad signature, 3 foreign (`rm_store::model::status`). Reports show the
 //! worst status of a row's events, each event taking the best status of its copies.
 //! The column was added to `view_facts`, `views`, `product_facts` and `cart_events`
 //! after they first shipped: [`ADDED_COLUMNS`] lists it, and the store adds it (with

@@ -25,12 +25,14 @@
 //! click P2 (c7). Campaign bids: c7 0.25, c8 0, the others unknown.
 
 use chrono::{Duration, FixedOffset};
-use rm_aggregator::aggregate::ads::AdReportRow;
-use rm_aggregator::aggregate::attribution::Windows;
-use rm_aggregator::aggregate::campaigns::CampaignReportRow;
-use rm_aggregator::aggregate::status::AdIdStatus;
 use rm_aggregator::batch::{fold, fold_orders, touched, Policy};
-use rm_aggregator::store::{campaign_report, ReportFilter, Store};
+use rm_store::model::ads::AdReportRow;
+use rm_store::model::attribution::Windows;
+use rm_store::model::campaigns::CampaignReportRow;
+use rm_store::model::status::AdIdStatus;
+use rm_store::{campaign_report, ReportFilter};
+
+use crate::Store;
 use rm_schemas::order::{self, Order, OrderItem, OrderRecord};
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};

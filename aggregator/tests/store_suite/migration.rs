@@ -10,11 +10,11 @@
 use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
-use rm_aggregator::aggregate::ads::AdFact;
-use rm_aggregator::aggregate::attribution::Touch;
-use rm_aggregator::aggregate::carts::CartEventRow;
-use rm_aggregator::aggregate::funnel::{ViewFact, ViewRow};
-use rm_aggregator::aggregate::products::ProductFact;
+use rm_store::model::ads::AdFact;
+use rm_store::model::attribution::Touch;
+use rm_store::model::carts::CartEventRow;
+use rm_store::model::funnel::{ViewFact, ViewRow};
+use rm_store::model::products::ProductFact;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 

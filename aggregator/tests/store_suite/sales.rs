@@ -31,9 +31,11 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use rm_aggregator::aggregate::attribution::{SalesReportRow, Windows};
 use rm_aggregator::batch::{fold, fold_orders, touched, OrderStats, Policy};
-use rm_aggregator::store::{ReportFilter, Store};
+use rm_store::model::attribution::{SalesReportRow, Windows};
+use rm_store::ReportFilter;
+
+use crate::Store;
 use rm_schemas::order::{self, Order, OrderItem, OrderRecord};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use chrono::Utc;
-use rm_aggregator::store::{AnyStore, ReportFilter, Store};
+use rm_store::{AnyStore, ReportFilter, ReportStore};
 
 use crate::error::{parse_json, ApiError};
 use crate::model::campaign::parse_money;

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use rm_aggregator::pipeline::{self, PipelineOptions};
 use rm_aggregator::source::{AnySource, EmbeddedSource, KafkaSource, Source};
-use rm_aggregator::store::{AnyStore, ReportFilter, Store};
 use rm_eventlog::{EmbeddedLogConfig, EventLog, KafkaConfig};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType};
+use rm_store::{AnyStore, ReportFilter, ReportStore, StoreConfig};
 use tokio_util::sync::CancellationToken;
 
 /// The allocator `retail-media` itself uses (see `src/main.rs`).
@@ -48,7 +48,7 @@ struct Args {
     #[command(flatten)]
     kafka: KafkaConfig,
     #[command(flatten)]
-    clickhouse: rm_aggregator::store::clickhouse::ClickHouseConfig,
+    store: StoreConfig,
 }
 
 /// A realistic record: video funnels, product tiles and carts over many sessions.
@@ -144,9 +144,9 @@ async fn backends(a: &Args, name: &str) -> anyhow::Result<Backends> {
         std::slice::from_ref(&topic),
     )
     .await?;
-    let mut ch = a.clickhouse.clone();
-    ch.database = format!("rm_aggbench_{}_{name}", std::process::id());
-    let store = rm_aggregator::open_store(&ch, &dir).await?;
+    let mut config = a.store.clone();
+    config.clickhouse.database = format!("rm_aggbench_{}_{name}", std::process::id());
+    let store = rm_store::open(&config, &dir).await?;
     Ok(Backends {
         log: Arc::new(log),
         store: Arc::new(store),

@@ -15,13 +15,13 @@ use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 use super::entities::{self, Index, CARTS, VIEWS};
 use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val, StoreError, Table};
 use super::{AD_FACTS, PRODUCT_FACTS, TOUCHES};
-use crate::aggregate::ads::AdFact;
-use crate::aggregate::attribution::Touch;
-use crate::aggregate::carts::CartEventRow;
-use crate::aggregate::funnel::{ViewFact, ViewRow};
-use crate::aggregate::products::{ProductAction, ProductFact, ProductGroup};
-use crate::aggregate::status::AdIdStatus;
-use crate::aggregate::DAY_MS;
+use crate::model::ads::AdFact;
+use crate::model::attribution::Touch;
+use crate::model::carts::CartEventRow;
+use crate::model::funnel::{ViewFact, ViewRow};
+use crate::model::products::{ProductAction, ProductFact, ProductGroup};
+use crate::model::status::AdIdStatus;
+use crate::model::DAY_MS;
 
 /// A product fact as the previous version stored it (no event time).
 #[derive(serde::Serialize, serde::Deserialize)]

@@ -465,7 +465,7 @@ mod tests {
             dedup_key: key,
             kind,
             ad_id: ad.into(),
-            campaign_id: crate::campaign::campaign_of(ad),
+            campaign_id: crate::model::campaign::campaign_of(ad),
             catalog_id: if kind == TouchKind::CreativeClick {
                 String::new()
             } else {

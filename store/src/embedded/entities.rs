@@ -33,7 +33,7 @@ use std::sync::Mutex;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
 use super::{err, StoreError, Table};
-use crate::batch::FastMap;
+use crate::write::FastMap;
 
 /// Entries kept in memory per kind before they are written to the index table.
 pub(super) const INDEX_EVERY: usize = 100_000;
@@ -60,7 +60,7 @@ pub(super) const VIEWS: Entities = Entities {
     slots: TableDefinition::new("view_slots"),
     id: 0,
     mark: "views",
-    key_of: |v| Ok(super::key(&super::parse_view_row(v)?.0.key)),
+    key_of: |v| Ok(super::key(&super::codec::parse_view_row(v)?.0.key)),
 };
 
 pub(super) const CARTS: Entities = Entities {
@@ -69,7 +69,7 @@ pub(super) const CARTS: Entities = Entities {
     id: 1,
     mark: "carts",
     key_of: |v| {
-        let rows: Vec<crate::aggregate::carts::CartEventRow> = super::parse(v)?;
+        let rows: Vec<crate::model::carts::CartEventRow> = super::parse(v)?;
         let first = rows
             .first()
             .ok_or_else(|| super::corrupt("an empty cart"))?;
@@ -257,7 +257,7 @@ pub(super) fn read<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::funnel::{ViewKey, ViewRow};
+    use crate::model::funnel::{ViewKey, ViewRow};
 
     fn view(i: u32, version: u32) -> (Vec<u8>, Vec<u8>) {
         let row = ViewRow {

@@ -1,11 +1,16 @@
-//! The one place that maps a realised ad id to its campaign.
+//! The one place reports map a realised ad id to its campaign.
 //!
-//! Realised ad ids served by the api are self-describing: `rm1.<campaignId>.<rest>`
-//! (the signature and its verification arrive with ad serving). Any other ad id has
-//! no known campaign and is reported under the empty campaign id.
+//! Realised ad ids are `rm1.<campaignId>.<creative>.<expiry>.<nonce>.<signature>`
+//! (`rm_schemas::ad_id`). The edge verifies the signature and records its verdict in
+//! the record (`adIdVerdict`); the reports read the campaign from the `rm1.` prefix
+//! whatever that verdict, and show the verdict beside the counts ([`super::status`]),
+//! so an unverified id still lands under the campaign it names, flagged. This is more
+//! lenient than `rm_schemas::ad_id::campaign_of`, which wants all six parts: any
+//! `rm1.<campaignId>` prefix names a campaign here. Any other ad id has no campaign
+//! and is reported under the empty campaign id.
 
 /// Prefix of self-describing realised ad ids.
-pub const AD_ID_PREFIX: &str = "rm1.";
+pub const AD_ID_PREFIX: &str = rm_schemas::ad_id::PREFIX;
 
 /// The campaign a realised ad id belongs to ("" when unknown).
 pub fn campaign_of(ad_id: &str) -> String {

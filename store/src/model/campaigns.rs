@@ -173,8 +173,8 @@ pub fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::ads::AdReportRow;
-    use crate::aggregate::status::AdIdStatus;
+    use crate::model::ads::AdReportRow;
+    use crate::model::status::AdIdStatus;
 
     fn ad(campaign: &str, day: &str, impressions: u64, clicks: u64) -> AdReportRow {
         AdReportRow {

@@ -7,7 +7,7 @@
 //! highest `version` wins) or count distinct dedup keys, so every answer is exact as
 //! soon as the `INSERT` returned, whether or not the server merged anything since.
 //!
-//! Reports return exactly what [`super::embedded::EmbeddedStore`] returns for the same
+//! Reports return exactly what [`crate::embedded::EmbeddedStore`] returns for the same
 //! writes: the funnel and product reports are aggregated by the server (`GROUP BY`)
 //! and turned into rows by the same constructors ([`FunnelReportRow::new`] +
 //! [`FunnelReportRow::finish`], [`ProductReportRow::new`]); the cart reports read the
@@ -15,7 +15,7 @@
 //! with the same pure functions ([`carts::states`], [`carts::campaign_rollup`]); the
 //! sales report reads the order lines of the filter's days and catalog and the
 //! touches of their shoppers in the span the windows allow, and attributes them with
-//! [`super::sales_rows`], as the embedded store does. The ad report resolves the
+//! [`crate::sales_rows`], as the embedded store does. The ad report resolves the
 //! copies of each ad fact on the server (one fact per dedup key: `argMin(day,
 //! time_ms)`, `min(ad_id_status)`), then counts facts per campaign, ad, day, action
 //! and status, and [`ads::rows`] makes the rows, as the embedded store's
@@ -37,7 +37,7 @@
 //! too many parts, a restart) is [`StoreError::Unavailable`]; an error a retry cannot
 //! fix (unknown table or column, type mismatch, syntax, bad credentials: see
 //! [`REFUSED_CODES`]) or a row the client cannot decode is [`StoreError::Refused`].
-//! [`Store::readiness`] reads a flag set by the last operation and, when the store is
+//! [`Backend::readiness`] reads a flag set by the last operation and, when the store is
 //! idle, by a background `SELECT 1` every [`PING_INTERVAL`]: it never waits.
 
 use std::collections::HashSet;
@@ -52,18 +52,20 @@ use futures_util::future::try_join_all;
 use rm_schemas::{DedupKey, InteractionType};
 use serde::{Deserialize, Serialize};
 
-use super::{ReportFilter, Store, StoreError};
-use crate::aggregate::ads::{self, AdAction, AdCounts, AdGroup, AdReportRow};
-use crate::aggregate::attribution::{self, OrderLine, SalesReportRow, Touch, TouchKind, Windows};
-use crate::aggregate::campaigns::{CampaignSalesRow, CartAddsRow};
-use crate::aggregate::carts::{
+use crate::model::ads::{self, AdAction, AdCounts, AdGroup, AdReportRow};
+use crate::model::attribution::{self, OrderLine, SalesReportRow, Touch, TouchKind, Windows};
+use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
+use crate::model::carts::{
     self, CartCampaignRow, CartEventRow, CartFact, CartKey, CartStateRow, Transition,
 };
-use crate::aggregate::funnel::{self, FunnelReportRow, ViewFact, ViewKey};
-use crate::aggregate::products::{ProductAction, ProductGroup, ProductReportRow};
-use crate::aggregate::status::AdIdStatus;
-use crate::aggregate::DAY_MS;
-use crate::batch::{BatchWrite, EntitySets, FastSet};
+use crate::model::funnel::{self, FunnelReportRow, ViewFact, ViewKey};
+use crate::model::products::{ProductAction, ProductGroup, ProductReportRow};
+use crate::model::status::AdIdStatus;
+use crate::model::DAY_MS;
+use crate::read::{campaign_sales_rows, sales_rows, ReportStore};
+use crate::write::WriteStore;
+use crate::write::{BatchWrite, EntitySets, FastSet};
+use crate::{Backend, ReportFilter, StoreError};
 
 /// ClickHouse connection settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -881,7 +883,7 @@ impl ClickHouseStore {
                 action: a.action.as_str(),
                 dedup_key: dedup_hex(a.dedup_key),
                 time_ms: a.time_ms,
-                day: crate::aggregate::day_of(a.time_ms),
+                day: crate::model::day_of(a.time_ms),
                 ad_id_status: a.status.rank(),
             })
             .collect();
@@ -989,7 +991,7 @@ impl ClickHouseStore {
     ) -> Result<Vec<SalesReportRow>, StoreError> {
         let (lines, touches) = self.sales_inputs(f, w).await?;
         // Copies of lines and touches (not merged yet) are dropped by the rollup.
-        Ok(super::sales_rows(&lines, &touches, f, w))
+        Ok(sales_rows(&lines, &touches, f, w))
     }
 
     async fn campaign_sales_report(
@@ -998,7 +1000,7 @@ impl ClickHouseStore {
         w: &Windows,
     ) -> Result<Vec<CampaignSalesRow>, StoreError> {
         let (lines, touches) = self.sales_inputs(f, w).await?;
-        Ok(super::campaign_sales_rows(&lines, &touches, f, w))
+        Ok(campaign_sales_rows(&lines, &touches, f, w))
     }
 
     /// The order lines of the filter's days and catalog and the touches of their
@@ -1236,7 +1238,7 @@ impl ClickHouseStore {
         Ok(carts::states(&rows)
             .into_iter()
             .filter(|s| {
-                let day = crate::aggregate::parse_day(&s.last_day).unwrap_or(0);
+                let day = crate::model::parse_day(&s.last_day).unwrap_or(0);
                 f.matches(&s.campaign_id, Some(&s.ad_id), Some(&s.catalog_id), day)
             })
             .collect())
@@ -1267,7 +1269,26 @@ impl ClickHouseStore {
     }
 }
 
-impl Store for ClickHouseStore {
+impl Backend for ClickHouseStore {
+    fn backend(&self) -> &'static str {
+        "clickhouse"
+    }
+
+    fn readiness(&self) -> Result<(), String> {
+        match &self
+            .inner
+            .health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .problem
+        {
+            None => Ok(()),
+            Some(p) => Err(p.clone()),
+        }
+    }
+}
+
+impl WriteStore for ClickHouseStore {
     async fn load(
         &self,
         views: &FastSet<ViewKey>,
@@ -1287,6 +1308,12 @@ impl Store for ClickHouseStore {
         self.op("write", self.write_batch(batch)).await
     }
 
+    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        self.op("load orders", self.known_order_ids(ids)).await
+    }
+}
+
+impl ReportStore for ClickHouseStore {
     async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
         self.op("funnel report", self.funnel_report(f)).await
     }
@@ -1321,29 +1348,12 @@ impl Store for ClickHouseStore {
             .await
     }
 
-    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
-        self.op("load orders", self.known_order_ids(ids)).await
-    }
-
     async fn sales(
         &self,
         f: &ReportFilter,
         w: &Windows,
     ) -> Result<Vec<SalesReportRow>, StoreError> {
         self.op("sales report", self.sales_report(f, w)).await
-    }
-
-    fn readiness(&self) -> Result<(), String> {
-        match &self
-            .inner
-            .health
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .problem
-        {
-            None => Ok(()),
-            Some(p) => Err(p.clone()),
-        }
     }
 }
 

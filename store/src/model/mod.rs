@@ -1,16 +1,22 @@
-//! The three aggregations, as pure functions without I/O (step 6 of the pipeline).
+//! The report model: the facts the store keeps, the rows derived from them and the
+//! pure functions (no I/O) that derive and roll them up. The aggregator's fold (step 6
+//! of the pipeline) calls the write-time half (`insert_fact`, `derive_*`, `touches_of`,
+//! `lines_of`); the reports call the read-time half (`report`, `states`, attribution).
+//! Both live here, beside the tables, so neither side reaches into the other.
 //!
 //! Every derived row is a deterministic function of the **set** of distinct events
 //! (by dedup key) of one entity: a view ([`funnel`]), a product-day ([`products`]), a
-//! cart ([`carts`]) or an ad event ([`ads`], ad-level impressions and clicks). That is what makes the pipeline exactly-once: re-applying an
-//! event already in the set, in any order, after any crash, derives the same rows.
-//! Events are placed by their own `timestamp` (event time), never by arrival.
-//! Sales [`attribution`] is the same kind of function, of two sets (touches and order
-//! lines), evaluated when the sales report is read. [`campaigns`] rolls the reports
-//! up per campaign and day; [`status`] is how each row shows unverified ad ids.
+//! cart ([`carts`]) or an ad event ([`ads`], ad-level impressions and clicks). That is
+//! what makes the pipeline exactly-once: re-applying an event already in the set, in
+//! any order, after any crash, derives the same rows. Events are placed by their own
+//! `timestamp` (event time), never by arrival. Sales [`attribution`] is the same kind
+//! of function, of two sets (touches and order lines), evaluated when the sales report
+//! is read. [`campaigns`] rolls the reports up per campaign and day; [`status`] is how
+//! each row shows unverified ad ids; [`campaign`] maps an ad id to its campaign.
 
 pub mod ads;
 pub mod attribution;
+pub mod campaign;
 pub mod campaigns;
 pub mod carts;
 pub mod funnel;

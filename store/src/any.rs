@@ -1,0 +1,114 @@
+//! The store a deployment uses, chosen by its settings ([`open`]), behind both traits.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::clickhouse::ClickHouseStore;
+use crate::embedded::EmbeddedStore;
+use crate::model::ads::AdReportRow;
+use crate::model::attribution::{SalesReportRow, Windows};
+use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
+use crate::model::carts::{CartCampaignRow, CartKey, CartStateRow};
+use crate::model::funnel::{FunnelReportRow, ViewKey};
+use crate::model::products::ProductReportRow;
+use crate::write::{BatchWrite, EntitySets, FastSet, PreparedWrite, WriteStore};
+use crate::{Backend, ReportFilter, ReportStore, StoreConfig, StoreError};
+
+/// The store a deployment uses, chosen by configuration.
+pub enum AnyStore {
+    /// ClickHouse.
+    ClickHouse(ClickHouseStore),
+    /// The embedded store.
+    Embedded(EmbeddedStore),
+}
+
+/// Opens the store the settings select: ClickHouse when a URL is set, else the
+/// embedded store under `data_dir`.
+pub async fn open(config: &StoreConfig, data_dir: &Path) -> Result<AnyStore, StoreError> {
+    if config.clickhouse.url.is_some() {
+        Ok(AnyStore::ClickHouse(
+            ClickHouseStore::connect(&config.clickhouse).await?,
+        ))
+    } else {
+        let path = EmbeddedStore::path(data_dir);
+        let s = tokio::task::spawn_blocking(move || EmbeddedStore::open(&path))
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))??;
+        Ok(AnyStore::Embedded(s))
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            AnyStore::ClickHouse($s) => $e,
+            AnyStore::Embedded($s) => $e,
+        }
+    };
+}
+
+impl Backend for AnyStore {
+    fn backend(&self) -> &'static str {
+        dispatch!(self, s => s.backend())
+    }
+    fn readiness(&self) -> Result<(), String> {
+        dispatch!(self, s => s.readiness())
+    }
+}
+
+impl WriteStore for AnyStore {
+    async fn load(
+        &self,
+        views: &FastSet<ViewKey>,
+        carts: &FastSet<CartKey>,
+    ) -> Result<EntitySets, StoreError> {
+        dispatch!(self, s => s.load(views, carts).await)
+    }
+    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        dispatch!(self, s => s.known_orders(ids).await)
+    }
+    async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
+        dispatch!(self, s => s.write(batch).await)
+    }
+    fn prepare(&self, batch: BatchWrite) -> PreparedWrite {
+        dispatch!(self, s => s.prepare(batch))
+    }
+    async fn write_prepared(&self, w: &PreparedWrite) -> Result<(), StoreError> {
+        dispatch!(self, s => s.write_prepared(w).await)
+    }
+}
+
+impl ReportStore for AnyStore {
+    async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
+        dispatch!(self, s => s.funnel(f).await)
+    }
+    async fn products(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
+        dispatch!(self, s => s.products(f).await)
+    }
+    async fn carts(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
+        dispatch!(self, s => s.carts(f).await)
+    }
+    async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
+        dispatch!(self, s => s.cart_campaigns(f).await)
+    }
+    async fn ads(&self, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
+        dispatch!(self, s => s.ads(f).await)
+    }
+    async fn cart_adds(&self, f: &ReportFilter) -> Result<Vec<CartAddsRow>, StoreError> {
+        dispatch!(self, s => s.cart_adds(f).await)
+    }
+    async fn campaign_sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<CampaignSalesRow>, StoreError> {
+        dispatch!(self, s => s.campaign_sales(f, w).await)
+    }
+    async fn sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> Result<Vec<SalesReportRow>, StoreError> {
+        dispatch!(self, s => s.sales(f, w).await)
+    }
+}

@@ -1,0 +1,194 @@
+//! Writing the embedded store: a batch encoded into each table's rows ([`Encoded`],
+//! on the pipeline's fold stage), inserted in one write transaction; loading the fact
+//! sets a batch folds into.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use redb::ReadableDatabase;
+
+use super::codec::parse_view_facts;
+use super::entities::{self, Entities, CARTS, VIEWS};
+use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val};
+use super::{EmbeddedStore, Rows, Table, AD_FACTS, ORDERS, PRODUCT_FACTS, TOUCHES};
+use crate::model::attribution::OrderLine;
+use crate::model::carts::{CartEventRow, CartKey};
+use crate::model::funnel::ViewKey;
+use crate::write::{BatchWrite, EntitySets, FastSet, PreparedWrite, WriteStore};
+use crate::StoreError;
+
+/// A batch encoded into the rows of each table, sorted by key (neighbouring inserts
+/// share B-tree pages). Built on the pipeline's fold stage ([`crate::WriteStore::prepare`]), so
+/// the write stage only inserts and commits.
+pub struct Encoded {
+    /// Views and carts, by entity key.
+    entities: Vec<(Entities, Rows)>,
+    /// Facts, by key.
+    tables: Vec<(Table, Rows)>,
+    orders: Vec<(String, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Encoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rows: usize = self.tables.iter().map(|(_, r)| r.len()).sum::<usize>()
+            + self.entities.iter().map(|(_, r)| r.len()).sum::<usize>()
+            + self.orders.len();
+        f.debug_struct("Encoded").field("rows", &rows).finish()
+    }
+}
+
+impl Encoded {
+    /// Encodes `batch`.
+    pub fn of(batch: &BatchWrite) -> Self {
+        let views: Rows = batch
+            .views
+            .iter()
+            .zip(&batch.view_facts)
+            .map(|(v, (k, facts))| {
+                // `fold` derives each view's row beside its facts, in one order.
+                debug_assert_eq!(&v.key, k);
+                (key(&v.key), view_val(v, facts))
+            })
+            .collect();
+        let product_facts: Rows = batch
+            .product_facts
+            .iter()
+            .map(|p| (product_key(p), val(p)))
+            .collect();
+        let ad_facts: Rows = batch.ad_facts.iter().map(|a| (ad_key(a), val(a))).collect();
+        let mut by_cart: std::collections::BTreeMap<&CartKey, Vec<&CartEventRow>> =
+            Default::default();
+        for r in &batch.cart_rows {
+            by_cart.entry(&r.key).or_default().push(r);
+        }
+        let carts: Rows = by_cart
+            .into_iter()
+            .map(|(k, rows)| (key(k), val(&rows)))
+            .collect();
+        let mut by_order: std::collections::BTreeMap<&str, Vec<&OrderLine>> = Default::default();
+        for l in &batch.order_lines {
+            by_order.entry(&l.order_id).or_default().push(l);
+        }
+        let orders: Vec<(String, Vec<u8>)> = by_order
+            .into_iter()
+            .map(|(id, lines)| (id.to_owned(), val(&lines)))
+            .collect();
+        let touches: Rows = batch
+            .touches
+            .iter()
+            .map(|t| (touch_key(t), val(t)))
+            .collect();
+        let mut tables = vec![
+            (PRODUCT_FACTS, product_facts),
+            (TOUCHES, touches),
+            (AD_FACTS, ad_facts),
+        ];
+        let mut entities = vec![(VIEWS, views), (CARTS, carts)];
+        let all = tables.iter_mut().map(|(_, r)| r);
+        for rows in all.chain(entities.iter_mut().map(|(_, r)| r)) {
+            rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        }
+        Self {
+            entities,
+            tables,
+            orders,
+        }
+    }
+}
+
+impl EmbeddedStore {
+    /// Inserts an encoded batch in one write transaction (all or nothing).
+    async fn write_encoded(&self, encoded: Arc<Encoded>) -> Result<(), StoreError> {
+        let index = Arc::clone(&self.index);
+        self.blocking(move |db| {
+            let w = db.begin_write().map_err(err)?;
+            let mut upserted = Vec::new();
+            for (kind, rows) in &encoded.entities {
+                upserted.push(entities::upsert(&w, &index, *kind, rows, false)?);
+            }
+            for (table, rows) in &encoded.tables {
+                let mut t = w.open_table(*table).map_err(err)?;
+                for (k, v) in rows {
+                    t.insert(k.as_slice(), v.as_slice()).map_err(err)?;
+                }
+            }
+            if !encoded.orders.is_empty() {
+                let mut t = w.open_table(ORDERS).map_err(err)?;
+                for (k, v) in &encoded.orders {
+                    t.insert(k.as_str(), v.as_slice()).map_err(err)?;
+                }
+            }
+            w.commit().map_err(err)?;
+            for u in upserted {
+                u.apply(&index)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+impl WriteStore for EmbeddedStore {
+    async fn load(
+        &self,
+        views: &FastSet<ViewKey>,
+        carts: &FastSet<CartKey>,
+    ) -> Result<EntitySets, StoreError> {
+        let views: Vec<ViewKey> = views.iter().cloned().collect();
+        let carts: Vec<CartKey> = carts.iter().cloned().collect();
+        let index = Arc::clone(&self.index);
+        self.blocking(move |db| {
+            let mut sets = EntitySets::default();
+            let keys: Vec<Vec<u8>> = views.iter().map(key).collect();
+            for (i, facts) in entities::read(db, &index, VIEWS, &keys, |i, row| {
+                Ok((i, parse_view_facts(row)?))
+            })? {
+                sets.views.insert(views[i].clone(), facts);
+            }
+            let keys: Vec<Vec<u8>> = carts.iter().map(key).collect();
+            for (i, rows) in entities::read(db, &index, CARTS, &keys, |i, row| {
+                Ok((i, parse::<Vec<CartEventRow>>(row)?))
+            })? {
+                let facts = rows.into_iter().map(|r| r.fact).collect();
+                sets.carts.insert(carts[i].clone(), facts);
+            }
+            Ok(sets)
+        })
+        .await
+    }
+
+    async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
+        self.write_encoded(Arc::new(Encoded::of(batch))).await
+    }
+
+    fn prepare(&self, batch: BatchWrite) -> PreparedWrite {
+        let encoded = Arc::new(Encoded::of(&batch));
+        PreparedWrite {
+            batch,
+            embedded: Some(encoded),
+        }
+    }
+
+    async fn write_prepared(&self, w: &PreparedWrite) -> Result<(), StoreError> {
+        match &w.embedded {
+            Some(e) => self.write_encoded(Arc::clone(e)).await,
+            None => self.write(&w.batch).await,
+        }
+    }
+
+    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        let ids = ids.clone();
+        self.blocking(move |db| {
+            let r = db.begin_read().map_err(err)?;
+            let t = r.open_table(ORDERS).map_err(err)?;
+            let mut known = HashSet::new();
+            for id in ids {
+                if t.get(id.as_str()).map_err(err)?.is_some() {
+                    known.insert(id);
+                }
+            }
+            Ok(known)
+        })
+        .await
+    }
+}

@@ -1,0 +1,129 @@
+//! The read side (the api's step 8): one trait with a method per stored report, and
+//! the reports every backend derives the same way from what it read (sales,
+//! campaign sales, the campaign summary).
+
+use std::future::Future;
+
+use crate::model::ads::AdReportRow;
+use crate::model::attribution::{self, OrderLine, SalesReportRow, Touch, Windows};
+use crate::model::campaigns::{
+    self, CampaignParts, CampaignReportRow, CampaignSalesRow, CartAddsRow,
+};
+use crate::model::carts::{CartCampaignRow, CartStateRow};
+use crate::model::funnel::FunnelReportRow;
+use crate::model::products::ProductReportRow;
+use crate::{Backend, ReportFilter, StoreError};
+
+/// The read side of a report store: what the api calls.
+pub trait ReportStore: Backend {
+    /// Video funnel report.
+    fn funnel(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<FunnelReportRow>, StoreError>> + Send;
+
+    /// Product performance report.
+    fn products(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<ProductReportRow>, StoreError>> + Send;
+
+    /// Cart states (filtered by the campaign, ad and day of each cart's latest event).
+    fn carts(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<CartStateRow>, StoreError>> + Send;
+
+    /// Carts per campaign and product.
+    fn cart_campaigns(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<CartCampaignRow>, StoreError>> + Send;
+
+    /// Ad-level impressions and clicks per campaign, ad and day (filter: campaign,
+    /// ad, days; the day of a fact is that of its earliest copy).
+    fn ads(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<AdReportRow>, StoreError>> + Send;
+
+    /// Cart adds per campaign and day of the add (filter: campaign, catalog, days).
+    fn cart_adds(
+        &self,
+        f: &ReportFilter,
+    ) -> impl Future<Output = Result<Vec<CartAddsRow>, StoreError>> + Send;
+
+    /// Attributed sales per credited campaign and order day (filter: campaign,
+    /// catalog, days; see [`campaign_sales_rows`]).
+    fn campaign_sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> impl Future<Output = Result<Vec<CampaignSalesRow>, StoreError>> + Send;
+
+    /// Sales per credited campaign, catalog, product and order day, attributed with
+    /// windows `w` (see [`sales_rows`] for the filter).
+    fn sales(
+        &self,
+        f: &ReportFilter,
+        w: &Windows,
+    ) -> impl Future<Output = Result<Vec<SalesReportRow>, StoreError>> + Send;
+}
+
+/// The sales report from stored order lines and touches (both stores call this).
+/// The filter's days and catalog select order lines (by the order's day and
+/// catalog); its campaign and ad select the credited campaign and ad, "" for
+/// unattributed lines, which are reported under the empty campaign id. `lines` and
+/// `touches` may hold more than needed: lines outside the filter are left out here.
+pub fn sales_rows(
+    lines: &[OrderLine],
+    touches: &[Touch],
+    f: &ReportFilter,
+    w: &Windows,
+) -> Vec<SalesReportRow> {
+    let kept = f.lines_in(lines);
+    attribution::sales_report(&kept, touches, w, |campaign, ad| {
+        f.campaign_id.as_deref().is_none_or(|c| c == campaign)
+            && f.ad_id.as_deref().is_none_or(|a| a == ad)
+    })
+}
+
+/// Attributed sales per campaign and day from stored order lines and touches (both
+/// stores call this): lines selected by the filter's days and catalog, credited
+/// campaigns by its campaign; unattributed lines are left out.
+pub fn campaign_sales_rows(
+    lines: &[OrderLine],
+    touches: &[Touch],
+    f: &ReportFilter,
+    w: &Windows,
+) -> Vec<CampaignSalesRow> {
+    let kept = f.lines_in(lines);
+    attribution::campaign_sales(&kept, touches, w, |campaign| {
+        f.campaign_id.as_deref().is_none_or(|c| c == campaign)
+    })
+}
+
+/// The campaign summary (`GET /v1/reports/campaigns`) from any store: its parts are
+/// the store's reports for the filter's campaign and days (ad and catalog are not
+/// filters of this report and are ignored), `max_bid` gives each campaign's bid per
+/// click for spend (see [`campaigns::report`]).
+pub async fn campaign_report<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    w: &Windows,
+    max_bid: impl Fn(&str) -> Option<f64>,
+) -> Result<Vec<CampaignReportRow>, StoreError> {
+    let f = ReportFilter {
+        ad_id: None,
+        catalog_id: None,
+        ..f.clone()
+    };
+    let parts = CampaignParts {
+        ads: store.ads(&f).await?,
+        funnel: store.funnel(&f).await?,
+        products: store.products(&f).await?,
+        cart_adds: store.cart_adds(&f).await?,
+        sales: store.campaign_sales(&f, w).await?,
+    };
+    Ok(campaigns::report(&parts, max_bid))
+}

@@ -1,0 +1,100 @@
+//! The write side (the aggregator's step 7): what one batch writes, and the trait a
+//! backend implements to load the fact sets a batch folds into and to write the batch.
+//!
+//! A write carries complete fact sets and rows derived from them (the aggregator's
+//! `batch` fold builds it), so every write is idempotent: writing a batch again after
+//! a crash or a retry changes nothing.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::model::ads::AdFact;
+use crate::model::attribution::{OrderLine, Touch};
+use crate::model::carts::{CartEventRow, CartFact, CartKey};
+use crate::model::funnel::{ViewFact, ViewKey, ViewRow};
+use crate::model::products::ProductFact;
+use crate::{embedded, Backend, StoreError};
+
+/// Hash maps and sets of the hot path: entity keys are hashed several times per
+/// event, and these keys are not chosen by an attacker who could aim at collisions
+/// (they come from validated beacons, hashed with a per-process random seed).
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+/// See [`FastMap`].
+pub type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+
+/// What one batch writes to the store.
+#[derive(Debug, Default, Clone)]
+pub struct BatchWrite {
+    /// Complete fact sets of touched views.
+    pub view_facts: Vec<(ViewKey, Vec<ViewFact>)>,
+    /// Derived rows of touched views.
+    pub views: Vec<ViewRow>,
+    /// New product facts (idempotent by dedup key).
+    pub product_facts: Vec<ProductFact>,
+    /// New copies of ad impressions and clicks (idempotent: a copy is its whole row).
+    pub ad_facts: Vec<AdFact>,
+    /// Derived event rows of touched carts (complete per cart).
+    pub cart_rows: Vec<CartEventRow>,
+    /// New attribution touches (idempotent by shopper and dedup key).
+    pub touches: Vec<Touch>,
+    /// Lines of orders the store does not hold yet (idempotent by order id and line).
+    pub order_lines: Vec<OrderLine>,
+    /// Newest event time aggregated, ms.
+    pub newest_event_ms: Option<i64>,
+}
+
+/// Fact sets of entities, as loaded from the store or kept in the cache.
+#[derive(Debug, Default)]
+pub struct EntitySets {
+    /// Views.
+    pub views: FastMap<ViewKey, Vec<ViewFact>>,
+    /// Carts.
+    pub carts: FastMap<CartKey, Vec<CartFact>>,
+}
+
+/// A batch ready for [`WriteStore::write_prepared`]: the batch and what the store made
+/// of it ahead of time.
+#[derive(Debug)]
+pub struct PreparedWrite {
+    /// The batch.
+    pub batch: BatchWrite,
+    /// The embedded store's encoded rows.
+    pub embedded: Option<Arc<embedded::Encoded>>,
+}
+
+/// The write side of a report store: what the aggregator calls.
+pub trait WriteStore: Backend {
+    /// The current fact sets of these entities (absent ones are left out).
+    fn load(
+        &self,
+        views: &FastSet<ViewKey>,
+        carts: &FastSet<CartKey>,
+    ) -> impl Future<Output = Result<EntitySets, StoreError>> + Send;
+
+    /// Which of these order ids the store holds.
+    fn known_orders(
+        &self,
+        ids: &HashSet<String>,
+    ) -> impl Future<Output = Result<HashSet<String>, StoreError>> + Send;
+
+    /// Writes a batch durably (idempotent).
+    fn write(&self, batch: &BatchWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The part of a write that needs no earlier write to have finished (encoding),
+    /// done by the pipeline on its fold stage while the previous batch is written.
+    fn prepare(&self, batch: BatchWrite) -> PreparedWrite {
+        PreparedWrite {
+            batch,
+            embedded: None,
+        }
+    }
+
+    /// Writes a prepared batch durably (idempotent; may be retried).
+    fn write_prepared(
+        &self,
+        w: &PreparedWrite,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.write(&w.batch)
+    }
+}
