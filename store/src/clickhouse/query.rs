@@ -1,0 +1,136 @@
+//! Building queries: `WHERE` conditions with their bound values, and `IN` lists of
+//! bounded size.
+
+use clickhouse::query::Query;
+
+use super::rows::day_start_ms;
+use crate::model::DAY_MS;
+use crate::ReportFilter;
+
+/// Most entity keys in one `IN` list.
+pub const KEYS_PER_QUERY: usize = 1000;
+/// Most bytes of key text in one `IN` list (escaping and quotes not counted).
+pub const KEY_BYTES_PER_QUERY: usize = 128 * 1024;
+
+/// A bound value.
+pub(crate) enum Arg {
+    Str(String),
+    Int(i64),
+}
+
+/// `WHERE` conditions with their `?` values, in text order.
+#[derive(Default)]
+pub(crate) struct Conds {
+    pub(crate) sql: Vec<String>,
+    pub(crate) args: Vec<Arg>,
+}
+
+impl Conds {
+    pub(crate) fn str(&mut self, cond: &str, v: &Option<String>) {
+        if let Some(v) = v {
+            self.sql.push(cond.to_owned());
+            self.args.push(Arg::Str(v.clone()));
+        }
+    }
+
+    pub(crate) fn int(&mut self, cond: &str, v: Option<i64>) {
+        if let Some(v) = v {
+            self.sql.push(cond.to_owned());
+            self.args.push(Arg::Int(v));
+        }
+    }
+
+    /// Event times within the filter's days (`day_of(t)` in range, exactly).
+    pub(crate) fn event_days(&mut self, f: &ReportFilter) {
+        self.int("time_ms >= ?", f.from_day.map(day_start_ms));
+        self.int("time_ms < ?", f.to_day.map(|d| day_start_ms(d) + DAY_MS));
+    }
+
+    /// Only carts with at least one event matching `sub` (an event of the carts'
+    /// table matching the conditions).
+    pub(crate) fn carts_having(&mut self, sub: Conds) {
+        if sub.sql.is_empty() {
+            return;
+        }
+        self.sql.push(format!(
+            "(tracking_id, catalog_id, product_code) IN \
+             (SELECT tracking_id, catalog_id, product_code FROM cart_events{})",
+            sub.clause()
+        ));
+        self.args.extend(sub.args);
+    }
+
+    pub(crate) fn clause(&self) -> String {
+        if self.sql.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", self.sql.join(" AND "))
+        }
+    }
+
+    pub(crate) fn bind(self, mut q: Query) -> Query {
+        for a in self.args {
+            q = match a {
+                Arg::Str(s) => q.bind(s),
+                Arg::Int(i) => q.bind(i),
+            };
+        }
+        q
+    }
+}
+
+/// Splits keys into `IN` lists of bounded size.
+pub(crate) fn chunks<'a, K: Ord + 'a>(
+    keys: impl IntoIterator<Item = &'a K>,
+    size: impl Fn(&K) -> usize,
+) -> Vec<Vec<&'a K>> {
+    let mut sorted: Vec<&K> = keys.into_iter().collect();
+    sorted.sort();
+    let mut out: Vec<Vec<&K>> = Vec::new();
+    let mut bytes = 0;
+    for k in sorted {
+        let n = size(k) + 16;
+        match out.last_mut() {
+            Some(c) if c.len() < KEYS_PER_QUERY && bytes + n <= KEY_BYTES_PER_QUERY => {
+                bytes += n;
+                c.push(k);
+            }
+            _ => {
+                bytes = n;
+                out.push(vec![k]);
+            }
+        }
+    }
+    out
+}
+
+/// `?,?,...` for `n` values.
+pub(crate) fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn key_lists_are_bounded() {
+        let keys: HashSet<String> = (0..2500).map(|i| format!("k{i:05}")).collect();
+        let c = chunks(&keys, String::len);
+        assert_eq!(
+            c.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![1000, 1000, 500]
+        );
+        let big: HashSet<String> = (0..10)
+            .map(|i| format!("{i}{}", "x".repeat(40_000)))
+            .collect();
+        let c = chunks(&big, String::len);
+        assert!(c
+            .iter()
+            .all(|c| c.iter().map(|k| k.len() + 16).sum::<usize>() <= KEY_BYTES_PER_QUERY));
+        assert_eq!(c.iter().map(Vec::len).sum::<usize>(), 10);
+        assert!(chunks(&HashSet::<String>::new(), String::len).is_empty());
+    }
+}

@@ -1,0 +1,340 @@
+//! The rows of the ClickHouse tables as the client reads and writes them
+//! (`RowBinary`), and their conversions to and from the model.
+
+use clickhouse::Row;
+use rm_schemas::{DedupKey, InteractionType};
+use serde::{Deserialize, Serialize};
+
+use crate::model::attribution::{OrderLine, Touch, TouchKind};
+use crate::model::carts::{CartEventRow, CartFact, CartKey, Transition};
+use crate::model::products::ProductAction;
+use crate::model::status::AdIdStatus;
+use crate::model::DAY_MS;
+use crate::StoreError;
+
+pub(crate) const IMPRESSION: &str = "impression";
+pub(crate) const CLICK: &str = "click";
+
+pub(crate) fn corrupt(what: &str, value: &str) -> StoreError {
+    StoreError::Refused(format!("corrupt store row: bad {what} {value:?}"))
+}
+
+pub(crate) fn dedup_hex(k: u128) -> String {
+    format!("{k:032x}")
+}
+
+pub(crate) fn parse_dedup(s: &str) -> Result<u128, StoreError> {
+    DedupKey::from_hex(s)
+        .map(|k| k.0)
+        .ok_or_else(|| corrupt("dedup key", s))
+}
+
+pub(crate) fn parse_kind(s: &str) -> Result<InteractionType, StoreError> {
+    InteractionType::from_wire(s).ok_or_else(|| corrupt("interaction type", s))
+}
+
+pub(crate) fn parse_transition(s: &str) -> Result<Transition, StoreError> {
+    [
+        Transition::Add,
+        Transition::Increment,
+        Transition::Decrement,
+        Transition::Removal,
+        Transition::Unchanged,
+    ]
+    .into_iter()
+    .find(|t| t.as_str() == s)
+    .ok_or_else(|| corrupt("transition", s))
+}
+
+pub(crate) fn action_str(a: ProductAction) -> &'static str {
+    match a {
+        ProductAction::Impression => IMPRESSION,
+        ProductAction::Click => CLICK,
+    }
+}
+
+/// First millisecond of `day`.
+pub(crate) fn day_start_ms(day: i32) -> i64 {
+    i64::from(day) * DAY_MS
+}
+
+/// A stored ad id status rank.
+pub(crate) fn parse_status(rank: u8) -> Result<AdIdStatus, StoreError> {
+    AdIdStatus::from_rank(rank).ok_or_else(|| corrupt("ad id status", &rank.to_string()))
+}
+
+/// A row of `view_facts`.
+#[derive(Row, Serialize, Deserialize)]
+pub(crate) struct ViewFactCh<'a> {
+    pub(crate) ad_id: &'a str,
+    pub(crate) video_id: &'a str,
+    pub(crate) tracking_id: &'a str,
+    pub(crate) dedup_key: String,
+    pub(crate) kind: &'a str,
+    pub(crate) time_ms: i64,
+    pub(crate) ad_id_status: u8,
+}
+
+/// A row of `ad_facts` (one copy of an ad event).
+#[derive(Row, Serialize)]
+pub(crate) struct AdFactCh<'a> {
+    pub(crate) campaign_id: &'a str,
+    pub(crate) ad_id: &'a str,
+    pub(crate) action: &'a str,
+    pub(crate) dedup_key: String,
+    pub(crate) time_ms: i64,
+    pub(crate) day: i32,
+    pub(crate) ad_id_status: u8,
+}
+
+/// Resolved ad facts counted per campaign, ad, day, action and status.
+#[derive(Row, Deserialize)]
+pub(crate) struct AdAgg {
+    pub(crate) campaign_id: String,
+    pub(crate) ad_id: String,
+    pub(crate) day: i32,
+    pub(crate) action: String,
+    pub(crate) status: u8,
+    pub(crate) facts: u64,
+}
+
+/// A column name of a table.
+#[derive(Row, Deserialize)]
+pub(crate) struct ColumnCh {
+    pub(crate) name: String,
+}
+
+/// A row of `views`.
+#[derive(Row, Serialize)]
+pub(crate) struct ViewCh<'a> {
+    pub(crate) ad_id: &'a str,
+    pub(crate) video_id: &'a str,
+    pub(crate) tracking_id: &'a str,
+    pub(crate) campaign_id: &'a str,
+    pub(crate) day: i32,
+    pub(crate) version: u32,
+    pub(crate) creative_view: u8,
+    pub(crate) play: u8,
+    pub(crate) first_quartile: u8,
+    pub(crate) midpoint: u8,
+    pub(crate) third_quartile: u8,
+    pub(crate) complete: u8,
+    pub(crate) skips: u32,
+    pub(crate) pauses: u32,
+    pub(crate) resumes: u32,
+    pub(crate) mutes: u32,
+    pub(crate) unmutes: u32,
+    pub(crate) funnel_gaps: u32,
+    pub(crate) repeated_milestones: u32,
+    pub(crate) ad_id_status: u8,
+}
+
+/// A row of `product_facts`.
+#[derive(Row, Serialize)]
+pub(crate) struct ProductFactCh<'a> {
+    pub(crate) campaign_id: &'a str,
+    pub(crate) ad_id: &'a str,
+    pub(crate) catalog_id: &'a str,
+    pub(crate) product_code: &'a str,
+    pub(crate) day: i32,
+    pub(crate) action: &'a str,
+    pub(crate) dedup_key: String,
+    pub(crate) ad_id_status: u8,
+}
+
+/// A row of `cart_events`.
+#[derive(Row, Serialize, Deserialize)]
+pub(crate) struct CartEventCh<'a> {
+    pub(crate) tracking_id: &'a str,
+    pub(crate) catalog_id: &'a str,
+    pub(crate) product_code: &'a str,
+    pub(crate) dedup_key: String,
+    pub(crate) time_ms: i64,
+    pub(crate) units: u64,
+    pub(crate) value: Option<f64>,
+    pub(crate) campaign_id: &'a str,
+    pub(crate) ad_id: &'a str,
+    pub(crate) prev_units: u64,
+    pub(crate) transition: &'a str,
+    pub(crate) version: u32,
+    pub(crate) ad_id_status: u8,
+}
+
+impl CartEventCh<'_> {
+    pub(crate) fn to_row(&self) -> Result<CartEventRow, StoreError> {
+        Ok(CartEventRow {
+            key: CartKey {
+                tracking_id: self.tracking_id.to_owned(),
+                catalog_id: self.catalog_id.to_owned(),
+                product_code: self.product_code.to_owned(),
+            },
+            fact: CartFact {
+                dedup_key: parse_dedup(&self.dedup_key)?,
+                time_ms: self.time_ms,
+                units: self.units,
+                value: self.value,
+                campaign_id: self.campaign_id.to_owned(),
+                ad_id: self.ad_id.to_owned(),
+                status: parse_status(self.ad_id_status)?,
+            },
+            prev_units: self.prev_units,
+            transition: parse_transition(self.transition)?,
+            version: self.version,
+        })
+    }
+}
+
+/// A row of `order_lines`.
+#[derive(Row, Serialize, Deserialize)]
+pub(crate) struct OrderLineCh {
+    pub(crate) order_id: String,
+    pub(crate) line: u32,
+    pub(crate) customer_id: String,
+    pub(crate) session_id: String,
+    pub(crate) time_ms: i64,
+    pub(crate) catalog_id: String,
+    pub(crate) product_code: String,
+    pub(crate) quantity: u64,
+    pub(crate) revenue: f64,
+    pub(crate) ad_id: String,
+    pub(crate) order_ad_ids: Vec<String>,
+}
+
+impl From<&OrderLine> for OrderLineCh {
+    fn from(l: &OrderLine) -> Self {
+        Self {
+            order_id: l.order_id.clone(),
+            line: l.line,
+            customer_id: l.customer_id.clone(),
+            session_id: l.session_id.clone(),
+            time_ms: l.time_ms,
+            catalog_id: l.catalog_id.clone(),
+            product_code: l.product_code.clone(),
+            quantity: l.quantity,
+            revenue: l.revenue,
+            ad_id: l.ad_id.clone(),
+            order_ad_ids: l.order_ad_ids.clone(),
+        }
+    }
+}
+
+impl From<OrderLineCh> for OrderLine {
+    fn from(l: OrderLineCh) -> Self {
+        Self {
+            order_id: l.order_id,
+            line: l.line,
+            customer_id: l.customer_id,
+            session_id: l.session_id,
+            time_ms: l.time_ms,
+            catalog_id: l.catalog_id,
+            product_code: l.product_code,
+            quantity: l.quantity,
+            revenue: l.revenue,
+            ad_id: l.ad_id,
+            order_ad_ids: l.order_ad_ids,
+        }
+    }
+}
+
+/// A row of `attribution_touches`.
+#[derive(Row, Serialize, Deserialize)]
+pub(crate) struct TouchCh {
+    pub(crate) shopper: String,
+    pub(crate) time_ms: i64,
+    pub(crate) dedup_key: String,
+    pub(crate) kind: String,
+    pub(crate) ad_id: String,
+    pub(crate) campaign_id: String,
+    pub(crate) catalog_id: String,
+    pub(crate) product_code: String,
+}
+
+impl TouchCh {
+    pub(crate) fn into_touch(self) -> Result<Touch, StoreError> {
+        Ok(Touch {
+            dedup_key: parse_dedup(&self.dedup_key)?,
+            kind: TouchKind::parse(&self.kind).ok_or_else(|| corrupt("touch kind", &self.kind))?,
+            shopper: self.shopper,
+            ad_id: self.ad_id,
+            campaign_id: self.campaign_id,
+            catalog_id: self.catalog_id,
+            product_code: self.product_code,
+            time_ms: self.time_ms,
+        })
+    }
+}
+
+/// An order id.
+#[derive(Row, Deserialize)]
+pub(crate) struct OrderIdCh {
+    pub(crate) order_id: String,
+}
+
+/// A group of the funnel report, as the server sums it.
+#[derive(Row, Deserialize)]
+pub(crate) struct FunnelAgg {
+    pub(crate) campaign_id: String,
+    pub(crate) ad_id: String,
+    pub(crate) video_id: String,
+    pub(crate) day: i32,
+    pub(crate) views: u64,
+    pub(crate) creative_views: u64,
+    pub(crate) plays: u64,
+    pub(crate) first_quartiles: u64,
+    pub(crate) midpoints: u64,
+    pub(crate) third_quartiles: u64,
+    pub(crate) completes: u64,
+    pub(crate) skips: u64,
+    pub(crate) pauses: u64,
+    pub(crate) resumes: u64,
+    pub(crate) mutes: u64,
+    pub(crate) unmutes: u64,
+    pub(crate) funnel_gaps: u64,
+    pub(crate) repeated_milestones: u64,
+    pub(crate) ad_id_status: u8,
+}
+
+/// A group of the product report, as the server counts it.
+#[derive(Row, Deserialize)]
+pub(crate) struct ProductAgg {
+    pub(crate) campaign_id: String,
+    pub(crate) ad_id: String,
+    pub(crate) catalog_id: String,
+    pub(crate) product_code: String,
+    pub(crate) day: i32,
+    pub(crate) impressions: u64,
+    pub(crate) clicks: u64,
+    pub(crate) ad_id_status: u8,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dedup_keys_round_trip_as_fixed_width_hex() {
+        for k in [0u128, 1, u128::MAX, 0xabc << 64] {
+            let s = dedup_hex(k);
+            assert_eq!(s.len(), 32);
+            assert_eq!(parse_dedup(&s).expect("hex"), k);
+        }
+        assert!(
+            dedup_hex(2) < dedup_hex(10),
+            "string order is numeric order"
+        );
+        assert!(parse_dedup("xyz").is_err());
+    }
+
+    #[test]
+    fn transitions_round_trip() {
+        for t in [
+            Transition::Add,
+            Transition::Increment,
+            Transition::Decrement,
+            Transition::Removal,
+            Transition::Unchanged,
+        ] {
+            assert_eq!(parse_transition(t.as_str()).expect("known"), t);
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! Writing: the fact sets a batch folds into (`IN` lookups, chunked and concurrent),
+//! and a batch's inserts.
+
+use std::collections::HashSet;
+
+use clickhouse::{Client, Row, RowWrite};
+use futures_util::future::try_join_all;
+
+use super::error::ch;
+use super::query::{chunks, placeholders};
+use super::rows::{
+    action_str, dedup_hex, parse_dedup, parse_kind, parse_status, AdFactCh, CartEventCh, OrderIdCh,
+    OrderLineCh, ProductFactCh, TouchCh, ViewCh, ViewFactCh,
+};
+use super::ClickHouseStore;
+use crate::model::carts::{self, CartKey};
+use crate::model::funnel::{self, ViewFact, ViewKey};
+use crate::write::{BatchWrite, EntitySets, FastSet, WriteStore};
+use crate::StoreError;
+
+/// Inserts `rows` into `table` with one `INSERT`.
+pub(crate) async fn insert_rows<R: Row + RowWrite>(
+    client: &Client,
+    table: &'static str,
+    rows: &[R::Value<'_>],
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let fail = ch(table);
+    let mut insert = client.insert::<R>(table).await.map_err(&fail)?;
+    for r in rows {
+        insert.write(r).await.map_err(&fail)?;
+    }
+    insert.end().await.map_err(&fail)
+}
+
+impl ClickHouseStore {
+    /// The fact sets of `keys`, one `IN` query per chunk, the chunks concurrently.
+    /// No `FINAL`: a fact never changes once written, and copies of it (a replayed
+    /// batch, an unmerged part) are dropped by [`funnel::insert_fact`].
+    pub(crate) async fn load_views(
+        &self,
+        keys: &FastSet<ViewKey>,
+    ) -> Result<EntitySets, StoreError> {
+        let fail = ch("load views");
+        let queries = chunks(keys, |k| {
+            k.ad_id.len() + k.video_id.len() + k.tracking_id.len()
+        })
+        .into_iter()
+        .map(|chunk| {
+            let sql = format!(
+                "SELECT ?fields FROM view_facts WHERE (ad_id, video_id, tracking_id) IN ({})",
+                placeholders(chunk.len())
+            );
+            let mut q = self.client().query(&sql);
+            for k in chunk {
+                q = q.bind((&k.ad_id, &k.video_id, &k.tracking_id));
+            }
+            let fail = &fail;
+            async move {
+                let mut facts = Vec::new();
+                let mut cursor = q.fetch::<ViewFactCh<'_>>().map_err(fail)?;
+                while let Some(r) = cursor.next().await.map_err(fail)? {
+                    let key = ViewKey {
+                        ad_id: r.ad_id.to_owned(),
+                        video_id: r.video_id.to_owned(),
+                        tracking_id: r.tracking_id.to_owned(),
+                    };
+                    let fact = ViewFact {
+                        dedup_key: parse_dedup(&r.dedup_key)?,
+                        kind: parse_kind(r.kind)?,
+                        time_ms: r.time_ms,
+                        status: parse_status(r.ad_id_status)?,
+                    };
+                    facts.push((key, fact));
+                }
+                Ok::<_, StoreError>(facts)
+            }
+        });
+        let mut sets = EntitySets::default();
+        for (key, fact) in try_join_all(queries).await?.into_iter().flatten() {
+            // Keeps the set's order (event time, dedup key) and drops copies.
+            funnel::insert_fact(sets.views.entry(key).or_default(), fact);
+        }
+        Ok(sets)
+    }
+
+    /// As [`Self::load_views`], for carts: a fact is the same in every version of its
+    /// cart and the newest version holds every fact, so the union of the rows (no
+    /// `FINAL`) is the cart's current set.
+    pub(crate) async fn load_carts(
+        &self,
+        keys: &FastSet<CartKey>,
+    ) -> Result<EntitySets, StoreError> {
+        let fail = ch("load carts");
+        let queries = chunks(keys, |k| {
+            k.tracking_id.len() + k.catalog_id.len() + k.product_code.len()
+        })
+        .into_iter()
+        .map(|chunk| {
+            let sql = format!(
+                "SELECT ?fields FROM cart_events WHERE (tracking_id, catalog_id, product_code) IN ({})",
+                placeholders(chunk.len())
+            );
+            let mut q = self.client().query(&sql);
+            for k in chunk {
+                q = q.bind((&k.tracking_id, &k.catalog_id, &k.product_code));
+            }
+            let fail = &fail;
+            async move {
+                let mut rows = Vec::new();
+                let mut cursor = q.fetch::<CartEventCh<'_>>().map_err(fail)?;
+                while let Some(r) = cursor.next().await.map_err(fail)? {
+                    rows.push(r.to_row()?);
+                }
+                Ok::<_, StoreError>(rows)
+            }
+        });
+        let mut sets = EntitySets::default();
+        for row in try_join_all(queries).await?.into_iter().flatten() {
+            carts::insert_fact(sets.carts.entry(row.key).or_default(), row.fact);
+        }
+        Ok(sets)
+    }
+
+    pub(crate) async fn write_batch(&self, b: &BatchWrite) -> Result<(), StoreError> {
+        let client = self.client();
+        // The seven INSERTs run concurrently. If some fail or a crash cuts the batch
+        // short, the batch is not committed and is written again whole: the facts it
+        // did store are loaded and equal the ones it re-folds, and every derived row
+        // is rewritten, so a partial write changes no count once the retry lands.
+        let view_facts: Vec<ViewFactCh<'_>> = b
+            .view_facts
+            .iter()
+            .flat_map(|(k, facts)| {
+                facts.iter().map(move |f| ViewFactCh {
+                    ad_id: &k.ad_id,
+                    video_id: &k.video_id,
+                    tracking_id: &k.tracking_id,
+                    dedup_key: dedup_hex(f.dedup_key),
+                    kind: f.kind.as_str(),
+                    time_ms: f.time_ms,
+                    ad_id_status: f.status.rank(),
+                })
+            })
+            .collect();
+        let products: Vec<ProductFactCh<'_>> = b
+            .product_facts
+            .iter()
+            .map(|p| ProductFactCh {
+                campaign_id: &p.group.campaign_id,
+                ad_id: &p.group.ad_id,
+                catalog_id: &p.group.catalog_id,
+                product_code: &p.group.product_code,
+                day: p.group.day,
+                action: action_str(p.action),
+                dedup_key: dedup_hex(p.dedup_key),
+                ad_id_status: p.status.rank(),
+            })
+            .collect();
+        let ad_facts: Vec<AdFactCh<'_>> = b
+            .ad_facts
+            .iter()
+            .map(|a| AdFactCh {
+                campaign_id: &a.campaign_id,
+                ad_id: &a.ad_id,
+                action: a.action.as_str(),
+                dedup_key: dedup_hex(a.dedup_key),
+                time_ms: a.time_ms,
+                day: crate::model::day_of(a.time_ms),
+                ad_id_status: a.status.rank(),
+            })
+            .collect();
+        let views: Vec<ViewCh<'_>> = b
+            .views
+            .iter()
+            .map(|v| {
+                let [creative_view, play, first_quartile, midpoint, third_quartile, complete] =
+                    v.milestones;
+                let [skips, pauses, resumes, mutes, unmutes] = v.controls;
+                ViewCh {
+                    ad_id: &v.key.ad_id,
+                    video_id: &v.key.video_id,
+                    tracking_id: &v.key.tracking_id,
+                    campaign_id: &v.campaign_id,
+                    day: v.day,
+                    version: v.version,
+                    creative_view,
+                    play,
+                    first_quartile,
+                    midpoint,
+                    third_quartile,
+                    complete,
+                    skips,
+                    pauses,
+                    resumes,
+                    mutes,
+                    unmutes,
+                    funnel_gaps: v.funnel_gaps,
+                    repeated_milestones: v.repeated_milestones,
+                    ad_id_status: v.ad_id_status.rank(),
+                }
+            })
+            .collect();
+        let cart_rows: Vec<CartEventCh<'_>> = b
+            .cart_rows
+            .iter()
+            .map(|r| CartEventCh {
+                tracking_id: &r.key.tracking_id,
+                catalog_id: &r.key.catalog_id,
+                product_code: &r.key.product_code,
+                dedup_key: dedup_hex(r.fact.dedup_key),
+                time_ms: r.fact.time_ms,
+                units: r.fact.units,
+                value: r.fact.value,
+                campaign_id: &r.fact.campaign_id,
+                ad_id: &r.fact.ad_id,
+                prev_units: r.prev_units,
+                transition: r.transition.as_str(),
+                version: r.version,
+                ad_id_status: r.fact.status.rank(),
+            })
+            .collect();
+        let touches: Vec<TouchCh> = b
+            .touches
+            .iter()
+            .map(|t| TouchCh {
+                shopper: t.shopper.clone(),
+                time_ms: t.time_ms,
+                dedup_key: dedup_hex(t.dedup_key),
+                kind: t.kind.as_str().to_owned(),
+                ad_id: t.ad_id.clone(),
+                campaign_id: t.campaign_id.clone(),
+                catalog_id: t.catalog_id.clone(),
+                product_code: t.product_code.clone(),
+            })
+            .collect();
+        // An order's lines are in one INSERT: an order is either wholly stored (and
+        // skipped when the batch is replayed) or not at all.
+        let lines: Vec<OrderLineCh> = b.order_lines.iter().map(OrderLineCh::from).collect();
+        tokio::try_join!(
+            insert_rows::<ViewFactCh<'_>>(client, "view_facts", &view_facts),
+            insert_rows::<ProductFactCh<'_>>(client, "product_facts", &products),
+            insert_rows::<AdFactCh<'_>>(client, "ad_facts", &ad_facts),
+            insert_rows::<ViewCh<'_>>(client, "views", &views),
+            insert_rows::<CartEventCh<'_>>(client, "cart_events", &cart_rows),
+            insert_rows::<TouchCh>(client, "attribution_touches", &touches),
+            insert_rows::<OrderLineCh>(client, "order_lines", &lines),
+        )?;
+        Ok(())
+    }
+
+    pub(crate) async fn known_order_ids(
+        &self,
+        ids: &HashSet<String>,
+    ) -> Result<HashSet<String>, StoreError> {
+        let fail = ch("load orders");
+        let mut known = HashSet::new();
+        for chunk in chunks(ids, String::len) {
+            let sql = format!(
+                "SELECT DISTINCT order_id FROM order_lines WHERE order_id IN ({})",
+                placeholders(chunk.len())
+            );
+            let mut q = self.client().query(&sql);
+            for id in chunk {
+                q = q.bind(id);
+            }
+            let rows: Vec<OrderIdCh> = q.fetch_all().await.map_err(&fail)?;
+            known.extend(rows.into_iter().map(|r| r.order_id));
+        }
+        Ok(known)
+    }
+}
+
+impl WriteStore for ClickHouseStore {
+    async fn load(
+        &self,
+        views: &FastSet<ViewKey>,
+        carts: &FastSet<CartKey>,
+    ) -> Result<EntitySets, StoreError> {
+        self.op("load", async {
+            let (v, c) = tokio::try_join!(self.load_views(views), self.load_carts(carts))?;
+            Ok(EntitySets {
+                views: v.views,
+                carts: c.carts,
+            })
+        })
+        .await
+    }
+
+    async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
+        self.op("write", self.write_batch(batch)).await
+    }
+
+    async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
+        self.op("load orders", self.known_order_ids(ids)).await
+    }
+}
