@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Install (if missing) and start (if not running) the local services the tests need:
-# a Kafka-protocol broker (Tansu), ClickHouse 18.16 and PostgreSQL (Debian's), on loopback.
+# a Kafka-protocol broker (Tansu), ClickHouse 18.16 and PostgreSQL (Debian's), and the
+# newest ClickHouse (26.9, chDB behind an HTTP shim), on loopback.
 # Idempotent and fast when everything is already there. See deploy/local/README.md.
 #
 #   deploy/local/up.sh [COMMAND]
 #
-#   up (default)        apt packages + tansu, then start kafka, clickhouse and postgres;
-#                       prints RM_KAFKA_BROKERS=..., RM_CLICKHOUSE_URL=... and
-#                       RM_API_DATABASE_URL=... on stdout
-#   install             apt packages + tansu only, start nothing
+#   up (default)        apt packages, tansu and chdb, then start kafka, clickhouse,
+#                       postgres and chdb; prints RM_KAFKA_BROKERS=..., RM_CLICKHOUSE_URL=...,
+#                       RM_API_DATABASE_URL=... and RM_CLICKHOUSE_NEWEST_URL=... on stdout
+#   install             apt packages, tansu and chdb only, start nothing
 #   kafka-start         start only the broker      (kafka-stop, kafka-restart)
 #   clickhouse-start    start only ClickHouse      (clickhouse-stop, clickhouse-restart)
 #   postgres-start      start only PostgreSQL, with its role and database
 #                       (postgres-stop, postgres-restart)
-#   down [--purge]      stop all three (what down.sh runs); --purge also deletes their data
-#   status              show what runs; exit 0 only if all three answer
+#   chdb-start          start only the chDB shim (ClickHouse 26.9 over HTTP, see
+#                       deploy/local/chdb/shim.py)    (chdb-stop, chdb-restart)
+#   down [--purge]      stop all four (what down.sh runs); --purge also deletes their data
+#   status              show what runs; exit 0 only if all four answer
 #   env                 print the RM_* lines only
 #
 # Progress goes to stderr; stdout carries only KEY=VALUE lines, so
@@ -22,7 +25,8 @@
 # works. Environment: RM_LOCAL_DIR (state dir, default /var/tmp/retail-media-local),
 # RM_TANSU_STORAGE (default memory://tansu/), RM_KAFKA_PORT (9092),
 # RM_CLICKHOUSE_HTTP_PORT (8123), RM_CLICKHOUSE_TCP_PORT (9000), RM_POSTGRES_PORT (5433),
-# RM_TANSU_VERSION (0.6.0), RM_TANSU_FEATURES (dynostore).
+# RM_CHDB_PORT (8124), RM_TANSU_VERSION (0.6.0), RM_TANSU_FEATURES (dynostore),
+# RM_PYTHON (python3, for the chdb venv).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,6 +44,8 @@ TANSU_STORAGE=${RM_TANSU_STORAGE:-memory://tansu/}
 TANSU_VERSION=${RM_TANSU_VERSION:-0.6.0}
 TANSU_FEATURES=${RM_TANSU_FEATURES:-dynostore}
 PG_PORT=${RM_POSTGRES_PORT:-5433}
+CHDB_PORT=${RM_CHDB_PORT:-8124}
+PYTHON=${RM_PYTHON:-python3}
 # The api's role and database (a local test cluster: the password is no secret).
 PG_ROLE=retail_media
 PG_PASSWORD=retail_media
@@ -47,9 +53,10 @@ PG_DB=retail_media
 
 # build-essential pkg-config cmake libcurl4-openssl-dev: rdkafka's vendored librdkafka
 # build (cmake only recommends gcc/make, and we skip recommends).
-# prometheus: for promtool. libxml2-utils: xmllint.
+# prometheus: for promtool. libxml2-utils: xmllint. python3-venv: the chdb venv.
 APT_PACKAGES=(build-essential pkg-config cmake libcurl4-openssl-dev clickhouse-server
-    clickhouse-client nginx wrk libxml2-utils curl prometheus chromium postgresql)
+    clickhouse-client nginx wrk libxml2-utils curl prometheus chromium postgresql
+    python3-venv)
 
 CARGO_BIN_DIR=${CARGO_HOME:-${HOME:-/root}/.cargo}/bin
 export PATH="$PATH:$CARGO_BIN_DIR:/usr/sbin:/sbin"
@@ -251,6 +258,45 @@ ensure_tansu() {
     log "tansu: installed $TANSU_BIN"
 }
 
+# chDB (ClickHouse 26.9 as a Python extension) and the shim's other packages, pinned in
+# chdb/requirements.txt, in a venv of their own. The venv keeps a copy of the file it
+# was installed from: when the copy matches, nothing is installed.
+CHDB_REQUIREMENTS=$SCRIPT_DIR/chdb/requirements.txt
+chdb_venv() { echo "$STATE_DIR/chdb/venv"; }
+
+CHDB_OK=0
+ensure_chdb() {
+    ((CHDB_OK)) && return 0
+    state_dirs
+    local venv t0
+    venv=$(chdb_venv)
+    if cmp -s "$CHDB_REQUIREMENTS" "$venv/requirements.txt" && "$venv/bin/python" -c '' 2>/dev/null; then
+        log "chdb: found $venv"
+        CHDB_OK=1
+        return 0
+    fi
+    t0=$SECONDS
+    if ! "$venv/bin/python" -c '' 2>/dev/null; then
+        command -v "$PYTHON" >/dev/null 2>&1 || ensure_packages
+        log "chdb: creating venv $venv ($PYTHON)"
+        rm -rf "$venv"
+        if ! "$PYTHON" -m venv "$venv" >&2; then
+            rm -rf "$venv"
+            ensure_packages # python3-venv: Debian's python3 needs it for ensurepip
+            "$PYTHON" -m venv "$venv" >&2 || die "chdb: $PYTHON -m venv $venv failed"
+        fi
+    fi
+    log "chdb: installing $(grep -v '^#' "$CHDB_REQUIREMENTS" | xargs) (a 180 MB wheel)"
+    rm -f "$venv/requirements.txt"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+        -r "$CHDB_REQUIREMENTS" >&2 || die "chdb: pip install failed"
+    "$venv/bin/python" -c 'import chdb, lz4.block, lz4.frame, clickhouse_cityhash.cityhash' ||
+        die "chdb: the installed packages do not import"
+    cp "$CHDB_REQUIREMENTS" "$venv/requirements.txt"
+    log "chdb: installed in $((SECONDS - t0))s"
+    CHDB_OK=1
+}
+
 # ---------------------------------------------------------------------------------
 # services
 
@@ -448,15 +494,52 @@ postgres_stop() {
     log "postgres: stopped"
 }
 
+# The chDB shim: ClickHouse 26.9 (in-process in a Python program) answering ClickHouse's
+# HTTP protocol, data under $STATE_DIR/chdb/data.
+
+CHDB_PATTERN='^chdb-shim' # the shim names its process so (python otherwise)
+
+chdb_ping() { curl -sf --max-time 2 "http://$HOST:$CHDB_PORT/ping" >/dev/null 2>&1; }
+
+chdb_start() {
+    state_dirs
+    local data=$STATE_DIR/chdb/data pidfile=$RUN_DIR/chdb.pid logfile=$LOG_DIR/chdb.log pid
+    if chdb_ping; then
+        pid=$(listener_pid "$CHDB_PORT") || pid='?'
+        log "chdb: http://$HOST:$CHDB_PORT already answers (pid $pid, $(proc_name "$pid")); leaving it"
+        return 0
+    fi
+    if port_open "$HOST" "$CHDB_PORT"; then
+        die "chdb: port $CHDB_PORT is taken but /ping does not answer"
+    fi
+    command -v curl >/dev/null 2>&1 || ensure_packages
+    ensure_chdb
+    mkdir -p "$data"
+    log "chdb: starting the shim on $HOST:$CHDB_PORT, data in $data (log $logfile)"
+    printf '\n==== %s chdb shim\n' "$(date '+%F %T')" >>"$logfile"
+    # TZ=UTC: the time zone of the ClickHouse server above (chDB takes the process's).
+    launch "$pidfile" "$logfile" "$STATE_DIR/chdb" env TZ=UTC "$(chdb_venv)/bin/python" \
+        "$SCRIPT_DIR/chdb/shim.py" --data "$data" --host "$HOST" --port "$CHDB_PORT"
+    wait_ready chdb 60 "$pidfile" "$logfile" chdb_ping || die "chdb: the shim did not start"
+    log "chdb: ready (pid $(<"$pidfile"))"
+}
+
+chdb_stop() {
+    state_dirs
+    stop_service chdb "$RUN_DIR/chdb.pid" "$CHDB_PATTERN" "$CHDB_PORT"
+}
+
 print_env() {
     case ${1:-all} in
         kafka) echo "RM_KAFKA_BROKERS=$HOST:$KAFKA_PORT" ;;
         clickhouse) echo "RM_CLICKHOUSE_URL=http://$HOST:$CH_HTTP_PORT" ;;
         postgres) echo "RM_API_DATABASE_URL=postgres://$PG_ROLE:$PG_PASSWORD@$HOST:$PG_PORT/$PG_DB" ;;
+        chdb) echo "RM_CLICKHOUSE_NEWEST_URL=http://$HOST:$CHDB_PORT" ;;
         *)
             echo "RM_KAFKA_BROKERS=$HOST:$KAFKA_PORT"
             echo "RM_CLICKHOUSE_URL=http://$HOST:$CH_HTTP_PORT"
             echo "RM_API_DATABASE_URL=postgres://$PG_ROLE:$PG_PASSWORD@$HOST:$PG_PORT/$PG_DB"
+            echo "RM_CLICKHOUSE_NEWEST_URL=http://$HOST:$CHDB_PORT"
             ;;
     esac
 }
@@ -483,6 +566,13 @@ status() {
         log "postgres: up on $HOST:$PG_PORT (pid $pid, $(proc_name "$pid"))"
     else
         log "postgres: down"
+        rc=3
+    fi
+    if chdb_ping; then
+        pid=$(listener_pid "$CHDB_PORT") || pid='?'
+        log "chdb: up on http://$HOST:$CHDB_PORT (pid $pid, $(proc_name "$pid"))"
+    else
+        log "chdb: down"
         rc=3
     fi
     return $rc
@@ -524,15 +614,18 @@ case $cmd in
         log "state dir: $STATE_DIR"
         ensure_packages
         ensure_tansu
+        ensure_chdb
         kafka_start
         clickhouse_start
         postgres_start
+        chdb_start
         log "all services up in $(elapsed)s"
         print_env
         ;;
     install)
         ensure_packages
         ensure_tansu
+        ensure_chdb
         log "installed in $(elapsed)s"
         ;;
     kafka-start)
@@ -565,6 +658,16 @@ case $cmd in
         postgres_start
         print_env postgres
         ;;
+    chdb-start)
+        chdb_start
+        print_env chdb
+        ;;
+    chdb-stop) chdb_stop ;;
+    chdb-restart)
+        chdb_stop
+        chdb_start
+        print_env chdb
+        ;;
     down | stop)
         purge=0
         for arg in "$@"; do
@@ -576,9 +679,12 @@ case $cmd in
         kafka_stop
         clickhouse_stop
         postgres_stop
+        chdb_stop
         if ((purge)); then
-            log "purging $STATE_DIR/clickhouse, $STATE_DIR/kafka and $STATE_DIR/postgres"
-            rm -rf "${STATE_DIR:?}/clickhouse" "${STATE_DIR:?}/kafka" "${STATE_DIR:?}/postgres"
+            # The chdb venv is an installation (like tansu), not data: it stays.
+            log "purging $STATE_DIR/clickhouse, $STATE_DIR/kafka, $STATE_DIR/postgres and $STATE_DIR/chdb/data"
+            rm -rf "${STATE_DIR:?}/clickhouse" "${STATE_DIR:?}/kafka" "${STATE_DIR:?}/postgres" \
+                "${STATE_DIR:?}/chdb/data"
         fi
         log "all services stopped in $(elapsed)s"
         ;;
