@@ -11,9 +11,12 @@
 //! [`sales::suite`], and so do the ad report, unverified ad ids and the campaign
 //! summary, [`ads::suite`]; both run the same way on both backends.
 //!
-//! The ClickHouse test needs `RM_CLICKHOUSE_URL` (`deploy/local/up.sh` prints it); it
-//! works in a fresh database `rm_test_<pid>_<nanos>` and drops it at the end. Without
-//! the variable it is skipped, unless `RM_REQUIRE_SERVICES=1`, where it fails.
+//! The ClickHouse tests run it all on two servers: `clickhouse` on ClickHouse 18.16
+//! (`RM_CLICKHOUSE_URL`), `clickhouse_newest` on ClickHouse 26.9, chDB behind the HTTP
+//! shim `deploy/local/chdb/shim.py` (`RM_CLICKHOUSE_NEWEST_URL`); `deploy/local/up.sh`
+//! starts both and prints the variables. Each works in a fresh database
+//! `rm_test_<pid>_<nanos>` and drops it at the end. Without its variable a test is
+//! skipped, unless `RM_REQUIRE_SERVICES=1`, where it fails.
 
 use chrono::{DateTime, FixedOffset, Utc};
 use rm_aggregator::batch::{fold, touched, FoldStats, Policy};
@@ -916,18 +919,67 @@ async fn drop_database(url: &str, db: &str) {
         .expect("drop test database");
 }
 
-#[tokio::test]
-async fn clickhouse() {
-    let url = match std::env::var("RM_CLICKHOUSE_URL") {
-        Ok(u) if !u.is_empty() => u,
+/// The server URL in `var`, or `None` (the test is skipped) when it is not set;
+/// a missing server fails the test when `RM_REQUIRE_SERVICES=1`.
+fn server_url(var: &str, server: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(u) if !u.is_empty() => Some(u),
         _ => {
             if std::env::var("RM_REQUIRE_SERVICES").as_deref() == Ok("1") {
-                panic!("RM_CLICKHOUSE_URL is not set but RM_REQUIRE_SERVICES=1: ClickHouse must be running (deploy/local/up.sh starts it)");
+                panic!("{var} is not set but RM_REQUIRE_SERVICES=1: {server} must be running (deploy/local/up.sh starts it)");
             }
-            eprintln!("SKIPPED: RM_CLICKHOUSE_URL is not set; start ClickHouse with deploy/local/up.sh to run this test");
-            return;
+            eprintln!("SKIPPED: {var} is not set; start {server} with deploy/local/up.sh to run this test");
+            None
         }
+    }
+}
+
+/// `SELECT version()` of the server at `url`.
+async fn server_version(url: &str) -> String {
+    clickhouse::Client::default()
+        .with_url(url)
+        .with_validation(false)
+        .query("SELECT version()")
+        .fetch_one::<String>()
+        .await
+        .expect("server version")
+}
+
+/// ClickHouse 18.16 (Debian's `clickhouse-server`).
+#[tokio::test]
+async fn clickhouse() {
+    if let Some(url) = server_url("RM_CLICKHOUSE_URL", "ClickHouse 18.16") {
+        same_reports_as_embedded(url).await;
+    }
+}
+
+/// The newest ClickHouse: 26.9, embedded in chDB behind `deploy/local/chdb/shim.py`.
+#[tokio::test]
+async fn clickhouse_newest() {
+    let Some(url) = server_url(
+        "RM_CLICKHOUSE_NEWEST_URL",
+        "the chDB shim (ClickHouse 26.9)",
+    ) else {
+        return;
     };
+    let version = server_version(&url).await;
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .expect("a version number");
+    assert!(
+        major >= 26,
+        "RM_CLICKHOUSE_NEWEST_URL answers version {version}"
+    );
+    same_reports_as_embedded(url).await;
+}
+
+/// Runs every suite on the ClickHouse server at `url` (in a fresh database
+/// `rm_test_<pid>_<nanos>`, dropped at the end) and on the embedded store, and requires
+/// equal transcripts; then the column upgrade at start and the error classes.
+async fn same_reports_as_embedded(url: String) {
+    eprintln!("ClickHouse {} at {url}", server_version(&url).await);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
