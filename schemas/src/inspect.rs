@@ -22,6 +22,9 @@
 //! - rule 10 (absolute cart units): a negative `units` (the edge refuses it, and the
 //!   refusal is the evidence) and a cart line repeating the same non-zero count
 //!   (`1, 1, 1`: deltas).
+//!
+//! Rules 1 and 2 are judged by [`crate::video_funnel`], the rules the aggregator's
+//! funnel report counts with, and with the same debounce ([`Thresholds::debounce`]).
 
 use std::collections::BTreeMap;
 
@@ -30,6 +33,7 @@ use serde::Serialize;
 use crate::interaction::InteractionType;
 use crate::rejection::RejectReason;
 use crate::validate::parse_timestamp;
+use crate::video_funnel::{Debounce, Order, Step, Toggle, ViewWalk, MILESTONES};
 
 /// Which endpoint answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -185,8 +189,9 @@ pub struct Inspection {
 /// Thresholds of the checks.
 #[derive(Debug, Clone, Copy)]
 pub struct Thresholds {
-    /// Two control events of a view closer than this are a rapid toggle (rule 2).
-    pub debounce_ms: i64,
+    /// Two control events of a view closer than this are a rapid toggle (rule 2): the
+    /// `RM_CONTROL_DEBOUNCE_MS` setting, the same the funnel report debounces with.
+    pub debounce: Debounce,
     /// Two impressions of a product closer than this are a re-render (rule 9).
     pub rerender_ms: i64,
 }
@@ -194,7 +199,7 @@ pub struct Thresholds {
 impl Default for Thresholds {
     fn default() -> Self {
         Self {
-            debounce_ms: 1_000,
+            debounce: Debounce::DEFAULT,
             rerender_ms: 1_000,
         }
     }
@@ -256,9 +261,13 @@ pub fn inspect(events: &[Observed], t: Thresholds) -> Inspection {
     }
     let views: BTreeMap<_, _> = views.into_iter().map(|(k, v)| (k, sort(v))).collect();
     let carts: BTreeMap<_, _> = carts.into_iter().map(|(k, v)| (k, sort(v))).collect();
+    let walked: Walked<'_> = views
+        .iter()
+        .map(|(k, es)| (k, walk(es, t.debounce)))
+        .collect();
     let rules = vec![
-        rule1(&views),
-        rule2(&views, t.debounce_ms),
+        rule1(&walked),
+        rule2(&walked, t.debounce),
         rule3(events, &views),
         rule9(&products, &ads, t.rerender_ms),
         rule10(&carts),
@@ -332,59 +341,54 @@ fn view_name((ad, video): &(String, String)) -> String {
     format!("view (adId {ad}, videoId {video})")
 }
 
-fn rule1(views: &BTreeMap<(String, String), Sorted<'_>>) -> RuleCheck {
-    const NAMES: [&str; 6] = [
-        "videoCreativeView",
-        "videoPlay",
-        "videoFirstQuartile",
-        "videoMidpoint",
-        "videoThirdQuartile",
-        "videoComplete",
-    ];
+/// Each view's accepted video events, in event-time order, as the funnel rules judge them.
+type Walked<'a> = BTreeMap<&'a (String, String), Vec<(&'a Observed, Step<&'a Observed>)>>;
+
+fn walk<'a>(es: &Sorted<'a>, debounce: Debounce) -> Vec<(&'a Observed, Step<&'a Observed>)> {
+    let mut view = ViewWalk::new(debounce);
+    es.iter()
+        .filter(|e| e.accepted())
+        .filter_map(|e| e.kind().map(|k| (*e, view.push(*e, k, e.time_ms()))))
+        .collect()
+}
+
+fn rule1(views: &Walked<'_>) -> RuleCheck {
     let mut findings = Vec::new();
     let mut applicable = false;
-    for (key, es) in views {
-        let mut seen: [Option<&Observed>; 6] = [None; 6];
-        for e in es.iter().filter(|e| e.accepted()) {
-            let Some(s) = e.kind().and_then(InteractionType::funnel_step) else {
+    for (key, steps) in views {
+        for (e, step) in steps {
+            let Step::Milestone { index, order } = step else {
                 continue;
             };
             applicable = true;
-            let s = usize::from(s);
             let view = view_name(key);
-            if let Some(first) = seen[s] {
-                findings.push(if s == 5 {
-                    format!("{view}: two videoComplete ({} and {}) in one view; a full watch has exactly one videoComplete, none on loop or replay", ev(first), ev(e))
-                } else {
-                    format!("{view}: {} repeats {} in one view; milestones must follow real playback, not loops, replays or seeks", ev(e), ev(first))
-                });
-                continue;
-            }
-            if let Some(later) = (s + 1..6).find_map(|l| seen[l]) {
-                findings.push(format!(
+            match order {
+                Order::InOrder => {}
+                Order::Repeat { first } if *index == MILESTONES.len() - 1 => findings.push(format!(
+                    "{view}: two videoComplete ({} and {}) in one view; a full watch has exactly one videoComplete, none on loop or replay",
+                    ev(first),
+                    ev(e)
+                )),
+                Order::Repeat { first } => findings.push(format!(
+                    "{view}: {} repeats {} in one view; milestones must follow real playback, not loops, replays or seeks",
+                    ev(e),
+                    ev(first)
+                )),
+                Order::AfterLater { later } => findings.push(format!(
                     "{view}: {} came after {}; milestones go in funnel order (creativeView, play, firstQuartile, midpoint, thirdQuartile, complete)",
                     ev(e),
                     ev(later)
-                ));
-            } else if s == 5 && seen[1].is_none() {
-                findings.push(format!(
+                )),
+                Order::CompleteWithoutPlay => findings.push(format!(
                     "{view}: {} with no videoPlay before it; a complete fired on load, without playback",
                     ev(e)
-                ));
-            } else if s >= 2 {
-                let missing: Vec<&str> = (1..s)
-                    .filter(|m| seen[*m].is_none())
-                    .map(|m| NAMES[m])
-                    .collect();
-                if !missing.is_empty() {
-                    findings.push(format!(
-                        "{view}: {} arrived without {} before it; milestones must follow real playback and must not be synthesised on seek",
-                        ev(e),
-                        missing.join(", ")
-                    ));
-                }
+                )),
+                Order::Skipped { missing } => findings.push(format!(
+                    "{view}: {} arrived without {} before it; milestones must follow real playback and must not be synthesised on seek",
+                    ev(e),
+                    missing.iter().map(InteractionType::as_str).collect::<Vec<_>>().join(", ")
+                )),
             }
-            seen[s] = Some(e);
         }
     }
     judged(
@@ -396,23 +400,22 @@ fn rule1(views: &BTreeMap<(String, String), Sorted<'_>>) -> RuleCheck {
     )
 }
 
-fn rule2(views: &BTreeMap<(String, String), Sorted<'_>>, debounce_ms: i64) -> RuleCheck {
+fn rule2(views: &Walked<'_>, debounce: Debounce) -> RuleCheck {
     let mut findings = Vec::new();
     let mut applicable = false;
-    for (key, es) in views {
-        let controls: Vec<&&Observed> = es
-            .iter()
-            .filter(|e| e.accepted() && e.kind().is_some_and(InteractionType::is_video_control))
-            .collect();
-        applicable |= !controls.is_empty();
-        for w in controls.windows(2) {
-            let gap = w[1].time_ms() - w[0].time_ms();
-            if gap < debounce_ms {
+    for (key, steps) in views {
+        for (e, step) in steps {
+            let Step::Control { toggle, .. } = step else {
+                continue;
+            };
+            applicable = true;
+            if let Some(Toggle { previous, gap_ms }) = toggle {
                 findings.push(format!(
-                    "{}: {} and {} are {gap} ms apart; rapid control toggles must be debounced (at least {debounce_ms} ms)",
+                    "{}: {} and {} are {gap_ms} ms apart; rapid control toggles must be debounced (at least {} ms)",
                     view_name(key),
-                    ev(w[0]),
-                    ev(w[1])
+                    ev(previous),
+                    ev(e),
+                    debounce.ms()
                 ));
             }
         }

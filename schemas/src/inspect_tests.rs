@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::video_funnel::{Debounce, ViewWalk};
 
 const T0: i64 = 1_795_000_000_000;
 
@@ -318,5 +319,95 @@ proptest! {
         for r in &i.rules {
             prop_assert!(r.findings.len() <= MAX_FINDINGS);
         }
+    }
+}
+
+/// The counts the funnel report derives from the same accepted video events (what
+/// the aggregator's `derive_view` reads), in event-time order.
+fn report_counts(s: &Session, debounce: Debounce) -> crate::video_funnel::FunnelCounts {
+    let mut events: Vec<&Observed> = s.events.iter().filter(|e| e.accepted()).collect();
+    events.sort_by_key(|e| (e.time_ms(), e.seq));
+    let mut view = ViewWalk::new(debounce);
+    for e in events {
+        if let Some(k) = e.kind() {
+            view.push(e.seq, k, e.time_ms());
+        }
+    }
+    view.counts()
+}
+
+fn judged_with(s: &Session, debounce: Debounce) -> Inspection {
+    inspect(
+        &s.events,
+        Thresholds {
+            debounce,
+            ..Thresholds::default()
+        },
+    )
+}
+
+#[test]
+fn the_inspector_and_the_report_agree_on_the_debounce() {
+    let mut s = Session::new();
+    s.video(0, "videoPlay", "v-1");
+    for at in [1_000, 1_500, 3_000, 7_000] {
+        s.video(at, "videoPause", "v-1");
+    }
+    for (ms, pauses, gaps) in [
+        (300, 4, vec![]),
+        (1_000, 3, vec!["500 ms apart"]),
+        (3_000, 2, vec!["500 ms apart", "1500 ms apart"]),
+    ] {
+        let d = Debounce::from_ms(ms);
+        let r = judged_with(&s, d).rules.remove(1);
+        assert_eq!(report_counts(&s, d).controls, [0, pauses, 0, 0, 0], "{ms}");
+        assert_eq!(r.findings.len(), gaps.len(), "{ms}: {r:?}");
+        for (f, gap) in r.findings.iter().zip(gaps) {
+            assert!(f.contains(gap), "{ms}: {f}");
+            assert!(f.contains(&format!("at least {ms} ms")), "{ms}: {f}");
+        }
+        let verdict = if pauses == 4 {
+            RuleVerdict::Ok
+        } else {
+            RuleVerdict::Violated
+        };
+        assert_eq!(r.verdict, verdict, "{ms}");
+    }
+}
+
+proptest! {
+    /// At any debounce, whatever the report merges the inspector flags; with one kind
+    /// of control, each merge is one finding. Each repeated milestone the report counts
+    /// is one rule-1 finding.
+    #[test]
+    fn the_inspector_flags_what_the_report_merges(
+        raw in proptest::collection::vec((0i64..20_000, 0usize..11), 0..18),
+        one_kind in any::<bool>(),
+        d in 0i64..5_000,
+    ) {
+        let mut s = Session::new();
+        for (at, k) in raw {
+            let k = if one_kind && k >= 6 { 7 } else { k };
+            s.video(at, InteractionType::ALL[k].as_str(), "v-1");
+        }
+        let d = Debounce::from_ms(d);
+        let judged = judged_with(&s, d);
+        let counts = report_counts(&s, d);
+        let sent = |pred: fn(InteractionType) -> bool| {
+            s.events.iter().filter(|e| e.kind().is_some_and(pred)).count()
+        };
+        let merged = sent(InteractionType::is_video_control)
+            - counts.controls.iter().sum::<u32>() as usize;
+        let rule2 = &judged.rules[1];
+        prop_assert!(merged == 0 || rule2.verdict == RuleVerdict::Violated, "{:?}", rule2);
+        if one_kind {
+            prop_assert_eq!(rule2.findings.len(), merged);
+        }
+        let repeats = judged.rules[0]
+            .findings
+            .iter()
+            .filter(|f| f.contains(" repeats ") || f.contains("two videoComplete"))
+            .count();
+        prop_assert_eq!(repeats, counts.repeated_milestones as usize);
     }
 }

@@ -6,7 +6,9 @@
 //! ([`validate`]), the fixed set of rejection reasons ([`rejection`]), the 128-bit
 //! dedup key ([`dedup_key`]), the versioned log record ([`record`]), topic names
 //! ([`topics`]) and the error status object every HTTP error body uses
-//! ([`rpc_status`]).
+//! ([`rpc_status`]). The video funnel and control debounce rules of one view
+//! ([`video_funnel`]) are here too, so the inspector ([`inspect`]) and the
+//! aggregator's report judge a view alike.
 
 pub mod ad_event;
 pub mod ad_id;
@@ -23,6 +25,7 @@ pub mod tables;
 pub mod topics;
 pub mod validate;
 pub mod vast_events;
+pub mod video_funnel;
 
 pub use dedup_key::DedupKey;
 pub use event::InteractionEvent;

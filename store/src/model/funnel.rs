@@ -1,6 +1,8 @@
 //! Video funnel per view (spec rules 1-3).
 //!
-//! A **view** is `(adId, videoId, tracking id)`. From the set of its distinct events:
+//! A **view** is `(adId, videoId, tracking id)`. Its row is derived from the set of its
+//! distinct events, read in event-time order by the rules of
+//! [`rm_schemas::video_funnel`] (the ones the integration inspector judges with):
 //! - each milestone (creativeView, play, firstQuartile, midpoint, thirdQuartile,
 //!   complete) counts at most once: a loop or replay adds no second complete (rule 1),
 //!   a re-watch in the same session reuses the view (rule 3);
@@ -21,6 +23,7 @@
 //! the row's ad that day ([`with_impressions`], from [`super::ads`]); every creative
 //! row of one ad shows the ad's number.
 
+use rm_schemas::video_funnel::{Debounce, ViewWalk};
 use rm_schemas::InteractionType;
 use serde::{Deserialize, Serialize};
 
@@ -52,15 +55,6 @@ pub struct ViewFact {
     #[serde(default)]
     pub status: AdIdStatus,
 }
-
-/// The controls, in report order.
-pub const CONTROLS: [InteractionType; 5] = [
-    InteractionType::VideoSkip,
-    InteractionType::VideoPause,
-    InteractionType::VideoResume,
-    InteractionType::VideoMute,
-    InteractionType::VideoUnmute,
-];
 
 /// What one view contributes to the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,34 +103,20 @@ pub fn derive_view(
     for f in facts {
         insert_fact(&mut sorted, *f);
     }
-    let mut occurrences = [0u32; 6];
-    let mut controls = [0u32; 5];
-    let mut last_control: [Option<i64>; 5] = [None; 5];
+    let mut walk = ViewWalk::new(Debounce::from_ms(debounce_ms));
     for f in &sorted {
-        if let Some(step) = f.kind.funnel_step() {
-            occurrences[step as usize] += 1;
-        } else if let Some(c) = CONTROLS.iter().position(|k| *k == f.kind) {
-            // Chained debounce: a repeat within the interval of the previous one merges.
-            if last_control[c].is_none_or(|prev| f.time_ms - prev >= debounce_ms) {
-                controls[c] += 1;
-            }
-            last_control[c] = Some(f.time_ms);
-        }
+        walk.push(f.dedup_key, f.kind, f.time_ms);
     }
-    let milestones = occurrences.map(|n| u8::from(n > 0));
-    let funnel_gaps = (1..6)
-        .filter(|&s| milestones[s] == 1 && milestones[s - 1] == 0)
-        .count() as u32;
-    let repeated_milestones = occurrences.iter().map(|n| n.saturating_sub(1)).sum();
+    let counts = walk.counts();
     ViewRow {
         key,
         campaign_id,
         day: sorted.first().map_or(0, |f| day_of(f.time_ms)),
         version: sorted.len() as u32,
-        milestones,
-        controls,
-        funnel_gaps,
-        repeated_milestones,
+        milestones: counts.reached.flags(),
+        controls: counts.controls,
+        funnel_gaps: counts.funnel_gaps,
+        repeated_milestones: counts.repeated_milestones,
         ad_id_status: sorted.iter().map(|f| f.status).max().unwrap_or_default(),
     }
 }
