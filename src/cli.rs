@@ -149,6 +149,15 @@ pub struct Settings {
     /// `<data-dir>/ad-id.key` (fine for one machine).
     #[arg(long = "ad-id-keys", env = "RM_AD_ID_KEYS", hide_env_values = true)]
     pub ad_id_keys: Option<String>,
+    /// Two controls of one video view closer than this (ms) are a rapid toggle (spec
+    /// rule 2): the funnel report counts repeats of one control within it once, and the
+    /// edge's inspector flags them. Give the aggregator and the edge the same value.
+    #[arg(
+        long = "control-debounce-ms",
+        env = "RM_CONTROL_DEBOUNCE_MS",
+        default_value_t = rm_schemas::video_funnel::DEFAULT_DEBOUNCE_MS
+    )]
+    pub control_debounce_ms: i64,
     /// Kafka settings.
     #[command(flatten)]
     pub kafka: KafkaConfig,
@@ -167,6 +176,13 @@ pub struct Settings {
     /// Api settings.
     #[command(flatten)]
     pub api: ApiConfig,
+}
+
+impl Settings {
+    /// The video funnel's control debounce, shared by the aggregator and the edge.
+    pub fn debounce(&self) -> rm_schemas::video_funnel::Debounce {
+        rm_schemas::video_funnel::Debounce::from_ms(self.control_debounce_ms)
+    }
 }
 
 /// Every `RM_*` variable the binary reads.
@@ -258,6 +274,29 @@ mod tests {
         assert!(vars.contains(&"RM_KAFKA_BROKERS".to_string()));
         assert!(vars.contains(&"RM_DATA_DIR".to_string()));
         assert!(vars.iter().all(|v| v.starts_with("RM_")));
+    }
+
+    #[test]
+    fn every_service_takes_the_one_control_debounce() {
+        for sub in ["all", "ingest", "aggregate"] {
+            let cli = Cli::try_parse_from(["retail-media", sub, "--control-debounce-ms", "300"])
+                .expect("parses");
+            let Some(Command::All(s) | Command::Ingest(s) | Command::Aggregate(s)) = cli.command
+            else {
+                panic!("{sub}: {:?}", cli.command);
+            };
+            assert_eq!(s.debounce().ms(), 300, "{sub}");
+        }
+        let cli =
+            Cli::try_parse_from(["retail-media", "--control-debounce-ms=-5"]).expect("parses");
+        assert_eq!(cli.settings.debounce().ms(), 0);
+        if std::env::var_os("RM_CONTROL_DEBOUNCE_MS").is_none() {
+            let cli = Cli::try_parse_from(["retail-media", "api"]).expect("parses");
+            let Some(Command::Api(s)) = cli.command else {
+                panic!("{:?}", cli.command);
+            };
+            assert_eq!(s.control_debounce_ms, 1_000);
+        }
     }
 
     #[test]

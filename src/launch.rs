@@ -77,7 +77,8 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
 
     let ad_keys = ad_id_keys(&settings)?;
     // The integration inspector: the edge records, the api (in one process) serves it.
-    let inspector = rm_ingest::Inspector::from_config(&settings.ingest);
+    // It judges rule 2 with the debounce the aggregator's funnel report counts with.
+    let inspector = rm_ingest::Inspector::from_config(&settings.ingest, settings.debounce());
 
     // Bind first, so a port conflict fails fast before any state is opened.
     let edge_listener = if runs_edge {
@@ -146,9 +147,9 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
                 &cfg.topic,
             )?),
         };
-        let stop = shutdown.clone();
+        let (stop, debounce) = (shutdown.clone(), settings.debounce());
         tasks.spawn(async move {
-            rm_aggregator::run(cfg, source, store, listener, stop, drain)
+            rm_aggregator::run(cfg, debounce, source, store, listener, stop, drain)
                 .await
                 .context("aggregator")
         });

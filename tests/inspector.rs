@@ -1,7 +1,8 @@
 //! The integration inspector through `GET /v1/debug/events` on the edge's port, with
 //! a bearer token from the running api (`retail-media all`, the edge verifying tokens
 //! against the api's own JWK set through `RM_INGEST_JWKS_URL`): broken integrations
-//! are flagged with the right rule, a clean one is ok.
+//! are flagged with the right rule, a clean one is ok; and the inspector's rule 2 and
+//! the funnel report debounce with the one `RM_CONTROL_DEBOUNCE_MS` setting.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;
@@ -28,18 +29,21 @@ struct Harness {
 
 impl Harness {
     fn start(dir: &std::path::Path) -> Harness {
+        Self::start_with(dir, &[], &[])
+    }
+
+    /// Like [`Harness::start`], with extra environment and flags.
+    fn start_with(dir: &std::path::Path, env: &[(&str, String)], args: &[&str]) -> Harness {
         let api_port = free_port();
-        let svc = Service::start(
-            "all",
-            dir,
-            &[
-                ("RM_API_ADDR", format!("127.0.0.1:{api_port}")),
-                (
-                    "RM_INGEST_JWKS_URL",
-                    format!("http://127.0.0.1:{api_port}/.well-known/jwks.json"),
-                ),
-            ],
-        );
+        let mut env = env.to_vec();
+        env.extend([
+            ("RM_API_ADDR", format!("127.0.0.1:{api_port}")),
+            (
+                "RM_INGEST_JWKS_URL",
+                format!("http://127.0.0.1:{api_port}/.well-known/jwks.json"),
+            ),
+        ]);
+        let svc = Service::start_with_args("all", dir, &env, args, None);
         let api: SocketAddr = ([127, 0, 0, 1], api_port).into();
         svc.wait_ready(api, Duration::from_secs(60));
         let token = common::demo_token(api);
@@ -47,7 +51,14 @@ impl Harness {
     }
 
     fn video(&self, session: &str, video: &str, kind: &str, at: i64) -> u16 {
-        let t = ts(at);
+        self.video_at(session, video, kind, BASE_MS + at)
+    }
+
+    /// A video event of `ad-video` at `time_ms` (Unix milliseconds).
+    fn video_at(&self, session: &str, video: &str, kind: &str, time_ms: i64) -> u16 {
+        let t = chrono::DateTime::from_timestamp_millis(time_ms)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         get(
             self.svc.ingest,
             &beacon(&[
@@ -314,4 +325,87 @@ fn the_inspector_flags_broken_integrations_and_passes_a_clean_one() {
     .unwrap();
     assert_eq!(no_token.status, 401);
     assert_eq!(h.svc.terminate(), Some(0));
+}
+
+/// The same events, two settings of `RM_CONTROL_DEBOUNCE_MS` (300 ms from the
+/// environment, 3000 ms from the flag), neither the default: the inspector flags as
+/// rapid toggles exactly the pauses the video funnel report merges.
+#[test]
+fn the_inspector_and_the_funnel_report_share_the_control_debounce() {
+    // Pauses 500, 1500 and 4000 ms apart: 300 ms merges none, 3000 ms the first two.
+    for (ms, from_flag, pauses, gaps) in [
+        (300, false, 4, vec![]),
+        (3_000, true, 2, vec!["500 ms apart", "1500 ms apart"]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let value = ms.to_string();
+        let (env, args) = if from_flag {
+            (vec![], vec!["--control-debounce-ms", value.as_str()])
+        } else {
+            (vec![("RM_CONTROL_DEBOUNCE_MS", value.clone())], vec![])
+        };
+        let h = Harness::start_with(dir.path(), &env, &args);
+        // Dated a minute ago: the aggregator takes events of the last 30 days only.
+        let t0 = chrono::Utc::now().timestamp_millis() - 60_000;
+        for (kind, at) in [
+            ("videoCreativeView", 0),
+            ("videoPlay", 100),
+            ("videoPause", 1_000),
+            ("videoPause", 1_500),
+            ("videoPause", 3_000),
+            ("videoPause", 7_000),
+        ] {
+            assert_eq!(h.video_at("s-debounce", "v-db", kind, t0 + at), 200);
+        }
+
+        let report = h.inspect("s-debounce");
+        let rule2 = rule(&report, 2);
+        let findings: Vec<&str> = rule2["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert_eq!(findings.len(), gaps.len(), "{ms} ms: {rule2:#}");
+        for (f, gap) in findings.iter().zip(&gaps) {
+            assert!(f.contains(gap), "{ms} ms: {f}");
+            assert!(f.contains(&format!("at least {ms} ms")), "{ms} ms: {f}");
+        }
+        let verdict = if gaps.is_empty() { "ok" } else { "violated" };
+        assert_eq!(rule2["verdict"], verdict, "{ms} ms: {rule2:#}");
+
+        // The report, once the aggregator has the whole view.
+        let auth = format!("Bearer {}", h.token);
+        let started = std::time::Instant::now();
+        let row = loop {
+            let r = send(
+                h.api,
+                "GET",
+                "/v1/reports/video-funnel?adId=ad-video",
+                &[("Authorization", &auth)],
+                b"",
+            )
+            .unwrap();
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            let row = r.json()["rows"][0].clone();
+            let done = row["plays"] == 1 && row["pauses"] == pauses;
+            if done || started.elapsed() > Duration::from_secs(30) {
+                break row;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        assert_eq!(row["pauses"], pauses, "{ms} ms: {row:#}");
+        assert_eq!(
+            (&row["views"], &row["plays"], &row["funnelGapViolations"]),
+            (
+                &serde_json::json!(1),
+                &serde_json::json!(1),
+                &serde_json::json!(0)
+            ),
+            "{ms} ms: {row:#}"
+        );
+        // Agreement: every pause the report merged is one rapid toggle of the inspector.
+        assert_eq!(4 - pauses, findings.len() as u64, "{ms} ms");
+        assert_eq!(h.svc.terminate(), Some(0));
+    }
 }

@@ -53,7 +53,7 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Self {
-            debounce_ms: 1_000,
+            debounce_ms: rm_schemas::video_funnel::DEFAULT_DEBOUNCE_MS,
             late_horizon_ms: 30 * 86_400_000,
             future_skew_ms: 86_400_000,
         }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
+use rm_schemas::video_funnel::Debounce;
 use rm_service::ops::Ops;
 use rm_service::serve::{Handler, ServeOptions};
 use rm_service::{response, Response};
@@ -62,13 +63,6 @@ pub struct AggregatorConfig {
         default_value_t = 500
     )]
     pub batch_max_wait_ms: u64,
-    /// Repeats of the same video control closer than this merge into one (rule 2).
-    #[arg(
-        long = "control-debounce-ms",
-        env = "RM_CONTROL_DEBOUNCE_MS",
-        default_value_t = 1_000
-    )]
-    pub control_debounce_ms: i64,
     /// Events dated more than this many hours before their receipt are not aggregated.
     #[arg(
         long = "late-horizon-hours",
@@ -93,13 +87,14 @@ pub struct AggregatorConfig {
 }
 
 impl AggregatorConfig {
-    /// The pipeline options these settings describe.
-    pub fn pipeline(&self) -> pipeline::PipelineOptions {
+    /// The pipeline options these settings describe, with the control debounce of the
+    /// video funnel (rule 2), a setting the aggregator shares with the edge's inspector.
+    pub fn pipeline(&self, debounce: Debounce) -> pipeline::PipelineOptions {
         pipeline::PipelineOptions {
             batch_max_records: self.batch_max_records.max(1),
             batch_max_wait: Duration::from_millis(self.batch_max_wait_ms.max(1)),
             policy: batch::Policy {
-                debounce_ms: self.control_debounce_ms.max(0),
+                debounce_ms: debounce.ms(),
                 late_horizon_ms: self.late_horizon_hours.max(0) * 3_600_000,
                 future_skew_ms: self.future_skew_hours.max(0) * 3_600_000,
             },
@@ -135,9 +130,11 @@ impl Handler for OpsHandler {
 }
 
 /// Runs the pipeline from `source` into `store` and serves the operational endpoints
-/// on `listener`, until `shutdown`.
+/// on `listener`, until `shutdown`. `debounce` is the video funnel's control debounce
+/// (`RM_CONTROL_DEBOUNCE_MS`, read by the binary: the edge's inspector judges with it too).
 pub async fn run(
     config: AggregatorConfig,
+    debounce: Debounce,
     source: AnySource,
     store: Arc<AnyStore>,
     listener: TcpListener,
@@ -158,7 +155,13 @@ pub async fn run(
             ..Default::default()
         },
     );
-    let work = pipeline::run(source, store, backend, config.pipeline(), shutdown.clone());
+    let work = pipeline::run(
+        source,
+        store,
+        backend,
+        config.pipeline(debounce),
+        shutdown.clone(),
+    );
     let (served, worked) = tokio::join!(server, async {
         let r = work.await;
         // The pipeline ended (shutdown or a permanent error): stop serving too.

@@ -24,8 +24,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use rm_schemas::inspect::{Endpoint, Observed, Outcome};
+use rm_schemas::inspect::{Endpoint, Observed, Outcome, Thresholds};
 use rm_schemas::record::UnverifiedAdId;
+use rm_schemas::video_funnel::Debounce;
 
 /// Longest parameter value kept, in bytes (longer values are cut).
 pub const MAX_VALUE_BYTES: usize = 256;
@@ -137,6 +138,7 @@ pub struct Inspector {
     events_per_id: usize,
     shard_budget: usize,
     shards: Box<[Mutex<Shard>]>,
+    thresholds: Thresholds,
 }
 
 impl std::fmt::Debug for Inspector {
@@ -154,8 +156,18 @@ fn hash(id: &str) -> u64 {
 
 impl Inspector {
     /// An inspector keeping `sampling` of the tracking ids, `events_per_id` events
-    /// each, within about `max_bytes`.
+    /// each, within about `max_bytes`, judging with the default thresholds.
     pub fn new(sampling: Sampling, events_per_id: usize, max_bytes: usize) -> Arc<Inspector> {
+        Self::with_thresholds(sampling, events_per_id, max_bytes, Thresholds::default())
+    }
+
+    /// Like [`Inspector::new`], judging with `thresholds`.
+    pub fn with_thresholds(
+        sampling: Sampling,
+        events_per_id: usize,
+        max_bytes: usize,
+        thresholds: Thresholds,
+    ) -> Arc<Inspector> {
         let threshold = match sampling {
             Sampling::Off => None,
             Sampling::On => Some(u64::MAX),
@@ -166,16 +178,27 @@ impl Inspector {
             events_per_id: events_per_id.max(1),
             shard_budget: (max_bytes / SHARDS).max(1),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            thresholds,
         })
     }
 
-    /// From the edge's settings.
-    pub fn from_config(c: &crate::IngestConfig) -> Arc<Inspector> {
-        Self::new(
+    /// From the edge's settings and the video funnel's control debounce
+    /// (`RM_CONTROL_DEBOUNCE_MS`, the one the aggregator's funnel report uses).
+    pub fn from_config(c: &crate::IngestConfig, debounce: Debounce) -> Arc<Inspector> {
+        Self::with_thresholds(
             c.inspector,
             c.inspector_events_per_id,
             c.inspector_max_mib.saturating_mul(1 << 20),
+            Thresholds {
+                debounce,
+                ..Thresholds::default()
+            },
         )
+    }
+
+    /// The thresholds the rule checks judge with.
+    pub fn thresholds(&self) -> Thresholds {
+        self.thresholds
     }
 
     /// True when the inspector keeps anything at all.

@@ -1,6 +1,7 @@
 //! The integration inspector's answer for one tracking id: the events the edge kept
 //! ([`crate::inspector`]) in arrival order with their outcomes, grouped per view and
-//! per cart line, and the rule checks of `rm_schemas::inspect` over them.
+//! per cart line, and the rule checks of `rm_schemas::inspect` over them, with the
+//! inspector's thresholds (its control debounce is `RM_CONTROL_DEBOUNCE_MS`).
 //!
 //! ```json
 //! {"trackingId":"s-1","inspector":{"enabled":true,"sampled":true,"eventsPerId":200,"kept":4},
@@ -17,7 +18,7 @@
 //! (400, with `reason`, `field` and `message`) or `not_recorded` (503, or a click
 //! redirected while the log was down).
 
-use rm_schemas::inspect::{inspect, Outcome, Thresholds};
+use rm_schemas::inspect::{inspect, Outcome};
 use serde_json::{json, Map, Value};
 
 use crate::inspector::Inspector;
@@ -26,7 +27,7 @@ use crate::inspector::Inspector;
 pub fn report(inspector: &Inspector, tracking_id: &str) -> Value {
     let kept = inspector.events(tracking_id);
     let observed: Vec<_> = kept.iter().map(|(seq, e)| e.observed(*seq)).collect();
-    let judged = inspect(&observed, Thresholds::default());
+    let judged = inspect(&observed, inspector.thresholds());
     let events: Vec<Value> = kept
         .iter()
         .map(|(seq, e)| {
