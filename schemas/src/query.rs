@@ -1,4 +1,5 @@
-//! Strict decoding of a beacon's raw query string.
+//! Strict decoding of a beacon's raw query string, with the one percent-decoder
+//! ([`crate::percent`], preset [`Rules::BEACON_QUERY`]).
 //!
 //! Decoding follows `application/x-www-form-urlencoded` as `serde_urlencoded` (and
 //! `form_urlencoded`) do it: pairs split on `&`, empty pieces skipped, key and value
@@ -19,6 +20,7 @@
 
 use std::borrow::Cow;
 
+use crate::percent::{self, Rules};
 use crate::rejection::{RejectReason, Rejection};
 
 /// One decoded `key=value` pair.
@@ -30,24 +32,6 @@ pub struct Pair<'a> {
     pub value: Cow<'a, str>,
     /// True when the value is a VAST macro left unexpanded (`[NAME]`).
     pub is_macro: bool,
-}
-
-/// True for bytes RFC 3986 allows raw in a query component (plus `%`).
-const fn allowed_raw(b: u8) -> bool {
-    matches!(b,
-        b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9'
-        | b'-' | b'.' | b'_' | b'~'
-        | b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
-        | b':' | b'@' | b'/' | b'?' | b'%')
-}
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// True when `s` is a VAST macro such as `[TIMESTAMP]`: brackets around upper-case
@@ -62,65 +46,17 @@ pub fn is_vast_macro(s: &str) -> bool {
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_')
 }
 
-/// Decodes one component, refusing malformed escapes, raw bytes outside the RFC 3986
-/// query set, and invalid UTF-8. `field` names the component in the rejection.
+/// Decodes one component with [`Rules::BEACON_QUERY`]; `field` names the component
+/// in the rejection.
 fn decode_component<'a>(raw: &'a str, field: &str) -> Result<Cow<'a, str>, Rejection> {
-    let bytes = raw.as_bytes();
-    let mut needs_decoding = false;
-    for &b in bytes {
-        if !allowed_raw(b) {
-            return Err(Rejection::new(
-                RejectReason::UrlNotEncoded,
-                field.to_owned(),
-                format!("byte 0x{b:02x} must be percent-encoded in a query string"),
-            ));
-        }
-        needs_decoding |= b == b'%' || b == b'+';
-    }
-    if !needs_decoding {
-        return Ok(Cow::Borrowed(raw));
-    }
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hi = bytes.get(i + 1).copied().and_then(hex);
-                let lo = bytes.get(i + 2).copied().and_then(hex);
-                match (hi, lo) {
-                    (Some(h), Some(l)) => out.push(h << 4 | l),
-                    _ => {
-                        return Err(Rejection::new(
-                            RejectReason::UrlNotEncoded,
-                            field.to_owned(),
-                            "'%' must be followed by two hexadecimal digits",
-                        ))
-                    }
-                }
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).map(Cow::Owned).map_err(|_| {
-        Rejection::new(
-            RejectReason::UrlNotEncoded,
-            field.to_owned(),
-            "percent-decoded value is not valid UTF-8",
-        )
-    })
+    percent::decode(raw, Rules::BEACON_QUERY)
+        .map_err(|e| Rejection::new(RejectReason::UrlNotEncoded, field.to_owned(), e.to_string()))
 }
 
 /// Decodes a raw query string (without the leading `?`) into pairs, strictly.
 pub fn decode_query(query: &str) -> Result<Vec<Pair<'_>>, Rejection> {
     let mut pairs = Vec::with_capacity(8);
-    for piece in query.split('&') {
-        if piece.is_empty() {
-            continue;
-        }
-        let (raw_key, raw_value) = piece.split_once('=').unwrap_or((piece, ""));
+    for (raw_key, raw_value) in percent::pairs(query) {
         let key = decode_component(raw_key, "query")?;
         if is_vast_macro(raw_value) {
             pairs.push(Pair {
@@ -233,7 +169,7 @@ mod tests {
         #[test]
         fn never_panics(s in "\\PC{0,64}") {
             if decode_query(&s).is_ok() {
-                prop_assert!(s.bytes().filter(|b| !b"[]".contains(b)).all(allowed_raw));
+                prop_assert!(s.bytes().filter(|b| !b"[]".contains(b)).all(percent::allowed_in_query));
             }
         }
     }
