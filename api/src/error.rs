@@ -3,12 +3,16 @@
 //! code mapped to HTTP as grpc-gateway does. 5xx bodies never carry internals: the
 //! cause is logged, the client gets a generic message.
 //!
-//! The token endpoint answers with RFC 6749 bodies instead; it builds them itself
-//! (`auth::token`).
+//! Every error answer of the api is built here: the router's 404 and 405, the access
+//! checks' 401 and 403 (with their `WWW-Authenticate` challenges), body, query and
+//! report errors, and the token endpoint's, which are RFC 6749 5.2 bodies
+//! `{error, error_description}` instead of status objects ([`ApiError::OAuth`]).
 
-use http::{header, HeaderValue};
+use http::{header, HeaderValue, StatusCode};
 use rm_schemas::rpc_status::{Code, RpcStatus};
 use rm_service::{response, Response};
+
+use crate::auth::token::TokenError;
 
 /// `@type` of field violation details.
 pub const BAD_REQUEST_TYPE: &str = "type.googleapis.com/google.rpc.BadRequest";
@@ -26,12 +30,19 @@ pub enum ApiError {
         /// What is wrong, for a developer.
         message: String,
     },
+    /// The path exists, but not with this method (405); holds the `Allow` value.
+    #[error("method not allowed; allowed: {0}")]
+    MethodNotAllowed(String),
     /// No credentials were sent (401; the challenge carries no error code, RFC 6750 3.1).
     #[error("{0}")]
     NoCredentials(String),
     /// Credentials that do not verify (401).
     #[error("{0}")]
     Unauthenticated(String),
+    /// The orders API key is missing or does not verify (401 with the orders realm's
+    /// `Basic` challenge).
+    #[error("{0}")]
+    ApiKeyRejected(String),
     /// Valid credentials without the needed scope (403).
     #[error("{0}")]
     PermissionDenied(String),
@@ -47,6 +58,12 @@ pub enum ApiError {
     /// A dependency is down; retry later (503).
     #[error("{0}")]
     Unavailable(String),
+    /// The report store failed (503, retry after 5 s); the cause is logged, never sent.
+    #[error("report store: {0}")]
+    ReportStore(String),
+    /// A token endpoint error, answered as an RFC 6749 5.2 body.
+    #[error("{}: {}", .0.error, .0.description)]
+    OAuth(TokenError),
     /// A bug or an unexpected failure (500); the text is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -68,12 +85,22 @@ impl ApiError {
     pub fn code(&self) -> Code {
         match self {
             Self::InvalidArgument { .. } => Code::InvalidArgument,
-            Self::NoCredentials(_) | Self::Unauthenticated(_) => Code::Unauthenticated,
+            Self::MethodNotAllowed(_) => Code::Unimplemented,
+            Self::NoCredentials(_) | Self::Unauthenticated(_) | Self::ApiKeyRejected(_) => {
+                Code::Unauthenticated
+            }
             Self::PermissionDenied(_) => Code::PermissionDenied,
             Self::NotFound(_) => Code::NotFound,
             Self::AlreadyExists(_) => Code::AlreadyExists,
             Self::ResourceExhausted(_) => Code::ResourceExhausted,
-            Self::Unavailable(_) => Code::Unavailable,
+            Self::Unavailable(_) | Self::ReportStore(_) => Code::Unavailable,
+            Self::OAuth(e) => match e.status {
+                StatusCode::BAD_REQUEST => Code::InvalidArgument,
+                StatusCode::UNAUTHORIZED => Code::Unauthenticated,
+                StatusCode::TOO_MANY_REQUESTS => Code::ResourceExhausted,
+                StatusCode::SERVICE_UNAVAILABLE => Code::Unavailable,
+                _ => Code::Internal,
+            },
             Self::Internal(_) | Self::Serve(_) => Code::Internal,
         }
     }
@@ -81,23 +108,34 @@ impl ApiError {
     fn reason(&self) -> &'static str {
         match self {
             Self::InvalidArgument { .. } => "invalid_argument",
-            Self::NoCredentials(_) | Self::Unauthenticated(_) => "unauthenticated",
+            Self::MethodNotAllowed(_) => "method_not_allowed",
+            Self::NoCredentials(_) | Self::Unauthenticated(_) | Self::ApiKeyRejected(_) => {
+                "unauthenticated"
+            }
             Self::PermissionDenied(_) => "permission_denied",
             Self::NotFound(_) => "not_found",
             Self::AlreadyExists(_) => "already_exists",
             Self::ResourceExhausted(_) => "resource_exhausted",
             Self::Unavailable(_) => "unavailable",
+            Self::ReportStore(_) => "store_unavailable",
+            Self::OAuth(e) => e.error,
             Self::Internal(_) | Self::Serve(_) => "internal",
         }
     }
 
     /// The HTTP response: error status object, plus `WWW-Authenticate: Bearer` on
-    /// 401 and 403 (RFC 6750 3) and `Retry-After` on 429 and 503.
+    /// 401 and 403 (RFC 6750 3; `Basic` for the orders API key), `Retry-After` on 429
+    /// and 503, and `Allow` on 405. Token endpoint errors are RFC 6749 bodies.
     pub fn response(&self) -> Response {
         let message = match self {
+            Self::OAuth(e) => return oauth_response(e),
             Self::Internal(_) | Self::Serve(_) => {
                 tracing::error!(error = %self, "internal error");
                 "internal error; the request was not completed".to_owned()
+            }
+            Self::ReportStore(cause) => {
+                tracing::warn!(error = %cause, "report query failed");
+                "the report store is unavailable; retry later".to_owned()
             }
             other => other.to_string(),
         };
@@ -132,14 +170,49 @@ impl ApiError {
                 r.headers_mut()
                     .insert(header::WWW_AUTHENTICATE, bearer("insufficient_scope", m));
             }
+            Self::ApiKeyRejected(_) => {
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"retail-media-orders\""),
+                );
+            }
             Self::ResourceExhausted(_) | Self::Unavailable(_) => {
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            Self::ReportStore(_) => {
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
+            Self::MethodNotAllowed(allow) => {
+                *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+                if let Ok(v) = HeaderValue::from_str(allow) {
+                    r.headers_mut().insert(header::ALLOW, v);
+                }
             }
             _ => {}
         }
         r
     }
+}
+
+/// An RFC 6749 5.2 error body, with `WWW-Authenticate: Basic` on 401 (2.3.1) and
+/// `Retry-After` when the error says when.
+fn oauth_response(e: &TokenError) -> Response {
+    let body = serde_json::json!({"error": e.error, "error_description": e.description});
+    let mut r = response::json(e.status, body.to_string());
+    if e.status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"retail-media\", charset=\"UTF-8\""),
+        );
+    }
+    if let Some(s) = e.retry_after {
+        if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    r
 }
 
 /// Parses a JSON body into `T`, naming the JSON path of the first problem.
@@ -211,5 +284,62 @@ mod tests {
         );
         assert_eq!(ApiError::Internal("db".into()).response().status(), 500);
         assert_eq!(ApiError::Unavailable("x".into()).response().status(), 503);
+    }
+
+    /// Status, headers and body bytes of a response.
+    fn parts(r: Response) -> (StatusCode, Vec<(String, String)>, Vec<u8>) {
+        use http_body_util::BodyExt as _;
+        let status = r.status();
+        let headers = r
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_owned()))
+            .collect();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let body = rt.block_on(r.into_body().collect()).expect("body");
+        (status, headers, body.to_bytes().to_vec())
+    }
+
+    #[test]
+    fn answers_once_built_elsewhere_are_byte_identical() {
+        let same =
+            |ours: ApiError, theirs: Response| assert_eq!(parts(ours.response()), parts(theirs));
+        same(
+            ApiError::NotFound("no route for /x".into()),
+            response::not_found("/x"),
+        );
+        same(
+            ApiError::MethodNotAllowed("GET, HEAD".into()),
+            response::method_not_allowed("GET, HEAD"),
+        );
+        same(
+            ApiError::ReportStore("connection refused".into()),
+            response::unavailable(
+                "store_unavailable",
+                "the report store is unavailable; retry later",
+                5,
+            ),
+        );
+        let e = TokenError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            error: "slow_down",
+            description: "retry in 7 s".into(),
+            retry_after: Some(7),
+        };
+        let (status, headers, body) = parts(ApiError::OAuth(e).response());
+        assert_eq!(status, 429);
+        assert!(headers.contains(&("retry-after".into(), "7".into())));
+        assert_eq!(
+            body,
+            br#"{"error":"slow_down","error_description":"retry in 7 s"}"#
+        );
+        let r = ApiError::ApiKeyRejected("the API key is not valid".into()).response();
+        assert_eq!(r.status(), 401);
+        assert_eq!(
+            r.headers()[header::WWW_AUTHENTICATE],
+            "Basic realm=\"retail-media-orders\""
+        );
     }
 }

@@ -1,18 +1,20 @@
 //! The partner API service (port 8081 by default).
 //!
-//! Every partner route is one row of the route table ([`routes`]): the router
-//! matches it, checks its access rule (OAuth client Basic, bearer JWT scope, or the
-//! orders API key), reads the body within a bound, and calls the operation. The
-//! OpenAPI document ([`openapi`]) is generated from the same table. Errors become
-//! the spec's error status object in one place ([`error`]). State (clients, keys,
-//! segments, campaigns, catalog, orders taken) lives behind [`state`]; reports are
-//! read from the aggregator's store ([`reports`]).
+//! Every partner route is one row of the route table ([`routes`]) naming its
+//! handler: the router matches the row, checks its access rule (bearer JWT scope or
+//! the orders API key; the token endpoint checks its OAuth client itself) and calls
+//! the handler, which reads the body within a bound. The OpenAPI document
+//! ([`openapi`]) is generated from the same table. Errors become the spec's error
+//! status object (or the token endpoint's RFC 6749 body) in one place ([`error`]).
+//! State (clients, keys, segments, campaigns, catalog, orders taken) lives behind
+//! [`state`]; reports are read from the aggregator's store ([`reports`]).
 
 pub mod ads;
 pub mod auth;
 pub mod campaigns;
 pub mod demo;
 pub mod error;
+mod handlers;
 pub mod metrics;
 pub mod model;
 pub mod openapi;
@@ -25,26 +27,28 @@ pub mod state;
 pub mod vast;
 pub mod web;
 
+#[cfg(test)]
+mod access_tests;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Method, StatusCode};
+use http::Method;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use rm_eventlog::AnyLog;
 use rm_service::ops::Ops;
 use rm_service::serve::{Handler, ServeOptions};
-use rm_service::{response, Response};
+use rm_service::Response;
 use rm_store::{AnyStore, Backend};
-use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use error::ApiError;
-use routes::{Access, Match, Op, Route};
+use routes::{Access, Call, Match, Route};
 use state::State;
 
 /// The api's settings.
@@ -138,10 +142,11 @@ pub struct ApiConfig {
 /// The api's request handler.
 #[derive(Clone)]
 pub struct ApiHandler {
-    inner: Arc<Inner>,
+    inner: Arc<Api>,
 }
 
-struct Inner {
+/// What every route handler runs on.
+struct Api {
     ops: Ops,
     store: Arc<AnyStore>,
     state: Arc<State>,
@@ -156,43 +161,28 @@ struct Inner {
     inspector: Option<InspectorFn>,
 }
 
-fn ok_json<T: Serialize>(v: &T) -> Response {
-    match serde_json::to_vec(v) {
-        Ok(b) => response::json(StatusCode::OK, b),
-        Err(e) => ApiError::Internal(e.to_string()).response(),
-    }
-}
-
 impl Handler for ApiHandler {
     async fn call(&self, req: http::Request<Incoming>) -> Response {
-        let inner = &*self.inner;
-        if let Some(r) = inner.ops.route(req.method(), req.uri().path()) {
+        let api = &*self.inner;
+        if let Some(r) = api.ops.route(req.method(), req.uri().path()) {
             return r;
         }
         let started = Instant::now();
-        let (route, captured) = match routes::find(&inner.routes, req.method(), req.uri().path()) {
+        let (route, captured) = match routes::find(&api.routes, req.method(), req.uri().path()) {
             Match::Found(r, c) => (r, c),
             Match::MethodNotAllowed(allowed) => {
                 let allow: Vec<&str> = allowed.iter().map(Method::as_str).collect();
-                let mut r = response::error(
-                    rm_schemas::rpc_status::Code::Unimplemented,
-                    "method_not_allowed",
-                    format!("method not allowed; allowed: {}", allow.join(", ")),
-                );
-                *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-                if let Ok(v) = HeaderValue::from_str(&allow.join(", ")) {
-                    r.headers_mut().insert(header::ALLOW, v);
-                }
                 metrics::request("other", 405, started.elapsed());
-                return r;
+                return ApiError::MethodNotAllowed(allow.join(", ")).response();
             }
             Match::NotFound => {
                 metrics::request("other", 404, started.elapsed());
-                return response::not_found(req.uri().path());
+                let path = req.uri().path();
+                return ApiError::NotFound(format!("no route for {path}")).response();
             }
         };
-        let r = inner
-            .dispatch(route, captured, req)
+        let r = api
+            .serve(route, captured, req)
             .await
             .unwrap_or_else(|e| e.response());
         metrics::request(route.path, r.status().as_u16(), started.elapsed());
@@ -200,7 +190,8 @@ impl Handler for ApiHandler {
     }
 }
 
-impl Inner {
+impl Api {
+    /// The request body, read whole within the size bound.
     async fn body(&self, body: Incoming) -> Result<Bytes, ApiError> {
         match Limited::new(body, self.max_body).collect().await {
             Ok(c) => Ok(c.to_bytes()),
@@ -212,136 +203,30 @@ impl Inner {
         }
     }
 
-    async fn dispatch(
+    /// Checks the route's access rule, then calls its handler.
+    async fn serve(
         &self,
         route: &Route,
         id: Option<String>,
         req: http::Request<Incoming>,
     ) -> Result<Response, ApiError> {
         let (parts, body) = req.into_parts();
-        if let Access::Bearer(scopes) = route.access {
-            self.auth.bearer(&parts.headers, scopes)?;
+        match route.access {
+            Access::Bearer(scopes) => {
+                self.auth.bearer(&parts.headers, scopes)?;
+            }
+            Access::ApiKey => {
+                self.auth.api_key(&self.state, &parts.headers).await?;
+            }
+            // The token endpoint authenticates its client itself: RFC 6749 answers.
+            Access::Public | Access::ClientBasic => {}
         }
-        let id = id.unwrap_or_default();
-        Ok(match route.op {
-            Op::Token => {
-                let body = match self.body(body).await {
-                    Ok(b) => b,
-                    Err(_) => Bytes::new(),
-                };
-                auth::token::answer(&self.auth, &self.state, &parts.headers, &body).await
-            }
-            Op::Jwks => ok_json(&self.auth.tokens.jwks()),
-            Op::OpenApi => response::json(StatusCode::OK, self.openapi.clone()),
-            Op::Sdk => sdk::answer(&parts.method, &parts.headers),
-            Op::Web => web::answer(parts.uri.path(), &parts.method, &parts.headers),
-            Op::CreateSegment => {
-                ok_json(&segments::create(&self.state, &self.body(body).await?).await?)
-            }
-            Op::GetSegment => ok_json(&segments::get(&self.state, &id).await?),
-            Op::UpdateSegment => {
-                ok_json(&segments::update(&self.state, &id, &self.body(body).await?).await?)
-            }
-            Op::CreateCampaign => {
-                let r = campaigns::create(&self.state, &self.body(body).await?).await?;
-                self.ads.campaigns_changed();
-                ok_json(&r)
-            }
-            Op::GetCampaign => ok_json(&campaigns::get(&self.state, &id).await?),
-            Op::ApproveCampaign => {
-                let r = campaigns::approve(&self.state, &id, &self.body(body).await?).await?;
-                self.ads.campaigns_changed();
-                ok_json(&r)
-            }
-            Op::UpsertProducts => {
-                let r = campaigns::upsert_products(&self.state, &self.body(body).await?).await?;
-                self.ads.products_changed();
-                ok_json(&r)
-            }
-            Op::DebugEvents => {
-                let inspector = self.inspector.as_ref().ok_or_else(|| {
-                    ApiError::NotFound(
-                        "the inspector lives on the edge: run `retail-media all`, or set RM_INGEST_JWKS_URL on the edge and ask it there"
-                            .into(),
-                    )
-                })?;
-                let pairs: Vec<(String, String)> =
-                    serde_urlencoded::from_str(parts.uri.query().unwrap_or("")).map_err(|e| {
-                        ApiError::invalid("query", format!("not a valid query string: {e}"))
-                    })?;
-                let id = pairs
-                    .iter()
-                    .find(|(k, _)| k == "trackingId")
-                    .map(|(_, v)| v.as_str())
-                    .filter(|v| !v.is_empty())
-                    .ok_or_else(|| {
-                        ApiError::invalid(
-                            "trackingId",
-                            "required: the sessionId, customerId or dtmToken to inspect",
-                        )
-                    })?;
-                let mut r = ok_json(&inspector(id));
-                r.headers_mut()
-                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-                r
-            }
-            Op::GenerateAds => ok_json(&ads::generate(
-                &self.ads,
-                &self.serving,
-                &self.body(body).await?,
-            )?),
-            Op::Orders => {
-                let result = async {
-                    self.auth.api_key(&self.state, &parts.headers).await?;
-                    let log = self.log.as_deref().ok_or_else(|| {
-                        ApiError::Unavailable(
-                            "this api instance has no event log for orders".into(),
-                        )
-                    })?;
-                    orders::take(&self.state, log, &self.body(body).await?).await
-                }
-                .await;
-                match result {
-                    Ok(v) => ok_json(&v),
-                    Err(e) => {
-                        let mut r = e.response();
-                        if r.status() == StatusCode::UNAUTHORIZED {
-                            r.headers_mut().insert(
-                                header::WWW_AUTHENTICATE,
-                                HeaderValue::from_static("Basic realm=\"retail-media-orders\""),
-                            );
-                        }
-                        r
-                    }
-                }
-            }
-            Op::Report => {
-                // Campaign costs (ROAS) and bids (spend) come from the campaign records.
-                let path = parts.uri.path();
-                let mut costs = reports::KnownCosts::default();
-                if path == "/v1/reports/sales" || path == "/v1/reports/campaigns" {
-                    for c in &self.state.campaigns().await? {
-                        if let Some(k) = c.known_cost() {
-                            costs.cost.insert(c.id.clone(), k);
-                        }
-                        if let Ok(Some(b)) =
-                            crate::model::campaign::parse_money(&c.strategy.auction.max_bid)
-                        {
-                            costs.max_bid.insert(c.id.clone(), b);
-                        }
-                    }
-                }
-                reports::answer_with(
-                    &*self.store,
-                    &costs,
-                    &self.windows,
-                    path,
-                    parts.uri.query().unwrap_or(""),
-                    &parts.headers,
-                )
-                .await
-            }
-        })
+        let call = Call {
+            parts,
+            id: id.unwrap_or_default(),
+            body,
+        };
+        (route.handler)(self, call).await
     }
 }
 
@@ -429,7 +314,7 @@ pub async fn run(
         ad_ttl_secs: config.ad_ttl_secs,
     };
     let handler = ApiHandler {
-        inner: Arc::new(Inner {
+        inner: Arc::new(Api {
             ops,
             store: deps.store,
             state: deps.state,

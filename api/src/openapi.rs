@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::model::catalog::Product;
 use crate::model::client::Scope;
-use crate::routes::{Access, Route};
+use crate::routes::{Access, Content, QueryParam, RequestBody, Route};
 
 /// Token endpoint success body.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -172,6 +172,19 @@ fn status_text(code: u16) -> &'static str {
     }
 }
 
+/// A query parameter's OpenAPI object.
+fn query_parameter(q: &QueryParam) -> Value {
+    let mut p = Map::new();
+    p.insert("name".into(), json!(q.name));
+    p.insert("in".into(), json!("query"));
+    if q.required {
+        p.insert("required".into(), json!(true));
+    }
+    let schema = serde_json::from_str(q.schema).unwrap_or_else(|_| json!({"type": "string"}));
+    p.insert("schema".into(), schema);
+    Value::Object(p)
+}
+
 /// Builds the document.
 pub fn document(routes: &[Route]) -> Value {
     let mut g = SchemaSettings::openapi3().into_generator();
@@ -182,79 +195,49 @@ pub fn document(routes: &[Route]) -> Value {
         let mut op = Map::new();
         op.insert(
             "operationId".into(),
-            json!(
-                format!("{:?}", r.op).to_lowercase()
-                    + &r.path.replace(['/', '{', '}', '.', ':', '-'], "_")
-            ),
+            json!(r.op.to_lowercase() + &r.path.replace(['/', '{', '}', '.', ':', '-'], "_")),
         );
         op.insert("summary".into(), json!(r.summary));
-        let param = r.path.split('{').nth(1).and_then(|s| s.split('}').next());
-        if let Some(name) = param {
-            op.insert(
-                "parameters".into(),
-                json!([{"name": name, "in": "path", "required": true, "schema": {"type": "string", "minLength": 1}}]),
-            );
+        let mut parameters = Vec::new();
+        if let Some(name) = r.path.split('{').nth(1).and_then(|s| s.split('}').next()) {
+            parameters.push(json!({"name": name, "in": "path", "required": true, "schema": {"type": "string", "minLength": 1}}));
         }
-        if r.op == crate::routes::Op::DebugEvents {
-            op.insert(
-                "parameters".into(),
-                json!([{"name": "trackingId", "in": "query", "required": true, "schema": {"type": "string", "minLength": 1}}]),
-            );
+        parameters.extend(r.query.iter().map(query_parameter));
+        if !parameters.is_empty() {
+            op.insert("parameters".into(), Value::Array(parameters));
         }
-        if r.op == crate::routes::Op::Report {
-            op.insert("parameters".into(), json!([
-                {"name": "campaignId", "in": "query", "schema": {"type": "string"}},
-                {"name": "adId", "in": "query", "schema": {"type": "string"}},
-                {"name": "catalogId", "in": "query", "schema": {"type": "string"}},
-                {"name": "from", "in": "query", "schema": {"type": "string", "format": "date"}},
-                {"name": "to", "in": "query", "schema": {"type": "string", "format": "date"}},
-                {"name": "format", "in": "query", "schema": {"type": "string", "enum": ["json", "csv"]}},
-            ]));
-        }
-        if r.op == crate::routes::Op::Token {
-            op.insert(
-                "requestBody".into(),
-                json!({
-                    "required": true,
-                    "content": {"application/x-www-form-urlencoded": {"schema": {
-                        "type": "object",
-                        "required": ["grant_type"],
-                        "properties": {
-                            "grant_type": {"type": "string", "enum": ["client_credentials"]},
-                            "scope": {"type": "string"}
-                        }
-                    }}}
-                }),
-            );
-        } else if let Some(req) = r.request {
-            let s = serde_json::to_value(req(&mut g)).unwrap_or_default();
-            op.insert(
-                "requestBody".into(),
-                json!({"required": true, "content": {"application/json": {"schema": s}}}),
-            );
+        match r.request {
+            RequestBody::None => {}
+            RequestBody::Form(schema) => {
+                op.insert(
+                    "requestBody".into(),
+                    json!({"required": true, "content": {"application/x-www-form-urlencoded": {"schema": schema()}}}),
+                );
+            }
+            RequestBody::Json(f) => {
+                let s = serde_json::to_value(f(&mut g)).unwrap_or_default();
+                op.insert(
+                    "requestBody".into(),
+                    json!({"required": true, "content": {"application/json": {"schema": s}}}),
+                );
+            }
         }
         let mut responses = Map::new();
-        let ok_content = match (r.op, r.response) {
-            (crate::routes::Op::Report, Some(f)) => {
+        let ok_content = match r.response {
+            Content::JsonOrCsv(f) => {
                 let s = serde_json::to_value(f(&mut g)).unwrap_or_default();
                 json!({"application/json": {"schema": s}, "text/csv": {"schema": {"type": "string"}}})
             }
-            (_, Some(f)) => {
+            Content::Json(f) => {
                 let s = serde_json::to_value(f(&mut g)).unwrap_or_default();
                 json!({"application/json": {"schema": s}})
             }
-            (crate::routes::Op::Sdk, None) => {
-                json!({"text/javascript": {"schema": {"type": "string"}}})
-            }
-            (crate::routes::Op::Web, None) => {
-                let media = crate::web::asset(r.path)
-                    .and_then(|(_, a)| a.content_type.split(';').next())
-                    .unwrap_or("text/html");
+            Content::Text(media) => {
                 let mut m = Map::new();
                 m.insert(media.to_owned(), json!({"schema": {"type": "string"}}));
                 Value::Object(m)
             }
-            (_, None) => json!({"application/json": {"schema": {"type": "object"}}}),
+            Content::AnyJson => json!({"application/json": {"schema": {"type": "object"}}}),
         };
         responses.insert(
             r.ok.to_string(),
@@ -351,6 +334,59 @@ mod tests {
             doc["components"]["schemas"]["BannerXCampaign"]["properties"]["bannerXConfig"]
                 .is_object()
         );
+    }
+
+    #[test]
+    fn every_operation_is_one_row_with_its_access_and_parameters() {
+        let routes = crate::routes::table();
+        let doc = document(&routes);
+        let operations: usize = doc["paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|p| p.as_object().unwrap().len())
+            .sum();
+        assert_eq!(operations, routes.len(), "one operation per row, no other");
+        let mut ids = std::collections::HashSet::new();
+        for r in &routes {
+            let at = format!("{} {}", r.method, r.path);
+            let op = &doc["paths"][r.path][r.method.as_str().to_lowercase()];
+            let id = op["operationId"].as_str().unwrap();
+            assert!(ids.insert(id.to_owned()), "{at}: operationId {id} twice");
+            let security = match r.access {
+                Access::Public => json!([]),
+                Access::ClientBasic => json!([{"clientBasic": []}]),
+                Access::ApiKey => json!([{"apiKeyBasic": []}]),
+                Access::Bearer(scopes) => {
+                    let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+                    json!([{"oauth2": names}])
+                }
+            };
+            assert_eq!(op["security"], security, "{at}");
+            let responses = &op["responses"];
+            let guarded = r.access != Access::Public;
+            assert_eq!(responses["401"].is_object(), guarded, "{at}: 401");
+            if let Access::Bearer(_) = r.access {
+                assert!(responses["403"].is_object(), "{at}: 403");
+            }
+            let params: Vec<&str> = op["parameters"]
+                .as_array()
+                .map(|a| a.iter().map(|p| p["name"].as_str().unwrap()).collect())
+                .unwrap_or_default();
+            let captured = r.path.contains('{');
+            let query: Vec<&str> = r.query.iter().map(|q| q.name).collect();
+            assert_eq!(
+                params[usize::from(captured)..],
+                query[..],
+                "{at}: parameters"
+            );
+            for q in r.query {
+                assert!(
+                    serde_json::from_str::<Value>(q.schema).is_ok(),
+                    "{at}: {q:?}"
+                );
+            }
+        }
     }
 
     #[test]

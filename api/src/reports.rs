@@ -13,7 +13,9 @@
 //! Query parameters (all optional): `campaignId`, `adId`, `catalogId`, `from` and
 //! `to` (inclusive UTC days, `YYYY-MM-DD`), `format` (`json`, the default, or `csv`;
 //! `Accept: text/csv` works too). JSON answers `{"rows": [...]}` with camelCase
-//! fields; CSV has a header row with the same names.
+//! fields; CSV has a header row with the same names. The query is decoded leniently,
+//! as `serde_urlencoded` would (`rm_schemas::percent`, `Rules::LENIENT_FORM`). A bad
+//! parameter is a 400 naming it, a store failure a 503 (`ApiError`).
 //!
 //! **Sales** are attributed when the report is read (last click within the click
 //! window, else last impression within the view window; see
@@ -51,12 +53,15 @@
 //! unknown) and `roas` is revenue / spend (`null` when spend is `null` or 0).
 
 use http::{header, HeaderMap, HeaderValue, StatusCode};
-use rm_schemas::rpc_status::{Code, RpcStatus};
+use rm_schemas::percent::{self, Rules};
 use rm_service::{response, Response};
 use rm_store::model::attribution::{SalesReportRow, Windows};
 use rm_store::model::parse_day;
 use rm_store::{campaign_report, ReportFilter, ReportStore, StoreError};
 use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::routes::QueryParam;
 
 /// The report routes.
 pub const ROUTES: [&str; 7] = [
@@ -68,6 +73,24 @@ pub const ROUTES: [&str; 7] = [
     "/v1/reports/carts/campaigns",
     "/v1/reports/sales",
 ];
+
+/// The query parameters every report route reads.
+pub const QUERY: [QueryParam; 6] = [
+    param("campaignId", r#"{"type": "string"}"#),
+    param("adId", r#"{"type": "string"}"#),
+    param("catalogId", r#"{"type": "string"}"#),
+    param("from", r#"{"type": "string", "format": "date"}"#),
+    param("to", r#"{"type": "string", "format": "date"}"#),
+    param("format", r#"{"type": "string", "enum": ["json", "csv"]}"#),
+];
+
+const fn param(name: &'static str, schema: &'static str) -> QueryParam {
+    QueryParam {
+        name,
+        required: false,
+        schema,
+    }
+}
 
 /// What each campaign cost, for ROAS. Implemented from the campaign data.
 pub trait CampaignCosts: Send + Sync {
@@ -168,43 +191,14 @@ impl SalesRow {
     }
 }
 
-/// A query parameter at fault.
-#[derive(Debug)]
-struct BadParam {
-    field: String,
-    message: String,
-}
-
-fn bad(field: &str, message: String) -> BadParam {
-    BadParam {
-        field: field.to_owned(),
-        message,
-    }
-}
-
-impl BadParam {
-    fn response(&self) -> Response {
-        let mut s = RpcStatus::new(
-            Code::InvalidArgument,
-            "invalid_argument",
-            format!("{}: {}", self.field, self.message),
-        );
-        s.details.push(serde_json::json!({
-            "@type": "type.googleapis.com/google.rpc.BadRequest",
-            "fieldViolations": [{"field": self.field, "description": self.message}],
-        }));
-        response::status(&s)
-    }
-}
-
 enum Format {
     Json,
     Csv,
 }
 
-fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format), BadParam> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
-        .map_err(|e| bad("query", format!("not a valid query string: {e}")))?;
+fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format), ApiError> {
+    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
+        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
     let mut f = ReportFilter::default();
     let wants_csv = headers
         .get(header::ACCEPT)
@@ -213,7 +207,8 @@ fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format
     let mut format = if wants_csv { Format::Csv } else { Format::Json };
     for (k, v) in pairs {
         let day = |v: &str| {
-            parse_day(v).ok_or_else(|| bad(&k, format!("'{v}' is not a date YYYY-MM-DD")))
+            parse_day(v)
+                .ok_or_else(|| ApiError::invalid(&k, format!("'{v}' is not a date YYYY-MM-DD")))
         };
         match k.as_str() {
             "campaignId" => f.campaign_id = Some(v),
@@ -225,33 +220,34 @@ fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format
                 format = match v.as_str() {
                     "json" => Format::Json,
                     "csv" => Format::Csv,
-                    other => return Err(bad("format", format!("'{other}' is not json or csv"))),
+                    other => {
+                        return Err(ApiError::invalid(
+                            "format",
+                            format!("'{other}' is not json or csv"),
+                        ))
+                    }
                 }
             }
             other => {
-                return Err(bad(
+                return Err(ApiError::invalid(
                     other,
-                    "unknown parameter; expected campaignId, adId, catalogId, from, to, format"
-                        .into(),
+                    "unknown parameter; expected campaignId, adId, catalogId, from, to, format",
                 ))
             }
         }
     }
     if let (Some(a), Some(b)) = (f.from_day, f.to_day) {
         if a > b {
-            return Err(bad("from", "from is after to".into()));
+            return Err(ApiError::invalid("from", "from is after to"));
         }
     }
     Ok((f, format))
 }
 
-fn store_error(e: &StoreError) -> Response {
-    tracing::warn!(error = %e, "report query failed");
-    response::unavailable(
-        "store_unavailable",
-        "the report store is unavailable; retry later",
-        5,
-    )
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::ReportStore(e.to_string())
+    }
 }
 
 fn render<T: Serialize>(rows: &[T], format: &Format) -> Response {
@@ -331,10 +327,20 @@ pub async fn answer_with<S: ReportStore, C: CampaignCosts + ?Sized>(
     query: &str,
     headers: &HeaderMap,
 ) -> Response {
-    let (f, format) = match parse_query(query, headers) {
-        Ok(x) => x,
-        Err(bad) => return bad.response(),
-    };
+    rows(store, costs, windows, path, query, headers)
+        .await
+        .unwrap_or_else(|e| e.response())
+}
+
+async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
+    store: &S,
+    costs: &C,
+    windows: &Windows,
+    path: &str,
+    query: &str,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let (f, format) = parse_query(query, headers)?;
     if path == "/v1/reports/campaigns" {
         for (field, set) in [
             ("adId", f.ad_id.is_some()),
@@ -343,43 +349,28 @@ pub async fn answer_with<S: ReportStore, C: CampaignCosts + ?Sized>(
             if set {
                 let why =
                     "not a filter of the campaign summary; expected campaignId, from, to, format";
-                return bad(field, why.into()).response();
+                return Err(ApiError::invalid(field, why));
             }
         }
     }
-    match path {
-        "/v1/reports/ads" => store
-            .ads(&f)
-            .await
-            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
-        "/v1/reports/campaigns" => campaign_report(store, &f, windows, |c| costs.max_bid(c))
-            .await
-            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
-        "/v1/reports/video-funnel" => store
-            .funnel(&f)
-            .await
-            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
-        "/v1/reports/products" => store
-            .products(&f)
-            .await
-            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
-        "/v1/reports/carts" => store
-            .carts(&f)
-            .await
-            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
-        "/v1/reports/sales" => store.sales(&f, windows).await.map_or_else(
-            |e| store_error(&e),
-            |rows| {
-                let rows: Vec<SalesRow> =
-                    rows.into_iter().map(|r| SalesRow::new(r, costs)).collect();
-                render(&rows, &format)
-            },
+    Ok(match path {
+        "/v1/reports/ads" => render(&store.ads(&f).await?, &format),
+        "/v1/reports/campaigns" => render(
+            &campaign_report(store, &f, windows, |c| costs.max_bid(c)).await?,
+            &format,
         ),
-        _ => store
-            .cart_campaigns(&f)
-            .await
-            .map_or_else(|e| store_error(&e), |r| render(&r, &format)),
-    }
+        "/v1/reports/video-funnel" => render(&store.funnel(&f).await?, &format),
+        "/v1/reports/products" => render(&store.products(&f).await?, &format),
+        "/v1/reports/carts" => render(&store.carts(&f).await?, &format),
+        "/v1/reports/sales" => {
+            let rows: Vec<SalesRow> = (store.sales(&f, windows).await?)
+                .into_iter()
+                .map(|r| SalesRow::new(r, costs))
+                .collect();
+            render(&rows, &format)
+        }
+        _ => render(&store.cart_campaigns(&f).await?, &format),
+    })
 }
 
 #[cfg(test)]

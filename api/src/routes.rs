@@ -1,51 +1,58 @@
-//! The route table: every partner route with its method, path template, access
-//! rule, request and response types and documented statuses. The router matches
-//! requests against it and the OpenAPI document (`openapi`) is generated from it,
-//! so the two cannot drift.
+//! The route table: every partner route with its method, path template, handler,
+//! access rule, query parameters, request and response bodies and documented
+//! statuses. The router matches requests against it and calls the row's handler
+//! (`handlers`); the OpenAPI document (`openapi`) is generated from the same rows, so
+//! the two cannot drift. Adding an endpoint is adding a row and its handler. Path
+//! captures are percent-decoded by `rm_schemas::percent` (`Rules::PATH_SEGMENT`: `+`
+//! is itself; a malformed escape or bytes that are not UTF-8 match no route).
+//!
+//! A handler is a plain `async fn(&Api, Call) -> Result<Response, ApiError>`; the
+//! row holds it as a fn pointer through a closure that boxes its future:
+//!
+//! ```text
+//! handler: |api, call| Box::pin(handlers::get_segment(api, call)),
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
 
 use http::Method;
+use hyper::body::Incoming;
+use rm_schemas::percent::{self, Rules};
+use rm_service::Response;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use crate::handlers;
+use crate::model::campaign::{ApproveBody, CampaignBody};
 use crate::model::client::Scope;
+use crate::model::segment::SegmentBody;
+use crate::openapi::{
+    Jwks, OrdersAccepted, OrdersRequest, ProductsBody, ProductsUpserted, ReportRows, TokenResponse,
+};
+use crate::{Api, ApiError};
 
-/// What a route does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// OAuth token.
-    Token,
-    /// JWK set.
-    Jwks,
-    /// The OpenAPI document.
-    OpenApi,
-    /// The browser SDK.
-    Sdk,
-    /// Create a segment.
-    CreateSegment,
-    /// Read a segment.
-    GetSegment,
-    /// Update a segment.
-    UpdateSegment,
-    /// Create a campaign.
-    CreateCampaign,
-    /// Read a campaign.
-    GetCampaign,
-    /// Approve or reject a campaign.
-    ApproveCampaign,
-    /// Upsert catalog products.
-    UpsertProducts,
-    /// Take orders.
-    Orders,
-    /// Generate ads.
-    GenerateAds,
-    /// The integration inspector.
-    DebugEvents,
-    /// A campaign report (the path picks which).
-    Report,
-    /// The analyst page and its assets (the path picks which).
-    Web,
+/// A matched request, as its handler gets it (after the route's access rule passed).
+pub(crate) struct Call {
+    /// Method, URI and headers.
+    pub parts: http::request::Parts,
+    /// The path template's captured parameter, percent-decoded; empty without one.
+    pub id: String,
+    /// The body, unread: `Api::body` reads it within the size bound.
+    pub body: Incoming,
 }
 
-/// Who may call a route.
+/// What a handler returns: its answer, or the error `error` turns into one.
+pub(crate) type HandlerFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Response, ApiError>> + Send + 'a>>;
+
+/// A route's handler: an `async fn(&Api, Call) -> Result<Response, ApiError>` in
+/// [`handlers`], boxed by a closure in its row: `|api, call|
+/// Box::pin(handlers::name(api, call))`.
+pub(crate) type Handler = for<'a> fn(&'a Api, Call) -> HandlerFuture<'a>;
+
+/// Who may call a route. The router checks `Bearer` and `ApiKey` before the handler
+/// runs; the token endpoint authenticates its client itself (its errors are RFC 6749
+/// bodies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     /// Anyone.
@@ -61,25 +68,65 @@ pub enum Access {
 /// A schema function for the OpenAPI document.
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
 
-/// One route.
+/// A route's request body, for the document.
+#[derive(Clone, Copy)]
+pub enum RequestBody {
+    /// None.
+    None,
+    /// JSON of this type.
+    Json(SchemaFn),
+    /// `application/x-www-form-urlencoded` with this (OpenAPI) schema.
+    Form(fn() -> serde_json::Value),
+}
+
+/// A route's success body, for the document.
+#[derive(Clone, Copy)]
+pub enum Content {
+    /// JSON of this type.
+    Json(SchemaFn),
+    /// JSON of this type, or CSV (`format=csv`).
+    JsonOrCsv(SchemaFn),
+    /// Some JSON object.
+    AnyJson,
+    /// Text of this media type.
+    Text(&'static str),
+}
+
+/// A documented query parameter.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryParam {
+    /// Name.
+    pub name: &'static str,
+    /// Whether the route refuses a request without it.
+    pub required: bool,
+    /// Its OpenAPI schema, as JSON text.
+    pub schema: &'static str,
+}
+
+/// One route: everything the router, the access check, the handler call and the
+/// OpenAPI document need.
 #[derive(Clone)]
 pub struct Route {
     /// Method.
     pub method: Method,
     /// Path template; `{id}` captures one segment, `{id}:verb` one ending in `:verb`.
     pub path: &'static str,
-    /// What it does.
-    pub op: Op,
+    /// The operation's name (the stem of its `operationId`).
+    pub op: &'static str,
+    /// Answers the request.
+    pub(crate) handler: Handler,
     /// Who may call it.
     pub access: Access,
     /// One line for the document.
     pub summary: &'static str,
-    /// Request body type (JSON), if any.
-    pub request: Option<SchemaFn>,
+    /// Query parameters it reads.
+    pub query: &'static [QueryParam],
+    /// Request body.
+    pub request: RequestBody,
     /// Success status.
     pub ok: u16,
-    /// Success body type (JSON), if JSON.
-    pub response: Option<SchemaFn>,
+    /// Success body.
+    pub response: Content,
     /// Error statuses it documents (besides `default`).
     pub errors: &'static [u16],
 }
@@ -87,12 +134,6 @@ pub struct Route {
 fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
     g.subschema_for::<T>()
 }
-
-use crate::model::campaign::{ApproveBody, CampaignBody};
-use crate::model::segment::SegmentBody;
-use crate::openapi::{
-    Jwks, OrdersAccepted, OrdersRequest, ProductsBody, ProductsUpserted, ReportRows, TokenResponse,
-};
 
 const BEARER_ERRORS: &[u16] = &[400, 401, 403];
 
@@ -107,155 +148,187 @@ pub fn table() -> Vec<Route> {
         Route {
             method: Method::POST,
             path: "/v1/oauth2/token",
-            op: Op::Token,
+            op: "Token",
+            handler: |api, call| Box::pin(handlers::token(api, call)),
             access: Access::ClientBasic,
             summary: "Request an access token (OAuth 2.0 client credentials, HTTP Basic client authentication)",
-            request: None,
+            query: &[],
+            request: RequestBody::Form(crate::auth::token::form_schema),
             ok: 200,
-            response: Some(schema::<TokenResponse>),
+            response: Content::Json(schema::<TokenResponse>),
             errors: &[400, 401, 429],
         },
         Route {
             method: Method::GET,
             path: "/.well-known/jwks.json",
-            op: Op::Jwks,
+            op: "Jwks",
+            handler: |api, call| Box::pin(handlers::jwks(api, call)),
             access: Access::Public,
             summary: "Public keys that verify access tokens (JWK set)",
-            request: None,
+            query: &[],
+            request: RequestBody::None,
             ok: 200,
-            response: Some(schema::<Jwks>),
+            response: Content::Json(schema::<Jwks>),
             errors: &[],
         },
         Route {
             method: Method::GET,
             path: "/openapi.json",
-            op: Op::OpenApi,
+            op: "OpenApi",
+            handler: |api, call| Box::pin(handlers::openapi(api, call)),
             access: Access::Public,
             summary: "This document",
-            request: None,
+            query: &[],
+            request: RequestBody::None,
             ok: 200,
-            response: None,
+            response: Content::AnyJson,
             errors: &[],
         },
         Route {
             method: Method::GET,
-            path: "/sdk/beacon.js",
-            op: Op::Sdk,
+            path: crate::sdk::PATH,
+            op: "Sdk",
+            handler: |api, call| Box::pin(handlers::sdk(api, call)),
             access: Access::Public,
             summary: "The browser tracking snippet",
-            request: None,
+            query: &[],
+            request: RequestBody::None,
             ok: 200,
-            response: None,
+            response: Content::Text("text/javascript"),
             errors: &[],
         },
         Route {
             method: Method::POST,
             path: "/v1/segments",
-            op: Op::CreateSegment,
+            op: "CreateSegment",
+            handler: |api, call| Box::pin(handlers::create_segment(api, call)),
             access: Access::Bearer(admin),
             summary: "Create a segment",
-            request: Some(schema::<SegmentBody>),
+            query: &[],
+            request: RequestBody::Json(schema::<SegmentBody>),
             ok: 200,
-            response: Some(schema::<SegmentBody>),
+            response: Content::Json(schema::<SegmentBody>),
             errors: &[400, 401, 403, 409],
         },
         Route {
             method: Method::GET,
             path: "/v1/segments/{segment.id}",
-            op: Op::GetSegment,
+            op: "GetSegment",
+            handler: |api, call| Box::pin(handlers::get_segment(api, call)),
             access: Access::Bearer(seg),
             summary: "Read a segment",
-            request: None,
+            query: &[],
+            request: RequestBody::None,
             ok: 200,
-            response: Some(schema::<SegmentBody>),
+            response: Content::Json(schema::<SegmentBody>),
             errors: &[401, 403, 404],
         },
         Route {
             method: Method::PUT,
             path: "/v1/segments/{segment.id}",
-            op: Op::UpdateSegment,
+            op: "UpdateSegment",
+            handler: |api, call| Box::pin(handlers::update_segment(api, call)),
             access: Access::Bearer(seg),
             summary: "Update a segment (the body replaces it)",
-            request: Some(schema::<SegmentBody>),
+            query: &[],
+            request: RequestBody::Json(schema::<SegmentBody>),
             ok: 200,
-            response: Some(schema::<SegmentBody>),
+            response: Content::Json(schema::<SegmentBody>),
             errors: &[400, 401, 403, 404],
         },
         Route {
             method: Method::POST,
             path: "/v3/bannerx-campaigns",
-            op: Op::CreateCampaign,
+            op: "CreateCampaign",
+            handler: |api, call| Box::pin(handlers::create_campaign(api, call)),
             access: Access::Bearer(admin),
             summary: "Create a banner X campaign",
-            request: Some(schema::<CampaignBody>),
+            query: &[],
+            request: RequestBody::Json(schema::<CampaignBody>),
             ok: 200,
-            response: Some(schema::<CampaignBody>),
+            response: Content::Json(schema::<CampaignBody>),
             errors: &[400, 401, 403, 409],
         },
         Route {
             method: Method::GET,
             path: "/v3/bannerx-campaigns/{id}",
-            op: Op::GetCampaign,
+            op: "GetCampaign",
+            handler: |api, call| Box::pin(handlers::get_campaign(api, call)),
             access: Access::Bearer(admin),
             summary: "Read a banner X campaign",
-            request: None,
+            query: &[],
+            request: RequestBody::None,
             ok: 200,
-            response: Some(schema::<CampaignBody>),
+            response: Content::Json(schema::<CampaignBody>),
             errors: &[401, 403, 404],
         },
         Route {
             method: Method::POST,
             path: "/v3/bannerx-campaigns/{id}:approve",
-            op: Op::ApproveCampaign,
+            op: "ApproveCampaign",
+            handler: |api, call| Box::pin(handlers::approve_campaign(api, call)),
             access: Access::Bearer(camp),
             summary: "Approve or reject a banner X campaign",
-            request: Some(schema::<ApproveBody>),
+            query: &[],
+            request: RequestBody::Json(schema::<ApproveBody>),
             ok: 200,
-            response: Some(schema::<CampaignBody>),
+            response: Content::Json(schema::<CampaignBody>),
             errors: &[400, 401, 403, 404],
         },
         Route {
             method: Method::POST,
             path: "/v1/products",
-            op: Op::UpsertProducts,
+            op: "UpsertProducts",
+            handler: |api, call| Box::pin(handlers::upsert_products(api, call)),
             access: Access::Bearer(admin),
             summary: "Add or replace catalog products",
-            request: Some(schema::<ProductsBody>),
+            query: &[],
+            request: RequestBody::Json(schema::<ProductsBody>),
             ok: 200,
-            response: Some(schema::<ProductsUpserted>),
+            response: Content::Json(schema::<ProductsUpserted>),
             errors: &[400, 401, 403],
         },
         Route {
             method: Method::POST,
             path: "/v1/ads/generate",
-            op: Op::GenerateAds,
+            op: "GenerateAds",
+            handler: |api, call| Box::pin(handlers::generate_ads(api, call)),
             access: Access::Bearer(&[Scope::Ads]),
             summary: "Generate ads for a placement: product ads and banner X ads (video ones with a VAST 4.0 adm)",
-            request: Some(schema::<crate::ads::AdsRequest>),
+            query: &[],
+            request: RequestBody::Json(schema::<crate::ads::AdsRequest>),
             ok: 200,
-            response: Some(schema::<crate::ads::AdsResponse>),
+            response: Content::Json(schema::<crate::ads::AdsResponse>),
             errors: &[400, 401, 403],
         },
         Route {
             method: Method::GET,
             path: "/v1/debug/events",
-            op: Op::DebugEvents,
+            op: "DebugEvents",
+            handler: |api, call| Box::pin(handlers::debug_events(api, call)),
             access: Access::Bearer(&[Scope::Reports]),
             summary: "The integration inspector: a tracking id's latest events, their outcomes, and the spec's rule checks (query: trackingId)",
-            request: None,
+            query: &[QueryParam {
+                name: "trackingId",
+                required: true,
+                schema: r#"{"type": "string", "minLength": 1}"#,
+            }],
+            request: RequestBody::None,
             ok: 200,
-            response: Some(schema::<crate::openapi::InspectorReport>),
+            response: Content::Json(schema::<crate::openapi::InspectorReport>),
             errors: &[400, 401, 403, 404],
         },
         Route {
             method: Method::POST,
             path: "/v1/orders",
-            op: Op::Orders,
+            op: "Orders",
+            handler: |api, call| Box::pin(handlers::orders(api, call)),
             access: Access::ApiKey,
             summary: "Report orders (HTTP Basic with the secret API key); idempotent by order id",
-            request: Some(schema::<OrdersRequest>),
+            query: &[],
+            request: RequestBody::Json(schema::<OrdersRequest>),
             ok: 200,
-            response: Some(schema::<OrdersAccepted>),
+            response: Content::Json(schema::<OrdersAccepted>),
             errors: &[400, 401, 429, 503],
         },
     ];
@@ -263,12 +336,14 @@ pub fn table() -> Vec<Route> {
         t.push(Route {
             method: Method::GET,
             path,
-            op: Op::Report,
+            op: "Report",
+            handler: |api, call| Box::pin(handlers::report(api, call)),
             access: Access::Bearer(reports),
             summary: "Campaign report rows (JSON, or CSV with format=csv)",
-            request: None,
+            query: &crate::reports::QUERY,
+            request: RequestBody::None,
             ok: 200,
-            response: Some(schema::<ReportRows>),
+            response: Content::JsonOrCsv(schema::<ReportRows>),
             errors: BEARER_ERRORS,
         });
     }
@@ -276,12 +351,14 @@ pub fn table() -> Vec<Route> {
         t.push(Route {
             method: Method::GET,
             path: asset.path,
-            op: Op::Web,
+            op: "Web",
+            handler: |api, call| Box::pin(handlers::web(api, call)),
             access: Access::Public,
             summary: "The analyst page (static; it reads the report routes with a token)",
-            request: None,
+            query: &[],
+            request: RequestBody::None,
             ok: 200,
-            response: None,
+            response: Content::Text(asset.media_type()),
             errors: &[],
         });
     }
@@ -296,25 +373,6 @@ pub enum Match<'a> {
     MethodNotAllowed(Vec<Method>),
     /// No such path.
     NotFound,
-}
-
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = |c: u8| (c as char).to_digit(16);
-            let hi = b.get(i + 1).copied().and_then(hex)?;
-            let lo = b.get(i + 2).copied().and_then(hex)?;
-            out.push(u8::try_from(hi * 16 + lo).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// Matches `path` against a template; `Some(capture)` on a match.
@@ -336,7 +394,11 @@ fn capture(template: &str, path: &str) -> Option<Option<String>> {
                     if value.is_empty() {
                         return None;
                     }
-                    captured = Some(percent_decode(value)?);
+                    captured = Some(
+                        percent::decode(value, Rules::PATH_SEGMENT)
+                            .ok()?
+                            .into_owned(),
+                    );
                 } else if ts != ps {
                     return None;
                 }
@@ -384,11 +446,11 @@ mod tests {
         else {
             panic!("no match")
         };
-        assert_eq!((r.op, id.as_deref()), (Op::ApproveCampaign, Some("c-1")));
+        assert_eq!((r.op, id.as_deref()), ("ApproveCampaign", Some("c-1")));
         let Match::Found(r, id) = find(&t, &Method::PUT, "/v1/segments/a%20b") else {
             panic!("no match")
         };
-        assert_eq!((r.op, id.as_deref()), (Op::UpdateSegment, Some("a b")));
+        assert_eq!((r.op, id.as_deref()), ("UpdateSegment", Some("a b")));
         assert!(
             matches!(find(&t, &Method::DELETE, "/v1/segments/x"), Match::MethodNotAllowed(m) if m.len() == 2)
         );
@@ -401,7 +463,7 @@ mod tests {
             Match::NotFound
         ));
         assert!(
-            matches!(find(&t, &Method::GET, "/v3/bannerx-campaigns/c:approve"), Match::Found(r, _) if r.op == Op::GetCampaign)
+            matches!(find(&t, &Method::GET, "/v3/bannerx-campaigns/c:approve"), Match::Found(r, _) if r.op == "GetCampaign")
         );
     }
 }

@@ -13,6 +13,8 @@ use http::{header, HeaderMap, HeaderValue, Method};
 use rm_service::{response, Response};
 use sha2::{Digest, Sha256};
 
+use crate::error::ApiError;
+
 /// Path of the snippet.
 pub const PATH: &str = "/sdk/beacon.js";
 
@@ -35,7 +37,7 @@ pub fn etag() -> &'static str {
 /// Answers a request for [`PATH`].
 pub fn answer(method: &Method, headers: &HeaderMap) -> Response {
     if method != Method::GET && method != Method::HEAD {
-        return response::method_not_allowed("GET, HEAD");
+        return ApiError::MethodNotAllowed("GET, HEAD".into()).response();
     }
     let mut r = response::static_asset(headers, etag(), CONTENT_TYPE, CACHE_CONTROL, SOURCE);
     r.headers_mut().insert(

@@ -22,6 +22,8 @@ use http::{header, HeaderMap, HeaderValue, Method};
 use rm_service::{response, Response};
 use sha2::{Digest, Sha256};
 
+use crate::error::ApiError;
+
 /// One served file.
 #[derive(Debug, Clone, Copy)]
 pub struct Asset {
@@ -31,6 +33,14 @@ pub struct Asset {
     pub content_type: &'static str,
     /// The bytes served.
     pub body: &'static str,
+}
+
+impl Asset {
+    /// The media type: `content_type` without its parameters.
+    pub fn media_type(&self) -> &'static str {
+        let t: &'static str = self.content_type;
+        t.split(';').next().unwrap_or(t)
+    }
 }
 
 /// Every file of the page, the page first.
@@ -81,10 +91,10 @@ pub fn etag(i: usize) -> &'static str {
 /// Answers a request for one of the [`ASSETS`] paths.
 pub fn answer(path: &str, method: &Method, headers: &HeaderMap) -> Response {
     let Some((i, a)) = asset(path) else {
-        return response::not_found(path);
+        return ApiError::NotFound(format!("no route for {path}")).response();
     };
     if method != Method::GET && method != Method::HEAD {
-        return response::method_not_allowed("GET, HEAD");
+        return ApiError::MethodNotAllowed("GET, HEAD".into()).response();
     }
     let mut r = response::static_asset(headers, etag(i), a.content_type, CACHE_CONTROL, a.body);
     let h = r.headers_mut();

@@ -91,14 +91,12 @@ impl Auth {
 
     /// Checks the orders API key: HTTP Basic with the key as user name and an empty
     /// password (`curl -u KEY:`), or the raw key after `Basic `. Returns the key's
-    /// name.
+    /// name. 401 (with the orders realm's `Basic` challenge) for a missing or bad key.
     pub async fn api_key(&self, state: &State, headers: &HeaderMap) -> Result<String, ApiError> {
-        let unauth = |m: &str| ApiError::Unauthenticated(m.to_owned());
+        let unauth = |m: &str| ApiError::ApiKeyRejected(m.to_owned());
         let value = headers
             .get(header::AUTHORIZATION)
-            .ok_or_else(|| {
-                ApiError::NoCredentials("missing Authorization: Basic with the API key".into())
-            })?
+            .ok_or_else(|| unauth("missing Authorization: Basic with the API key"))?
             .to_str()
             .map_err(|_| unauth("malformed Authorization header"))?;
         let raw = value

@@ -14,17 +14,22 @@
 //!
 //! Unrecognised parameters are ignored (RFC 6749 3.2). Every answer carries
 //! `Cache-Control: no-store` and `Pragma: no-cache`. The optional `scope` parameter
-//! narrows the token to a subset of the client's scopes.
+//! narrows the token to a subset of the client's scopes. The form and the Basic
+//! credentials are decoded by `rm_schemas::percent` (`Rules::FORM`); error bodies are
+//! built by `ApiError::OAuth` (`crate::error`).
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
+use rm_schemas::percent::{self, Rules};
 use rm_service::{response, Response};
 
 use super::Auth;
+use crate::error::ApiError;
 use crate::metrics;
 use crate::model::client::Scope;
 use crate::state::State;
@@ -32,7 +37,7 @@ use crate::state::State;
 /// The route.
 pub const PATH: &str = "/v1/oauth2/token";
 
-/// An RFC 6749 5.2 error.
+/// An RFC 6749 5.2 error (answered by [`ApiError::OAuth`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenError {
     /// HTTP status.
@@ -62,26 +67,10 @@ fn invalid_client(d: impl Into<String>) -> TokenError {
     err(StatusCode::UNAUTHORIZED, "invalid_client", d)
 }
 
-/// Decodes `application/x-www-form-urlencoded` text: `+` is a space, `%XX` a byte.
-pub fn form_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = |c: u8| (c as char).to_digit(16);
-                let hi = b.get(i + 1).copied().and_then(hex)?;
-                let lo = b.get(i + 2).copied().and_then(hex)?;
-                out.push(u8::try_from(hi * 16 + lo).ok()?);
-                i += 2;
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).ok()
+/// Decodes form-encoded text ([`Rules::FORM`]: `+` is a space, `%XX` a byte; a
+/// malformed escape or bytes that are not UTF-8 are `None`).
+fn form_decode(s: &str) -> Option<String> {
+    percent::decode(s, Rules::FORM).ok().map(Cow::into_owned)
 }
 
 /// The form parameters of the body; repeated or malformed ones are errors.
@@ -89,8 +78,7 @@ pub fn parse_form(body: &[u8]) -> Result<Vec<(String, String)>, TokenError> {
     let text =
         std::str::from_utf8(body).map_err(|_| invalid_request("the body is not UTF-8 text"))?;
     let mut params: Vec<(String, String)> = Vec::new();
-    for pair in text.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+    for (k, v) in percent::pairs(text) {
         let k = form_decode(k)
             .ok_or_else(|| invalid_request("a parameter name is not form-urlencoded"))?;
         let v = form_decode(v)
@@ -154,7 +142,7 @@ pub async fn answer(auth: &Auth, state: &State, headers: &HeaderMap, body: &Byte
                 "slow_down" => "rate_limited",
                 _ => "invalid_request",
             };
-            (error_response(&e), outcome)
+            (ApiError::OAuth(e).response(), outcome)
         }
     };
     metrics::token_outcome(outcome);
@@ -165,21 +153,16 @@ pub async fn answer(auth: &Auth, state: &State, headers: &HeaderMap, body: &Byte
     r
 }
 
-fn error_response(e: &TokenError) -> Response {
-    let body = serde_json::json!({"error": e.error, "error_description": e.description});
-    let mut r = response::json(e.status, body.to_string());
-    if e.status == StatusCode::UNAUTHORIZED {
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Basic realm=\"retail-media\", charset=\"UTF-8\""),
-        );
-    }
-    if let Some(s) = e.retry_after {
-        if let Ok(v) = HeaderValue::from_str(&s.to_string()) {
-            r.headers_mut().insert(header::RETRY_AFTER, v);
+/// The form's OpenAPI schema.
+pub fn form_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "required": ["grant_type"],
+        "properties": {
+            "grant_type": {"type": "string", "enum": ["client_credentials"]},
+            "scope": {"type": "string"}
         }
-    }
-    r
+    })
 }
 
 async fn grant(
@@ -317,9 +300,10 @@ mod tests {
         }
 
         #[test]
-        fn form_decode_inverts_percent_encoding(s in "\\PC{0,30}") {
+        fn form_parsing_inverts_percent_encoding(s in "\\PC{0,30}") {
             let enc: String = s.bytes().map(|b| format!("%{b:02X}")).collect();
-            prop_assert_eq!(form_decode(&enc), Some(s));
+            let params = parse_form(format!("k={enc}").as_bytes()).expect("decodes");
+            prop_assert_eq!(params, vec![("k".to_owned(), s)]);
         }
     }
 }

@@ -1,0 +1,152 @@
+//! One handler per route of the table ([`crate::routes`]), each an
+//! `async fn(&Api, Call) -> Result<Response, ApiError>`: it takes what its operation
+//! needs from the request (the captured id, the body within its bound, the query),
+//! calls the operation and answers, JSON unless the route serves files or reports.
+//! The router has checked the route's access rule before; errors go back to it as
+//! [`ApiError`], which turns them into responses in one place ([`crate::error`]).
+
+use http::{header, HeaderValue, StatusCode};
+use rm_schemas::percent::{self, Rules};
+use rm_service::{response, Response};
+use serde::Serialize;
+
+use crate::routes::Call;
+use crate::{ads, auth, campaigns, orders, reports, sdk, segments, web, Api, ApiError};
+
+fn ok_json<T: Serialize>(v: &T) -> Result<Response, ApiError> {
+    let body = serde_json::to_vec(v).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(response::json(StatusCode::OK, body))
+}
+
+/// `POST /v1/oauth2/token`.
+pub(crate) async fn token(api: &Api, call: Call) -> Result<Response, ApiError> {
+    // A body that cannot be read is an empty form: the grant answers invalid_request.
+    let body = api.body(call.body).await.unwrap_or_default();
+    Ok(auth::token::answer(&api.auth, &api.state, &call.parts.headers, &body).await)
+}
+
+/// `GET /.well-known/jwks.json`.
+pub(crate) async fn jwks(api: &Api, _call: Call) -> Result<Response, ApiError> {
+    ok_json(&api.auth.tokens.jwks())
+}
+
+/// `GET /openapi.json`: the document built at start.
+pub(crate) async fn openapi(api: &Api, _call: Call) -> Result<Response, ApiError> {
+    Ok(response::json(StatusCode::OK, api.openapi.clone()))
+}
+
+/// `GET /sdk/beacon.js`.
+pub(crate) async fn sdk(_api: &Api, call: Call) -> Result<Response, ApiError> {
+    Ok(sdk::answer(&call.parts.method, &call.parts.headers))
+}
+
+/// The analyst page and its assets (the path picks which).
+pub(crate) async fn web(_api: &Api, call: Call) -> Result<Response, ApiError> {
+    let p = &call.parts;
+    Ok(web::answer(p.uri.path(), &p.method, &p.headers))
+}
+
+/// `POST /v1/segments`.
+pub(crate) async fn create_segment(api: &Api, call: Call) -> Result<Response, ApiError> {
+    ok_json(&segments::create(&api.state, &api.body(call.body).await?).await?)
+}
+
+/// `GET /v1/segments/{segment.id}`.
+pub(crate) async fn get_segment(api: &Api, call: Call) -> Result<Response, ApiError> {
+    ok_json(&segments::get(&api.state, &call.id).await?)
+}
+
+/// `PUT /v1/segments/{segment.id}`.
+pub(crate) async fn update_segment(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let body = api.body(call.body).await?;
+    ok_json(&segments::update(&api.state, &call.id, &body).await?)
+}
+
+/// `POST /v3/bannerx-campaigns`.
+pub(crate) async fn create_campaign(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let r = campaigns::create(&api.state, &api.body(call.body).await?).await?;
+    api.ads.campaigns_changed();
+    ok_json(&r)
+}
+
+/// `GET /v3/bannerx-campaigns/{id}`.
+pub(crate) async fn get_campaign(api: &Api, call: Call) -> Result<Response, ApiError> {
+    ok_json(&campaigns::get(&api.state, &call.id).await?)
+}
+
+/// `POST /v3/bannerx-campaigns/{id}:approve`.
+pub(crate) async fn approve_campaign(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let body = api.body(call.body).await?;
+    let r = campaigns::approve(&api.state, &call.id, &body).await?;
+    api.ads.campaigns_changed();
+    ok_json(&r)
+}
+
+/// `POST /v1/products`.
+pub(crate) async fn upsert_products(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let r = campaigns::upsert_products(&api.state, &api.body(call.body).await?).await?;
+    api.ads.products_changed();
+    ok_json(&r)
+}
+
+/// `POST /v1/ads/generate`.
+pub(crate) async fn generate_ads(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let body = api.body(call.body).await?;
+    ok_json(&ads::generate(&api.ads, &api.serving, &body)?)
+}
+
+/// `GET /v1/debug/events?trackingId=`: the edge's inspector, when it runs here.
+pub(crate) async fn debug_events(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let inspector = api.inspector.as_ref().ok_or_else(|| {
+        ApiError::NotFound(
+            "the inspector lives on the edge: run `retail-media all`, or set RM_INGEST_JWKS_URL on the edge and ask it there"
+                .into(),
+        )
+    })?;
+    let query = call.parts.uri.query().unwrap_or("");
+    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
+        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
+    let id = pairs
+        .iter()
+        .find(|(k, _)| k == "trackingId")
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "trackingId",
+                "required: the sessionId, customerId or dtmToken to inspect",
+            )
+        })?;
+    let mut r = ok_json(&inspector(id))?;
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(r)
+}
+
+/// `POST /v1/orders` (the router has checked the API key).
+pub(crate) async fn orders(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let log = api.log.as_deref().ok_or_else(|| {
+        ApiError::Unavailable("this api instance has no event log for orders".into())
+    })?;
+    ok_json(&orders::take(&api.state, log, &api.body(call.body).await?).await?)
+}
+
+/// The report routes (the path picks which). Campaign costs (ROAS) and bids (spend)
+/// come from the campaign records.
+pub(crate) async fn report(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let path = call.parts.uri.path();
+    let mut costs = reports::KnownCosts::default();
+    if path == "/v1/reports/sales" || path == "/v1/reports/campaigns" {
+        for c in &api.state.campaigns().await? {
+            if let Some(k) = c.known_cost() {
+                costs.cost.insert(c.id.clone(), k);
+            }
+            if let Ok(Some(b)) = crate::model::campaign::parse_money(&c.strategy.auction.max_bid) {
+                costs.max_bid.insert(c.id.clone(), b);
+            }
+        }
+    }
+    let query = call.parts.uri.query().unwrap_or("");
+    let headers = &call.parts.headers;
+    Ok(reports::answer_with(&*api.store, &costs, &api.windows, path, query, headers).await)
+}
