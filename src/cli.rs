@@ -137,7 +137,7 @@ pub struct Settings {
     #[arg(
         long = "drain-deadline-secs",
         env = "RM_DRAIN_DEADLINE_SECS",
-        default_value_t = 10
+        default_value_t = rm_service::serve::DEFAULT_DRAIN_DEADLINE_SECS
     )]
     pub drain_deadline_secs: u64,
     /// Log filter (tracing EnvFilter syntax), for example `info` or `rm_ingest=debug`.

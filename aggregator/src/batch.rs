@@ -39,6 +39,11 @@ use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
 use rm_store::model::status::AdIdStatus;
 use rm_store::{BatchWrite, EntitySets, FastSet};
 
+/// Default of `--late-horizon-hours` (30 days).
+pub const DEFAULT_LATE_HORIZON_HOURS: i64 = 720;
+/// Default of `--future-skew-hours`.
+pub const DEFAULT_FUTURE_SKEW_HOURS: i64 = 24;
+
 /// Aggregation policy.
 #[derive(Debug, Clone, Copy)]
 pub struct Policy {
@@ -54,8 +59,8 @@ impl Default for Policy {
     fn default() -> Self {
         Self {
             debounce_ms: rm_schemas::video_funnel::DEFAULT_DEBOUNCE_MS,
-            late_horizon_ms: 30 * 86_400_000,
-            future_skew_ms: 86_400_000,
+            late_horizon_ms: DEFAULT_LATE_HORIZON_HOURS * 3_600_000,
+            future_skew_ms: DEFAULT_FUTURE_SKEW_HOURS * 3_600_000,
         }
     }
 }

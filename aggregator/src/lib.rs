@@ -53,28 +53,28 @@ pub struct AggregatorConfig {
     #[arg(
         long = "aggregator-batch-max-records",
         env = "RM_AGGREGATOR_BATCH_MAX_RECORDS",
-        default_value_t = 50_000
+        default_value_t = pipeline::DEFAULT_BATCH_MAX_RECORDS
     )]
     pub batch_max_records: usize,
     /// Longest wait in milliseconds after the first record of a batch before it is stored.
     #[arg(
         long = "aggregator-batch-max-wait-ms",
         env = "RM_AGGREGATOR_BATCH_MAX_WAIT_MS",
-        default_value_t = 500
+        default_value_t = pipeline::DEFAULT_BATCH_MAX_WAIT_MS
     )]
     pub batch_max_wait_ms: u64,
     /// Events dated more than this many hours before their receipt are not aggregated.
     #[arg(
         long = "late-horizon-hours",
         env = "RM_LATE_HORIZON_HOURS",
-        default_value_t = 720
+        default_value_t = batch::DEFAULT_LATE_HORIZON_HOURS
     )]
     pub late_horizon_hours: i64,
     /// Events dated more than this many hours after their receipt are not aggregated.
     #[arg(
         long = "future-skew-hours",
         env = "RM_FUTURE_SKEW_HOURS",
-        default_value_t = 24
+        default_value_t = batch::DEFAULT_FUTURE_SKEW_HOURS
     )]
     pub future_skew_hours: i64,
     /// Most entities (views, carts) whose fact sets are kept in memory.

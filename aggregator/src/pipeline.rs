@@ -53,6 +53,11 @@ use crate::batch::{fold, fold_orders, touched, FoldStats, OrderStats, Policy};
 use crate::metrics;
 use crate::source::{Checkpoint, Raw, Source, Stream};
 
+/// Default of `--aggregator-batch-max-records`.
+pub const DEFAULT_BATCH_MAX_RECORDS: usize = 50_000;
+/// Default of `--aggregator-batch-max-wait-ms`.
+pub const DEFAULT_BATCH_MAX_WAIT_MS: u64 = 500;
+
 /// Loop settings.
 #[derive(Debug, Clone, Copy)]
 pub struct PipelineOptions {

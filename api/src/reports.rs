@@ -139,55 +139,29 @@ impl<F: Fn(&str) -> Option<f64> + Send + Sync> CampaignCosts for F {
     }
 }
 
-/// One row of the sales report: the store's row and its ROAS.
+/// One row of the sales report: the store's row and its ROAS (the store's fields, then
+/// `roas`, in JSON and CSV alike).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct SalesRow {
-    /// Campaign credited ("" for unattributed sales).
-    pub campaign_id: String,
-    /// Catalog.
-    pub catalog_id: String,
-    /// Product.
-    pub product_code: String,
-    /// UTC day of the orders, `YYYY-MM-DD`.
-    pub day: String,
-    /// Distinct orders with a line in this row.
-    pub orders: u64,
-    /// Units.
-    pub units: u64,
-    /// Revenue (`totalOrderItemPriceAfterDiscounts`).
-    pub revenue: f64,
-    /// Lines credited to a click.
-    pub click_attributions: u64,
-    /// Lines credited to an impression.
-    pub view_attributions: u64,
+    /// The store's row.
+    #[serde(flatten)]
+    pub row: SalesReportRow,
     /// revenue / the campaign's cost, when the cost is known and positive.
     pub roas: Option<f64>,
 }
 
 impl SalesRow {
     /// A store row with its ROAS.
-    pub fn new<C: CampaignCosts + ?Sized>(r: SalesReportRow, costs: &C) -> Self {
-        let roas = if r.campaign_id.is_empty() {
+    pub fn new<C: CampaignCosts + ?Sized>(row: SalesReportRow, costs: &C) -> Self {
+        let roas = if row.campaign_id.is_empty() {
             None
         } else {
             costs
-                .cost(&r.campaign_id)
+                .cost(&row.campaign_id)
                 .filter(|c| c.is_finite() && *c > 0.0)
-                .map(|c| r.revenue / c)
+                .map(|c| row.revenue / c)
         };
-        Self {
-            campaign_id: r.campaign_id,
-            catalog_id: r.catalog_id,
-            product_code: r.product_code,
-            day: r.day,
-            orders: r.orders,
-            units: r.units,
-            revenue: r.revenue,
-            click_attributions: r.click_attributions,
-            view_attributions: r.view_attributions,
-            roas,
-        }
+        Self { row, roas }
     }
 }
 
@@ -318,7 +292,7 @@ pub async fn answer<S: ReportStore>(
 }
 
 /// Answers a report route: `costs` gives the sales report's ROAS, `windows` its
-/// attribution windows (`AggregatorConfig::attribution()`).
+/// attribution windows (`rm_store::StoreConfig::attribution`).
 pub async fn answer_with<S: ReportStore, C: CampaignCosts + ?Sized>(
     store: &S,
     costs: &C,

@@ -61,6 +61,11 @@ pub struct KafkaConfig {
     pub properties: Vec<String>,
 }
 
+/// Default of `--log-batch-max`.
+pub const DEFAULT_LOG_BATCH_MAX: usize = 4096;
+/// Default of `--log-queue-max`.
+pub const DEFAULT_LOG_QUEUE_MAX: usize = 65_536;
+
 /// Embedded log settings.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EmbeddedLogConfig {
@@ -68,14 +73,14 @@ pub struct EmbeddedLogConfig {
     #[arg(
         long = "log-batch-max",
         env = "RM_LOG_BATCH_MAX",
-        default_value_t = 4096
+        default_value_t = DEFAULT_LOG_BATCH_MAX
     )]
     pub batch_max: usize,
     /// Most appends waiting for the writer before appends are refused with back-pressure.
     #[arg(
         long = "log-queue-max",
         env = "RM_LOG_QUEUE_MAX",
-        default_value_t = 65_536
+        default_value_t = DEFAULT_LOG_QUEUE_MAX
     )]
     pub queue_max: usize,
 }
@@ -90,8 +95,8 @@ impl EmbeddedLogConfig {
 impl Default for EmbeddedLogConfig {
     fn default() -> Self {
         Self {
-            batch_max: 4096,
-            queue_max: 65_536,
+            batch_max: DEFAULT_LOG_BATCH_MAX,
+            queue_max: DEFAULT_LOG_QUEUE_MAX,
         }
     }
 }

@@ -4,8 +4,9 @@
 //! (the edge's handler, the api's order intake) is the same on both:
 //!
 //! - [`kafka::KafkaLog`]: rdkafka `FutureProducer`, idempotent, `acks=all`; used when
-//!   brokers are configured. Records are keyed by the caller (the edge uses `adId`,
-//!   so one ad's events stay ordered in one partition).
+//!   brokers are configured. Records are keyed by the caller (the edge uses the tracking
+//!   id, so one shopper's events stay ordered in one partition and one aggregator
+//!   writes them).
 //! - [`embedded::EmbeddedLog`]: an append-only log in a local redb database with
 //!   group commit (one fsync per batch); the default, for one machine.
 //!

@@ -8,8 +8,11 @@
 //! forces an earlier eviction, for at most `2 * ttl`, and a shard never holds more
 //! than its capacity: memory is bounded by `max_keys` whatever the traffic.
 //!
-//! Keys are already uniform 128-bit hashes, so the maps use the key's low 64 bits as
-//! the hash. Each entry also remembers whether the event is durable yet: a
+//! Keys are already 128-bit hashes (XXH3, uniform for real traffic), so the maps hash
+//! a key as the XOR of its two 64-bit halves instead of hashing it again (the top
+//! bits pick the shard). XXH3 is not keyed: a client grinding beacons could aim keys
+//! at one bucket, but a shard holds at most its capacity, so that costs probe length
+//! within one shard, not memory. Each entry also remembers whether the event is durable yet: a
 //! duplicate of an event whose write is still in flight is not "seen" (its 200 would
 //! be a promise the first write may not keep), so the caller writes it too and the
 //! aggregator, which dedups by the same key, counts it once.
@@ -39,7 +42,7 @@ enum State {
     Durable,
 }
 
-/// Hashes a key by its low 64 bits (keys are uniform hashes already).
+/// Hashes a key `(high, low)` as `high ^ low` (keys are hashes already).
 #[derive(Default)]
 struct KeyHasher(u64);
 
@@ -99,7 +102,7 @@ impl DedupWindow {
     }
 
     fn shard(&self, key: u128) -> &Mutex<Shard> {
-        // Top bits pick the shard; the map hashes with the low bits.
+        // Top bits pick the shard; the map hashes both halves (`KeyHasher`).
         let i = (key >> 116) as usize & (self.shards.len() - 1);
         &self.shards[i]
     }

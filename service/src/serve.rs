@@ -32,6 +32,9 @@ pub enum ServeError {
     DrainTimeout(Duration),
 }
 
+/// Default of `--drain-deadline-secs`: how long shutdown waits for in-flight requests.
+pub const DEFAULT_DRAIN_DEADLINE_SECS: u64 = 10;
+
 /// Serving options.
 #[derive(Debug, Clone, Copy)]
 pub struct ServeOptions {
@@ -45,7 +48,7 @@ impl Default for ServeOptions {
     fn default() -> Self {
         Self {
             max_head_bytes: 16 * 1024,
-            drain_deadline: Duration::from_secs(10),
+            drain_deadline: Duration::from_secs(DEFAULT_DRAIN_DEADLINE_SECS),
         }
     }
 }

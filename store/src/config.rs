@@ -3,7 +3,7 @@
 //! the store (the aggregator writes, the api reads).
 
 use crate::clickhouse::ClickHouseConfig;
-use crate::model::attribution::Windows;
+use crate::model::attribution::{Windows, DEFAULT_CLICK_WINDOW_DAYS, DEFAULT_VIEW_WINDOW_DAYS};
 
 /// The report store's settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -13,7 +13,7 @@ pub struct StoreConfig {
         id = "attribution_click_window_days",
         long = "attribution-click-window-days",
         env = "RM_ATTRIBUTION_CLICK_WINDOW_DAYS",
-        default_value_t = 30
+        default_value_t = DEFAULT_CLICK_WINDOW_DAYS
     )]
     pub attribution_click_window_days: i64,
     /// Days before an order within which an impression earns the sale, without a click.
@@ -21,7 +21,7 @@ pub struct StoreConfig {
         id = "attribution_view_window_days",
         long = "attribution-view-window-days",
         env = "RM_ATTRIBUTION_VIEW_WINDOW_DAYS",
-        default_value_t = 1
+        default_value_t = DEFAULT_VIEW_WINDOW_DAYS
     )]
     pub attribution_view_window_days: i64,
     /// ClickHouse settings.

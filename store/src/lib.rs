@@ -30,7 +30,10 @@ pub use any::{open, AnyStore};
 pub use config::StoreConfig;
 pub use error::StoreError;
 pub use filter::ReportFilter;
-pub use read::{campaign_report, campaign_sales_rows, sales_rows, ReportStore};
+pub use read::{
+    campaign_report, campaign_sales_rows, cart_campaign_rows, cart_state_rows, sales_rows,
+    ReportStore,
+};
 pub use write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 
 /// What both sides of every backend share.

@@ -9,7 +9,7 @@ use crate::model::attribution::{self, OrderLine, SalesReportRow, Touch, Windows}
 use crate::model::campaigns::{
     self, CampaignParts, CampaignReportRow, CampaignSalesRow, CartAddsRow,
 };
-use crate::model::carts::{CartCampaignRow, CartStateRow};
+use crate::model::carts::{self, CartCampaignRow, CartEventRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
 use crate::{Backend, ReportFilter, StoreError};
@@ -101,6 +101,27 @@ pub fn campaign_sales_rows(
     attribution::campaign_sales(&kept, touches, w, |campaign| {
         f.campaign_id.as_deref().is_none_or(|c| c == campaign)
     })
+}
+
+/// The cart states report from cart event rows (both stores call this): each cart's
+/// state, kept when the campaign, ad, catalog and day of its latest event pass `f`.
+pub fn cart_state_rows(rows: &[CartEventRow], f: &ReportFilter) -> Vec<CartStateRow> {
+    carts::states(rows)
+        .into_iter()
+        .filter(|s| {
+            let day = crate::model::parse_day(&s.last_day).unwrap_or(0);
+            f.matches(&s.campaign_id, Some(&s.ad_id), Some(&s.catalog_id), day)
+        })
+        .collect()
+}
+
+/// Carts per campaign and product from cart event rows (both stores call this), kept
+/// by the filter's campaign; the rows are already narrowed to its catalog and days.
+pub fn cart_campaign_rows(rows: &[CartEventRow], f: &ReportFilter) -> Vec<CartCampaignRow> {
+    carts::campaign_rollup(rows)
+        .into_iter()
+        .filter(|r| f.campaign_id.as_deref().is_none_or(|c| c == r.campaign_id))
+        .collect()
 }
 
 /// The campaign summary (`GET /v1/reports/campaigns`) from any store: its parts are

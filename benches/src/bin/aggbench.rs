@@ -40,10 +40,10 @@ struct Args {
     #[arg(long)]
     entity_per_event: bool,
     /// Batch bound of the aggregator, records (the service's default).
-    #[arg(long, default_value_t = 50_000)]
+    #[arg(long, default_value_t = rm_aggregator::pipeline::DEFAULT_BATCH_MAX_RECORDS)]
     batch_max_records: usize,
     /// Batch bound of the aggregator, milliseconds (the service's default).
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = rm_aggregator::pipeline::DEFAULT_BATCH_MAX_WAIT_MS)]
     batch_max_wait_ms: u64,
     #[command(flatten)]
     kafka: KafkaConfig,

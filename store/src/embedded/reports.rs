@@ -16,7 +16,9 @@ use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{self, CartCampaignRow, CartEventRow, CartStateRow};
 use crate::model::funnel::{self, FunnelReportRow, ViewRow};
 use crate::model::products::{self, ProductFact, ProductReportRow};
-use crate::read::{campaign_sales_rows, sales_rows, ReportStore};
+use crate::read::{
+    campaign_sales_rows, cart_campaign_rows, cart_state_rows, sales_rows, ReportStore,
+};
 use crate::{ReportFilter, StoreError};
 
 impl EmbeddedStore {
@@ -168,13 +170,7 @@ impl ReportStore for EmbeddedStore {
         let f = f.clone();
         self.blocking(move |db| {
             let rows = Self::cart_rows(db, &f)?;
-            Ok(carts::states(&rows)
-                .into_iter()
-                .filter(|s| {
-                    let day = crate::model::parse_day(&s.last_day).unwrap_or(0);
-                    f.matches(&s.campaign_id, Some(&s.ad_id), Some(&s.catalog_id), day)
-                })
-                .collect())
+            Ok(cart_state_rows(&rows, &f))
         })
         .await
     }
@@ -190,10 +186,7 @@ impl ReportStore for EmbeddedStore {
                     f.from_day.is_none_or(|d| day >= d) && f.to_day.is_none_or(|d| day <= d)
                 })
                 .collect();
-            Ok(carts::campaign_rollup(&kept)
-                .into_iter()
-                .filter(|r| f.campaign_id.as_deref().is_none_or(|c| c == r.campaign_id))
-                .collect())
+            Ok(cart_campaign_rows(&kept, &f))
         })
         .await
     }

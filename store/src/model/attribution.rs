@@ -37,6 +37,11 @@ use serde::{Deserialize, Serialize};
 use super::campaigns::CampaignSalesRow;
 use super::{day_of, format_day, DAY_MS};
 
+/// Default click window, days (`--attribution-click-window-days`).
+pub const DEFAULT_CLICK_WINDOW_DAYS: i64 = 30;
+/// Default view window, days (`--attribution-view-window-days`).
+pub const DEFAULT_VIEW_WINDOW_DAYS: i64 = 1;
+
 /// Attribution windows, in milliseconds before the order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Windows {
@@ -59,7 +64,7 @@ impl Windows {
 impl Default for Windows {
     /// 30 days for clicks, 1 day for impressions.
     fn default() -> Self {
-        Self::days(30, 1)
+        Self::days(DEFAULT_CLICK_WINDOW_DAYS, DEFAULT_VIEW_WINDOW_DAYS)
     }
 }
 

@@ -7,6 +7,7 @@ use crate::clickhouse::rows::CartEventCh;
 use crate::clickhouse::ClickHouseStore;
 use crate::model::campaigns::CartAddsRow;
 use crate::model::carts::{self, CartCampaignRow, CartEventRow, CartStateRow};
+use crate::read::{cart_campaign_rows, cart_state_rows};
 use crate::{ReportFilter, StoreError};
 
 impl ClickHouseStore {
@@ -43,13 +44,7 @@ impl ClickHouseStore {
         }
         w.carts_having(sub);
         let rows = self.cart_rows(w).await?;
-        Ok(carts::states(&rows)
-            .into_iter()
-            .filter(|s| {
-                let day = crate::model::parse_day(&s.last_day).unwrap_or(0);
-                f.matches(&s.campaign_id, Some(&s.ad_id), Some(&s.catalog_id), day)
-            })
-            .collect())
+        Ok(cart_state_rows(&rows, f))
     }
 
     pub(crate) async fn cart_campaign_report(
@@ -70,10 +65,7 @@ impl ClickHouseStore {
             w.carts_having(sub);
         }
         let rows = self.cart_rows(w).await?;
-        Ok(carts::campaign_rollup(&rows)
-            .into_iter()
-            .filter(|r| f.campaign_id.as_deref().is_none_or(|c| c == r.campaign_id))
-            .collect())
+        Ok(cart_campaign_rows(&rows, f))
     }
 
     pub(crate) async fn cart_adds_report(
