@@ -23,6 +23,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -49,13 +50,23 @@ PRODUCTS = ["cola-1l", "chips-salt", "water-500ml", "choc-bar"]
 AD_ID_KEY = base64.urlsafe_b64encode(b"compare-reports-fixed-ad-id-key!").decode().rstrip("=")
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A click answers 302 to the advertiser's page: report it, never follow it."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def http(method, url, body=None, headers=None, auth=None):
     req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     if auth:
         token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
         req.add_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with _OPENER.open(req, timeout=30) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
@@ -72,6 +83,10 @@ class Service:
                     RM_API_ADDR=f"127.0.0.1:{ports[1]}",
                     RM_AGGREGATOR_ADDR=f"127.0.0.1:{ports[2]}",
                     RM_AD_ID_KEYS=AD_ID_KEY, RM_API_DEMO="true", RM_LOG="warn")
+        for port in ports:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    sys.exit(f"port {port} is already in use: stop what listens there")
         self.log = open(os.path.join(data_dir, f"{os.path.basename(binary)}.log"), "ab")
         self.proc = subprocess.Popen([binary, "all"], env=full, stdout=self.log,
                                      stderr=subprocess.STDOUT)
@@ -89,8 +104,13 @@ class Service:
         sys.exit(f"{binary} not ready in 60 s")
 
     def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self.log.close()
 
     def token(self):
@@ -106,25 +126,34 @@ def iso(t):
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
-def served_ads(svc, token):
-    """Ad ids, impression and click URLs of real served ads."""
+def served_once(svc, token, attempt):
+    """Ad ids, impression and click URLs of the ads served to three placements (new
+    sessions each time: a session is not served the same ads twice)."""
     ads = []
-    for placement, session in [("category", "s-gen-1"), ("search", "s-gen-2"),
-                               ("home", "s-gen-3")]:
+    for placement in ["category", "search", "home"]:
+        session = f"s-gen-{attempt}-{placement}"
         body = json.dumps({"sessionId": session, "placement": placement,
                            "catalogId": "demo-catalog", "maxNumberOfAds": 5}).encode()
         status, out = http("POST", svc.api + "/v1/ads/generate", body,
                            {"Authorization": f"Bearer {token}",
                             "content-type": "application/json"})
         assert status == 200, out
-        doc = json.loads(out)
-        for group in doc.values():
+        for group in json.loads(out).values():
             if isinstance(group, list):
-                for ad in group:
-                    if isinstance(ad, dict) and "partnerAdId" in ad:
-                        ads.append(ad)
-    assert ads, "the demo data served no ads"
+                ads += [a for a in group if isinstance(a, dict) and "partnerAdId" in a]
     return ads
+
+
+def served_ads(svc, token):
+    """Served ads, once the api's ads index has been built (the same number twice)."""
+    last = -1
+    for attempt in range(60):
+        ads = served_once(svc, token, attempt)
+        if ads and len(ads) == last:
+            return ads
+        last = len(ads)
+        time.sleep(1)
+    sys.exit("the demo data served no ads")
 
 
 def traffic(svc, ads, sessions, rng):
@@ -188,13 +217,12 @@ def traffic(svc, ads, sessions, rng):
         if served:  # the edge's impression and click URLs
             for url in (served[0]["impressionUrl"], served[0]["clickUrl"]):
                 if rng.random() < 0.7:
-                    sep = "&" if "?" in url else "?"
-                    u = url.replace("[TIMESTAMP]", urllib.parse.quote(iso(t)))
-                    if "timestamp=" not in u:
-                        u += sep + urllib.parse.urlencode({"timestamp": iso(t)})
-                    u += "&" + urllib.parse.urlencode(ids)
-                    status, _ = http("GET", u.replace("http://127.0.0.1:8080", svc.edge))
-                    assert status in (200, 302, 400), status
+                    parts = urllib.parse.urlsplit(url)
+                    params = dict(urllib.parse.parse_qsl(parts.query))
+                    params.update(ids, timestamp=iso(t))
+                    u = svc.edge + parts.path + "?" + urllib.parse.urlencode(params)
+                    status, body = http("GET", u)
+                    assert status in (200, 302), (status, body, u)
                     sent += 1
     return sorted(set(customers)), sent, now
 
@@ -264,19 +292,32 @@ def main():
                "RM_CLICKHOUSE_DATABASE": f"rm_compare_{os.getpid()}"}
     with tempfile.TemporaryDirectory(prefix="rm-compare-") as data:
         svc = Service(a.old, data, env, ports)
-        token = svc.token()
-        ads = served_ads(svc, token)
-        customers, sent, now = traffic(svc, ads, a.sessions, rng)
-        orders(svc, customers, now, rng)
-        before = settled(svc, now)
-        svc.stop()
+        try:
+            token = svc.token()
+            ads = served_ads(svc, token)
+            customers, sent, now = traffic(svc, ads, a.sessions, rng)
+            orders(svc, customers, now, rng)
+            before = settled(svc, now)
+        finally:
+            svc.stop()
         svc = Service(a.new, data, env, ports)
-        after = settled(svc, now)
-        svc.stop()
+        try:
+            after = settled(svc, now)
+        finally:
+            svc.stop()
+    if a.clickhouse:
+        http("POST", a.clickhouse + "/", f"DROP DATABASE IF EXISTS {env['RM_CLICKHOUSE_DATABASE']}".encode())
     diffs = [q for q in before if before[q] != after[q]]
     for q in diffs:
         print(f"DIFFERENT {q}: {before[q][0]} {len(before[q][1])} B -> "
               f"{after[q][0]} {len(after[q][1])} B")
+    for route in REPORTS:
+        mine = [(q, before[q]) for q in before if q.startswith(route + "?")]
+        csv_rows = sum(max(b.count(b"\n") - 1, 0) for q, (s, b) in mine
+                       if s == 200 and "format=csv" in q)
+        codes = sorted({s for _, (s, _) in mine})
+        print(f"  {route}: {len(mine)} answers, statuses {codes}, "
+              f"{sum(len(b) for _, (_, b) in mine)} bytes, {csv_rows} CSV rows")
     rows = sum(b.count(b"\n") for s, b in before.values() if s == 200)
     total = sum(len(b) for _, b in before.values())
     backend = "ClickHouse" if a.clickhouse else "embedded"
