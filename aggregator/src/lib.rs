@@ -1,7 +1,7 @@
 //! The aggregator: 5 consume the event log ([`source`]) -> 6 fold each batch into the
 //! touched entities' fact sets and derived rows ([`batch`], with the pure rules of
 //! `rm_store::model`) -> 7 write it to the report store (`rm_store`'s
-//! [`WriteStore`]), driven by [`pipeline`], which also explains the exactly-once
+//! `WriteStore`), driven by [`pipeline`], which also explains the exactly-once
 //! design. The reports are read from the store by the api, never through this crate.
 //!
 //! The service's operational endpoints (`/healthz`, `/readyz`, `/metrics`) listen on

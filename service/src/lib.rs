@@ -1,5 +1,5 @@
 //! Plumbing shared by the edge, the aggregator and the api, so each service is only
-//! its own routes: the HTTP accept loop with graceful shutdown ([`serve`]), the
+//! its own routes: the HTTP accept loop with graceful shutdown ([`mod@serve`]), the
 //! `/healthz`, `/readyz` and `/metrics` endpoints ([`ops`]), response helpers
 //! ([`response`]), the process-wide Prometheus recorder ([`telemetry`]) and the
 //! shutdown signal ([`shutdown`]).

@@ -3,8 +3,8 @@
 //!
 //! - [`model`]: the facts, the rows derived from them and the pure functions that
 //!   derive and roll them up (no I/O).
-//! - [`write`]: a batch ([`BatchWrite`]) and the [`WriteStore`] trait (load fact sets,
-//!   write a batch); [`read`]: the [`ReportStore`] trait (one method per report) and
+//! - [`mod@write`]: a batch ([`BatchWrite`]) and the [`WriteStore`] trait (load fact sets,
+//!   write a batch); [`mod@read`]: the [`ReportStore`] trait (one method per report) and
 //!   the reports derived alike on every backend.
 //! - Two backends pass one shared test suite (`tests/store_suite.rs`):
 //!   [`embedded::EmbeddedStore`] (redb, the default) and

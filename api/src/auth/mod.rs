@@ -43,7 +43,7 @@ impl Auth {
     }
 
     /// Runs `secret` against `phc` (or a decoy when `None`) on the blocking pool,
-    /// at most [`MAX_CONCURRENT_HASHES`] at once.
+    /// at most `MAX_CONCURRENT_HASHES` at once.
     pub async fn check_secret(&self, secret: String, phc: Option<String>) -> bool {
         let Ok(_permit) = self.hashing.acquire().await else {
             return false;

@@ -37,7 +37,7 @@ pub struct VideoCreative {
     pub width: u32,
     /// Height in pixels.
     pub height: u32,
-    /// Length in seconds (at most [`MAX_DURATION_SECS`]; longer is written as that).
+    /// Length in seconds (at most `MAX_DURATION_SECS`; longer is written as that).
     pub duration_secs: u32,
     /// Landing page, if any.
     pub click_through: Option<String>,

@@ -59,7 +59,7 @@ enum Command {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Kind {
-    /// GET /v1/events/ad/interaction?<distinct beacon>.
+    /// `GET /v1/events/ad/interaction?<distinct beacon>`.
     Beacon,
     /// GET / (for baselines that ignore the path).
     Plain,

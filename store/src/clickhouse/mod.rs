@@ -9,17 +9,17 @@
 //!
 //! Reports return exactly what [`crate::embedded::EmbeddedStore`] returns for the same
 //! writes: the funnel and product reports are aggregated by the server (`GROUP BY`)
-//! and turned into rows by the same constructors ([`FunnelReportRow::new`] +
-//! [`FunnelReportRow::finish`], [`ProductReportRow::new`]); the cart reports read the
+//! and turned into rows by the same constructors ([`FunnelReportRow::new`](crate::model::funnel::FunnelReportRow::new) +
+//! [`FunnelReportRow::finish`](crate::model::funnel::FunnelReportRow::finish), [`ProductReportRow::new`](crate::model::products::ProductReportRow::new)); the cart reports read the
 //! newest derived cart rows (narrowed by the filter on the server) and roll them up
-//! with the same pure functions ([`carts::states`], [`carts::campaign_rollup`]); the
+//! with the same pure functions ([`crate::cart_state_rows`], [`crate::cart_campaign_rows`]); the
 //! sales report reads the order lines of the filter's days and catalog and the
 //! touches of their shoppers in the span the windows allow, and attributes them with
 //! [`crate::sales_rows`], as the embedded store does. The ad report resolves the
 //! copies of each ad fact on the server (one fact per dedup key: `argMin(day,
 //! time_ms)`, `min(ad_id_status)`), then counts facts per campaign, ad, day, action
-//! and status, and [`ads::rows`] makes the rows, as the embedded store's
-//! [`ads::report`] does from the same counts.
+//! and status, and [`ads::rows`](crate::model::ads::rows) makes the rows, as the embedded store's
+//! [`ads::report`](crate::model::ads::report) does from the same counts.
 //!
 //! At start the store creates missing tables and adds the columns of
 //! [`rm_schemas::tables::ADDED_COLUMNS`] that an older table lacks.

@@ -38,19 +38,18 @@
 //! keys, views and their facts in two tables) are converted once at open, in one
 //! transaction (`migrate.rs`).
 //!
-//! The sales report reads the orders of the filter (a scan), then the touches in the
-//! time range the attribution windows allow before them (one key range), keeps those
-//! of the orders' shoppers and attributes them with the pure
-//! [`crate::model::attribution`].
-//!
-//! The ad report scans `ad_facts_v2` (narrowed by campaign and ad, which every copy of
-//! a fact shares), resolves the copies ([`ads::resolve`]) and then applies the days.
-//!
-//! Reports scan the tables and roll up with the same pure functions as the tests.
-//!
-//! A batch is encoded ([`Encoded`], rows sorted by key so neighbouring inserts share
-//! B-tree pages) by [`crate::WriteStore::prepare`] on the pipeline's fold stage; the write itself
-//! only inserts and commits.
+//! Files by concern: this one opens the store (creating its tables, converting an
+//! older layout through `migrate.rs`); `codec.rs` encodes keys and values;
+//! `entities.rs` keeps the views' and carts' slot index; `write.rs` loads fact sets
+//! and writes a batch (encoded ahead of time, [`Encoded`], by
+//! [`crate::WriteStore::prepare`] on the pipeline's fold stage, rows sorted by key so
+//! neighbouring inserts share B-tree pages; the write itself only inserts and
+//! commits); `reports/` answers the reports, one file per report family, by scanning
+//! the tables and rolling up with the same pure functions as ClickHouse's answers.
+//! The sales reports read the orders of the filter (a scan), then the touches in the
+//! time range the attribution windows allow before them (one key range); the ad
+//! report scans `ad_facts_v2` (narrowed by campaign and ad, which every copy of a fact
+//! shares), resolves the copies and then applies the days.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -111,17 +111,22 @@ pub struct CartEventRow {
     pub version: u32,
 }
 
-/// Adds `fact` to a cart's set (by dedup key), keeping event-time order; false when
-/// it was already there.
-/// A copy with a better ad id status improves the stored one.
+/// Adds `fact` to a cart's set ([`super::insert_fact`]); false when it was already
+/// there.
 pub fn insert_fact(facts: &mut Vec<CartFact>, fact: CartFact) -> bool {
-    if let Some(f) = facts.iter_mut().find(|f| f.dedup_key == fact.dedup_key) {
-        f.status = f.status.min(fact.status);
-        return false;
+    super::insert_fact(facts, fact)
+}
+
+impl super::Fact for CartFact {
+    fn dedup_key(&self) -> u128 {
+        self.dedup_key
     }
-    let at = facts.partition_point(|f| (f.time_ms, f.dedup_key) < (fact.time_ms, fact.dedup_key));
-    facts.insert(at, fact);
-    true
+    fn time_ms(&self) -> i64 {
+        self.time_ms
+    }
+    fn status_mut(&mut self) -> &mut AdIdStatus {
+        &mut self.status
+    }
 }
 
 /// Derives the transition of every event of one cart from its set of facts.

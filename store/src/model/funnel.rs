@@ -80,16 +80,22 @@ pub struct ViewRow {
     pub ad_id_status: AdIdStatus,
 }
 
-/// Adds `fact` to the set (by dedup key); false when it was already there (a copy
-/// with a better ad id status then improves the stored one).
+/// Adds `fact` to a view's set ([`super::insert_fact`]); false when it was already
+/// there.
 pub fn insert_fact(facts: &mut Vec<ViewFact>, fact: ViewFact) -> bool {
-    if let Some(f) = facts.iter_mut().find(|f| f.dedup_key == fact.dedup_key) {
-        f.status = f.status.min(fact.status);
-        return false;
+    super::insert_fact(facts, fact)
+}
+
+impl super::Fact for ViewFact {
+    fn dedup_key(&self) -> u128 {
+        self.dedup_key
     }
-    let at = facts.partition_point(|f| (f.time_ms, f.dedup_key) < (fact.time_ms, fact.dedup_key));
-    facts.insert(at, fact);
-    true
+    fn time_ms(&self) -> i64 {
+        self.time_ms
+    }
+    fn status_mut(&mut self) -> &mut AdIdStatus {
+        &mut self.status
+    }
 }
 
 /// Derives a view's row from its set of facts (any order, duplicates ignored).

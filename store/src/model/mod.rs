@@ -23,6 +23,32 @@ pub mod funnel;
 pub mod products;
 pub mod status;
 
+/// A fact of an entity's set: identified by its dedup key, placed by its event time,
+/// carrying the ad id status of its best copy.
+pub trait Fact {
+    /// The dedup key (identity in the set).
+    fn dedup_key(&self) -> u128;
+    /// Event time, ms.
+    fn time_ms(&self) -> i64;
+    /// The status, improved in place by a better copy.
+    fn status_mut(&mut self) -> &mut status::AdIdStatus;
+}
+
+/// Adds `fact` to a set kept in (event time, dedup key) order; false when a fact with
+/// its dedup key was already there (a copy with a better ad id status then improves
+/// the stored one).
+pub fn insert_fact<F: Fact>(facts: &mut Vec<F>, mut fact: F) -> bool {
+    let key = fact.dedup_key();
+    if let Some(f) = facts.iter_mut().find(|f| f.dedup_key() == key) {
+        let better = (*f.status_mut()).min(*fact.status_mut());
+        *f.status_mut() = better;
+        return false;
+    }
+    let at = facts.partition_point(|f| (f.time_ms(), f.dedup_key()) < (fact.time_ms(), key));
+    facts.insert(at, fact);
+    true
+}
+
 /// Milliseconds in a day.
 pub const DAY_MS: i64 = 86_400_000;
 
