@@ -59,14 +59,7 @@ struct Args {
 /// generator of the first measurements): each event is then a new view, the worst
 /// case for the aggregator, which loads and writes one entity per event.
 fn record(i: usize, now: chrono::DateTime<chrono::Utc>, entity_per_event: bool) -> EventRecord {
-    const VIDEO: [InteractionType; 6] = [
-        InteractionType::VideoCreativeView,
-        InteractionType::VideoPlay,
-        InteractionType::VideoFirstQuartile,
-        InteractionType::VideoMidpoint,
-        InteractionType::VideoThirdQuartile,
-        InteractionType::VideoComplete,
-    ];
+    use rm_schemas::video_funnel::MILESTONES as VIDEO;
     // Session ids as the SDK makes them (`crypto.randomUUID()`): random, so a batch's
     // views and carts are spread over the store's key space.
     let session =

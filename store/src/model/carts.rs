@@ -117,17 +117,7 @@ pub fn insert_fact(facts: &mut Vec<CartFact>, fact: CartFact) -> bool {
     super::insert_fact(facts, fact)
 }
 
-impl super::Fact for CartFact {
-    fn dedup_key(&self) -> u128 {
-        self.dedup_key
-    }
-    fn time_ms(&self) -> i64 {
-        self.time_ms
-    }
-    fn status_mut(&mut self) -> &mut AdIdStatus {
-        &mut self.status
-    }
-}
+super::impl_fact!(CartFact);
 
 /// Derives the transition of every event of one cart from its set of facts.
 pub fn derive_cart(key: &CartKey, facts: &[CartFact]) -> Vec<CartEventRow> {

@@ -86,17 +86,7 @@ pub fn insert_fact(facts: &mut Vec<ViewFact>, fact: ViewFact) -> bool {
     super::insert_fact(facts, fact)
 }
 
-impl super::Fact for ViewFact {
-    fn dedup_key(&self) -> u128 {
-        self.dedup_key
-    }
-    fn time_ms(&self) -> i64 {
-        self.time_ms
-    }
-    fn status_mut(&mut self) -> &mut AdIdStatus {
-        &mut self.status
-    }
-}
+super::impl_fact!(ViewFact);
 
 /// Derives a view's row from its set of facts (any order, duplicates ignored).
 pub fn derive_view(

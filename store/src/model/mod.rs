@@ -34,6 +34,24 @@ pub trait Fact {
     fn status_mut(&mut self) -> &mut status::AdIdStatus;
 }
 
+/// Implements [`Fact`] for a struct with `dedup_key`, `time_ms` and `status` fields.
+macro_rules! impl_fact {
+    ($t:ty) => {
+        impl $crate::model::Fact for $t {
+            fn dedup_key(&self) -> u128 {
+                self.dedup_key
+            }
+            fn time_ms(&self) -> i64 {
+                self.time_ms
+            }
+            fn status_mut(&mut self) -> &mut $crate::model::status::AdIdStatus {
+                &mut self.status
+            }
+        }
+    };
+}
+pub(crate) use impl_fact;
+
 /// Adds `fact` to a set kept in (event time, dedup key) order; false when a fact with
 /// its dedup key was already there (a copy with a better ad id status then improves
 /// the stored one).
