@@ -17,8 +17,9 @@ use crate::model::products::ProductFact;
 use crate::{embedded, Backend, StoreError};
 
 /// Hash maps and sets of the hot path: entity keys are hashed several times per
-/// event, and these keys are not chosen by an attacker who could aim at collisions
-/// (they come from validated beacons, hashed with a per-process random seed).
+/// event, so a fast hash (foldhash) rather than SipHash. The keys come from
+/// unauthenticated beacons, so a sender chooses them; foldhash's per-process random
+/// seed keeps it from aiming them at one bucket.
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// See [`FastMap`].
 pub type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
