@@ -13,7 +13,8 @@
 //! Query parameters (all optional): `campaignId`, `adId`, `catalogId`, `from` and
 //! `to` (inclusive UTC days, `YYYY-MM-DD`), `format` (`json`, the default, or `csv`;
 //! `Accept: text/csv` works too). JSON answers `{"rows": [...]}` with camelCase
-//! fields; CSV has a header row with the same names. The query is decoded leniently,
+//! fields; CSV has a header row with the same names, and a string cell that a
+//! spreadsheet would read as a formula is prefixed with `'` ([`to_csv`]). The query is decoded leniently,
 //! as `serde_urlencoded` would (`rm_schemas::percent`, `Rules::LENIENT_FORM`). A bad
 //! parameter is a 400 naming it, a store failure a 503 (`ApiError`).
 //!
@@ -62,6 +63,9 @@ use serde::Serialize;
 
 use crate::error::ApiError;
 use crate::routes::QueryParam;
+
+mod csv;
+pub use csv::{to_csv, FORMULA_STARTS};
 
 /// The report routes.
 pub const ROUTES: [&str; 7] = [
@@ -239,44 +243,6 @@ fn render<T: Serialize>(rows: &[T], format: &Format) -> Response {
             );
             r
         }
-    }
-}
-
-/// Rows as CSV: the header from the first row's field names, RFC 4180 quoting.
-pub fn to_csv<T: Serialize>(rows: &[T]) -> String {
-    let values: Vec<serde_json::Map<String, serde_json::Value>> = rows
-        .iter()
-        .filter_map(|r| match serde_json::to_value(r) {
-            Ok(serde_json::Value::Object(m)) => Some(m),
-            _ => None,
-        })
-        .collect();
-    let Some(first) = values.first() else {
-        return String::new();
-    };
-    let names: Vec<&String> = first.keys().collect();
-    let mut out = names.iter().map(|n| quote(n)).collect::<Vec<_>>().join(",");
-    out.push_str("\r\n");
-    for m in &values {
-        let line: Vec<String> = names
-            .iter()
-            .map(|n| match m.get(*n) {
-                Some(serde_json::Value::String(s)) => quote(s),
-                Some(serde_json::Value::Null) | None => String::new(),
-                Some(v) => v.to_string(),
-            })
-            .collect();
-        out.push_str(&line.join(","));
-        out.push_str("\r\n");
-    }
-    out
-}
-
-fn quote(s: &str) -> String {
-    if s.contains([',', '"', '\r', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
     }
 }
 

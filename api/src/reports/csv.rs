@@ -1,0 +1,159 @@
+//! Report rows as CSV (RFC 4180) that spreadsheets open as text.
+//!
+//! Wire format: a header row of the rows' field names (camelCase, in field order),
+//! then one line per row, `\r\n` after every line; a cell is quoted when it holds a
+//! comma, a quote or a line break. String cells carry values sent by unauthenticated
+//! beacons (product codes, catalog ids, tracking ids), so a string cell that a
+//! spreadsheet would read as a formula (one starting with `=`, `+`, `-`, `@`, a tab or
+//! a carriage return, per OWASP's CSV injection guidance) is prefixed with `'`.
+
+use serde::Serialize;
+
+/// First characters that make a spreadsheet read a cell as a formula (OWASP).
+pub const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+/// Rows as CSV: the header from the first row's field names, RFC 4180 quoting.
+///
+/// String cells that would start a formula are neutralised with a leading `'`
+/// ([`FORMULA_STARTS`]). Numeric cells are written as the JSON numbers they are and
+/// never prefixed, so a negative number stays a number (`-1.5`); only string cells
+/// come from beacons.
+pub fn to_csv<T: Serialize>(rows: &[T]) -> String {
+    let values: Vec<serde_json::Map<String, serde_json::Value>> = rows
+        .iter()
+        .filter_map(|r| match serde_json::to_value(r) {
+            Ok(serde_json::Value::Object(m)) => Some(m),
+            _ => None,
+        })
+        .collect();
+    let Some(first) = values.first() else {
+        return String::new();
+    };
+    let names: Vec<&String> = first.keys().collect();
+    let mut out = names.iter().map(|n| text(n)).collect::<Vec<_>>().join(",");
+    out.push_str("\r\n");
+    for m in &values {
+        let line: Vec<String> = names
+            .iter()
+            .map(|n| match m.get(*n) {
+                Some(serde_json::Value::String(s)) => text(s),
+                Some(serde_json::Value::Null) | None => String::new(),
+                Some(v) => v.to_string(),
+            })
+            .collect();
+        out.push_str(&line.join(","));
+        out.push_str("\r\n");
+    }
+    out
+}
+
+/// A string cell: neutralised if it would be a formula, then quoted as needed.
+fn text(s: &str) -> String {
+    if s.starts_with(FORMULA_STARTS) {
+        quote(&format!("'{s}"))
+    } else {
+        quote(s)
+    }
+}
+
+fn quote(s: &str) -> String {
+    if s.contains([',', '"', '\r', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Row {
+        product_code: String,
+        value: f64,
+    }
+
+    fn row(code: &str, value: f64) -> Row {
+        Row {
+            product_code: code.into(),
+            value,
+        }
+    }
+
+    #[test]
+    fn formula_strings_are_text_and_negative_numbers_stay_numbers() {
+        let rows = [
+            row("=HYPERLINK(\"http://x\",\"y\")", -1.5),
+            row("+1", 0.0),
+            row("-2", -3.0),
+            row("@SUM(A1)", 1.0),
+            row("\tx", 1.0),
+            row("\rx", 1.0),
+            row("a=b", 2.0),
+        ];
+        assert_eq!(
+            to_csv(&rows),
+            "productCode,value\r\n\
+             \"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",-1.5\r\n\
+             '+1,0.0\r\n\
+             '-2,-3.0\r\n\
+             '@SUM(A1),1.0\r\n\
+             '\tx,1.0\r\n\
+             \"'\rx\",1.0\r\n\
+             a=b,2.0\r\n"
+        );
+    }
+
+    /// Splits one CSV line into its cells, undoing RFC 4180 quoting.
+    fn cells(line: &str) -> Vec<String> {
+        let (mut out, mut cell, mut quoted, mut chars) =
+            (Vec::new(), String::new(), false, line.chars().peekable());
+        while let Some(c) = chars.next() {
+            match (c, quoted) {
+                ('"', true) if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    cell.push('"');
+                }
+                ('"', _) => quoted = !quoted,
+                (',', false) => out.push(std::mem::take(&mut cell)),
+                (c, _) => cell.push(c),
+            }
+        }
+        out.push(cell);
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn no_string_cell_opens_as_a_formula(
+            codes in proptest::collection::vec("[=+@\\-\t\r\n,\"a-z0-9 ]{0,8}", 1..8),
+        ) {
+            let rows: Vec<Row> = codes.iter().map(|c| row(c, -1.0)).collect();
+            let csv = to_csv(&rows);
+            // Records end in "\r\n"; a quoted cell may hold "\r\n" itself, so split on
+            // the record ends outside quotes by parsing the whole text.
+            let mut records = Vec::new();
+            let (mut current, mut quotes) = (String::new(), 0usize);
+            for part in csv.split_inclusive("\r\n") {
+                current.push_str(part);
+                quotes += part.matches('"').count();
+                if quotes % 2 == 0 {
+                    records.push(current.trim_end_matches("\r\n").to_owned());
+                    current.clear();
+                }
+            }
+            prop_assert_eq!(records.len(), rows.len() + 1);
+            for (record, code) in records[1..].iter().zip(&codes) {
+                let c = cells(record);
+                prop_assert_eq!(c.len(), 2);
+                prop_assert!(!c[0].starts_with(FORMULA_STARTS), "{:?}", c[0]);
+                let original = c[0].strip_prefix('\'').filter(|_| code.starts_with(FORMULA_STARTS));
+                prop_assert_eq!(original.unwrap_or(&c[0]), code.as_str());
+                prop_assert_eq!(c[1].as_str(), "-1.0", "numbers are never prefixed");
+            }
+        }
+    }
+}
