@@ -269,8 +269,15 @@ pub fn attribute<'a>(
     let shoppers = line.shoppers();
     let mut click: Option<&Touch> = None;
     let mut view: Option<&Touch> = None;
+    // Later wins; equal times fall to the dedup key, then to the ad and the shopper,
+    // so the choice never depends on the order the touches come in. (Touches of one
+    // dedup key are one event, so they name one ad; only the shopper id may differ,
+    // and either copy credits the same campaign and ad.)
     let later = |a: &Touch, b: Option<&Touch>| {
-        b.is_none_or(|b| (a.time_ms, a.dedup_key) > (b.time_ms, b.dedup_key))
+        b.is_none_or(|b| {
+            (a.time_ms, a.dedup_key, &a.ad_id, &a.shopper)
+                > (b.time_ms, b.dedup_key, &b.ad_id, &b.shopper)
+        })
     };
     for t in touches {
         if t.time_ms > line.time_ms || !shoppers.contains(&t.shopper) {
