@@ -13,6 +13,7 @@ use rm_aggregator::AggregatorConfig;
 use rm_api::ApiConfig;
 use rm_eventlog::{EmbeddedLogConfig, KafkaConfig};
 use rm_ingest::IngestConfig;
+use rm_service::listener::ListenerConfig;
 use rm_store::StoreConfig;
 
 /// Retail media partner platform: beacon edge, aggregator and partner API.
@@ -158,6 +159,9 @@ pub struct Settings {
         default_value_t = rm_schemas::video_funnel::DEFAULT_DEBOUNCE_MS
     )]
     pub control_debounce_ms: i64,
+    /// Timeouts and connection cap of every HTTP listener.
+    #[command(flatten)]
+    pub http: ListenerConfig,
     /// Kafka settings.
     #[command(flatten)]
     pub kafka: KafkaConfig,

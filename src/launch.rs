@@ -68,7 +68,9 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     // The recorder first: services register their series as they start.
     rm_service::telemetry::install();
     let shutdown = rm_service::shutdown::on_signal();
-    let drain = Duration::from_secs(settings.drain_deadline_secs);
+    let serve = settings
+        .http
+        .serve_options(Duration::from_secs(settings.drain_deadline_secs));
     let runs_edge = matches!(service, Service::All | Service::Ingest);
     let runs_aggregator = matches!(service, Service::All | Service::Aggregate);
     let runs_api = matches!(service, Service::All | Service::Api);
@@ -130,7 +132,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             inspector: inspector.clone(),
         };
         tasks.spawn(async move {
-            rm_ingest::run(cfg, log, backend, listener, stop, drain, deps)
+            rm_ingest::run(cfg, log, backend, listener, stop, serve, deps)
                 .await
                 .context("edge")
         });
@@ -149,7 +151,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         };
         let (stop, debounce) = (shutdown.clone(), settings.debounce());
         tasks.spawn(async move {
-            rm_aggregator::run(cfg, debounce, source, store, listener, stop, drain)
+            rm_aggregator::run(cfg, debounce, source, store, listener, stop, serve)
                 .await
                 .context("aggregator")
         });
@@ -175,7 +177,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             }),
         };
         tasks.spawn(async move {
-            rm_api::run(cfg, deps, listener, stop, drain)
+            rm_api::run(cfg, deps, listener, stop, serve)
                 .await
                 .context("api")
         });

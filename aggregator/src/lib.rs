@@ -139,22 +139,14 @@ pub async fn run(
     store: Arc<AnyStore>,
     listener: TcpListener,
     shutdown: CancellationToken,
-    drain: Duration,
+    serve: ServeOptions,
 ) -> Result<(), AggregatorError> {
     let backend = store.backend();
     metrics::register(backend);
     let ready_store = Arc::clone(&store);
     let ops = Ops::until_shutdown(shutdown.clone(), move || ready_store.readiness());
     tracing::info!(addr = ?listener.local_addr().ok(), backend, topic = %config.topic, "aggregator listening");
-    let server = rm_service::serve(
-        listener,
-        OpsHandler(ops),
-        shutdown.clone(),
-        ServeOptions {
-            drain_deadline: drain,
-            ..Default::default()
-        },
-    );
+    let server = rm_service::serve(listener, OpsHandler(ops), shutdown.clone(), serve);
     let work = pipeline::run(
         source,
         store,

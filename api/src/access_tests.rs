@@ -89,7 +89,10 @@ async fn every_row_is_served_behind_its_access_rule() {
         deps,
         listener,
         stop.clone(),
-        Duration::from_secs(1),
+        rm_service::serve::ServeOptions {
+            drain_deadline: Duration::from_secs(1),
+            ..Default::default()
+        },
     ));
     for r in routes::table() {
         let path = r.path.replace("{segment.id}", "x").replace("{id}", "x");

@@ -52,6 +52,10 @@ pub enum ApiError {
     /// A resource with that id exists already (409).
     #[error("{0}")]
     AlreadyExists(String),
+    /// The request body did not arrive within the body timeout, in seconds (408; the
+    /// connection is closed).
+    #[error("the request body did not arrive within {0} s")]
+    BodyTimeout(u64),
     /// Too many requests (429).
     #[error("{0}")]
     ResourceExhausted(String),
@@ -84,7 +88,7 @@ impl ApiError {
     /// The gRPC code of this error.
     pub fn code(&self) -> Code {
         match self {
-            Self::InvalidArgument { .. } => Code::InvalidArgument,
+            Self::InvalidArgument { .. } | Self::BodyTimeout(_) => Code::InvalidArgument,
             Self::MethodNotAllowed(_) => Code::Unimplemented,
             Self::NoCredentials(_) | Self::Unauthenticated(_) | Self::ApiKeyRejected(_) => {
                 Code::Unauthenticated
@@ -108,6 +112,7 @@ impl ApiError {
     fn reason(&self) -> &'static str {
         match self {
             Self::InvalidArgument { .. } => "invalid_argument",
+            Self::BodyTimeout(_) => "body_timeout",
             Self::MethodNotAllowed(_) => "method_not_allowed",
             Self::NoCredentials(_) | Self::Unauthenticated(_) | Self::ApiKeyRejected(_) => {
                 "unauthenticated"
@@ -183,6 +188,11 @@ impl ApiError {
             Self::ReportStore(_) => {
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
+            Self::BodyTimeout(_) => {
+                *r.status_mut() = StatusCode::REQUEST_TIMEOUT;
+                r.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             Self::MethodNotAllowed(allow) => {
                 *r.status_mut() = StatusCode::METHOD_NOT_ALLOWED;

@@ -21,7 +21,11 @@ fn ok_json<T: Serialize>(v: &T) -> Result<Response, ApiError> {
 /// `POST /v1/oauth2/token`.
 pub(crate) async fn token(api: &Api, call: Call) -> Result<Response, ApiError> {
     // A body that cannot be read is an empty form: the grant answers invalid_request.
-    let body = api.body(call.body).await.unwrap_or_default();
+    // One that does not arrive in time ends the request like on every route.
+    let body = match api.body(call.body).await {
+        Err(e @ ApiError::BodyTimeout(_)) => return Err(e),
+        read => read.unwrap_or_default(),
+    };
     Ok(auth::token::answer(&api.auth, &api.state, &call.parts.headers, &body).await)
 }
 

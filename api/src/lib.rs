@@ -155,6 +155,7 @@ struct Api {
     routes: Vec<Route>,
     openapi: Bytes,
     max_body: usize,
+    body_timeout: Duration,
     ads: ads::AdsEngine,
     serving: ads::Serving,
     windows: rm_store::model::attribution::Windows,
@@ -191,9 +192,14 @@ impl Handler for ApiHandler {
 }
 
 impl Api {
-    /// The request body, read whole within the size bound.
+    /// The request body, read whole within the size bound and the body timeout (a
+    /// body still arriving then is a 408, and the connection is closed).
     async fn body(&self, body: Incoming) -> Result<Bytes, ApiError> {
-        match Limited::new(body, self.max_body).collect().await {
+        let read = Limited::new(body, self.max_body).collect();
+        let Ok(read) = tokio::time::timeout(self.body_timeout, read).await else {
+            return Err(ApiError::BodyTimeout(self.body_timeout.as_secs()));
+        };
+        match read {
             Ok(c) => Ok(c.to_bytes()),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::invalid(
                 "body",
@@ -278,13 +284,14 @@ pub async fn prepare(config: &ApiConfig, state: &State) -> Result<auth::Auth, Ap
     Ok(auth::Auth::new(tokens, config.max_auth_failures))
 }
 
-/// Runs the api on `listener` until `shutdown`, draining within `drain`.
+/// Runs the api on `listener` until `shutdown`, with `serve`'s timeouts, connection
+/// cap and drain deadline (request bodies are read within its body timeout).
 pub async fn run(
     config: ApiConfig,
     deps: ApiDeps,
     listener: TcpListener,
     shutdown: CancellationToken,
-    drain: Duration,
+    serve: ServeOptions,
 ) -> Result<(), ApiError> {
     let auth = prepare(&config, &deps.state).await?;
     let routes = routes::table();
@@ -323,6 +330,7 @@ pub async fn run(
             routes,
             openapi,
             max_body: config.max_body_bytes,
+            body_timeout: serve.body_timeout,
             ads: engine,
             serving,
             windows: deps.windows,
@@ -349,16 +357,7 @@ pub async fn run(
             }
         })
     };
-    rm_service::serve(
-        listener,
-        handler,
-        shutdown,
-        ServeOptions {
-            drain_deadline: drain,
-            ..Default::default()
-        },
-    )
-    .await?;
+    rm_service::serve(listener, handler, shutdown, serve).await?;
     refresher.abort();
     Ok(())
 }

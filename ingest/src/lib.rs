@@ -43,14 +43,15 @@ pub struct EdgeDeps {
 }
 
 /// Runs the edge on `listener` over `log` until `shutdown`, then drains in order:
-/// stop accepting, finish in-flight requests, flush the log, all within `drain`.
+/// stop accepting, finish in-flight requests, flush the log, all within the drain
+/// deadline of `serve` (which also carries the listener's timeouts and connection cap).
 pub async fn run<L: EventLog>(
     config: IngestConfig,
     log: Arc<L>,
     backend: &'static str,
     listener: TcpListener,
     shutdown: CancellationToken,
-    drain: Duration,
+    serve: ServeOptions,
     deps: EdgeDeps,
 ) -> Result<(), IngestError> {
     let bearer = config
@@ -88,18 +89,10 @@ pub async fn run<L: EventLog>(
     };
     tracing::info!(addr = ?listener.local_addr().ok(), backend, "edge listening");
     let started = tokio::time::Instant::now();
-    let served = rm_service::serve(
-        listener,
-        edge::EdgeHandler(edge),
-        shutdown,
-        ServeOptions {
-            drain_deadline: drain,
-            ..ServeOptions::default()
-        },
-    )
-    .await;
+    let served = rm_service::serve(listener, edge::EdgeHandler(edge), shutdown, serve).await;
     sampler.abort();
-    let left = drain
+    let left = serve
+        .drain_deadline
         .saturating_sub(started.elapsed())
         .max(Duration::from_secs(1));
     log.flush(left).await?;

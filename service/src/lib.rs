@@ -1,14 +1,17 @@
 //! Plumbing shared by the edge, the aggregator and the api, so each service is only
 //! its own routes: the HTTP accept loop with graceful shutdown ([`mod@serve`]), the
 //! `/healthz`, `/readyz` and `/metrics` endpoints ([`ops`]), response helpers
-//! ([`response`]), the process-wide Prometheus recorder ([`telemetry`]) and the
-//! shutdown signal ([`shutdown`]).
+//! ([`response`]), the process-wide Prometheus recorder ([`telemetry`]), the
+//! shutdown signal ([`shutdown`]) and every listener's timeouts and connection cap
+//! ([`listener`], enforced per connection by `watchdog`).
 
+pub mod listener;
 pub mod ops;
 pub mod response;
 pub mod serve;
 pub mod shutdown;
 pub mod telemetry;
+mod watchdog;
 
 pub use serve::{serve, ServeError};
 pub use tokio_util::sync::CancellationToken;

@@ -4,9 +4,17 @@
 //! in-flight request and close, and waits up to the drain deadline. Request heads are
 //! bounded (`max_head_bytes`): a longer request line or header block is refused by
 //! hyper with 431 before any handler runs.
+//!
+//! Connection hygiene (settings in [`crate::listener`]): at most `max_connections`
+//! connections are open at once (the loop accepts only with a free permit, so further
+//! clients wait in the kernel's backlog while open ones keep being served); a request
+//! head must arrive within `header_timeout` and a keep-alive connection may be idle
+//! for `idle_timeout` ([`crate::watchdog`]). `body_timeout` travels with the options
+//! to the handlers that read bodies.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -14,8 +22,14 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::listener::{
+    DEFAULT_BODY_TIMEOUT_SECS, DEFAULT_HEADER_TIMEOUT_SECS, DEFAULT_IDLE_TIMEOUT_SECS,
+    DEFAULT_MAX_CONNECTIONS,
+};
+use crate::watchdog::{self, Clock, Expired, Tracked, Watched};
 use crate::Response;
 
 /// A service's request handler.
@@ -42,6 +56,15 @@ pub struct ServeOptions {
     pub max_head_bytes: usize,
     /// How long shutdown waits for in-flight requests.
     pub drain_deadline: Duration,
+    /// How long a client has to send a request head.
+    pub header_timeout: Duration,
+    /// How long a keep-alive connection may be idle between requests.
+    pub idle_timeout: Duration,
+    /// How long a request body has to arrive, once a handler reads it (the loop
+    /// itself reads no bodies; handlers that do bound them with this).
+    pub body_timeout: Duration,
+    /// Most connections open at once on the listener.
+    pub max_connections: usize,
 }
 
 impl Default for ServeOptions {
@@ -49,6 +72,10 @@ impl Default for ServeOptions {
         Self {
             max_head_bytes: 16 * 1024,
             drain_deadline: Duration::from_secs(DEFAULT_DRAIN_DEADLINE_SECS),
+            header_timeout: Duration::from_secs(DEFAULT_HEADER_TIMEOUT_SECS),
+            idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS),
+            body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECS),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -66,7 +93,17 @@ pub async fn serve<H: Handler>(
         .keep_alive(true)
         .max_buf_size(opts.max_head_bytes.max(8192));
     let addr = listener.local_addr().ok();
+    let permits = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    let (header, idle) = (opts.header_timeout, opts.idle_timeout);
     loop {
+        // A permit first: at the cap, new clients wait in the backlog, not in memory.
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => break,
+            p = Arc::clone(&permits).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
         let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -80,16 +117,26 @@ pub async fn serve<H: Handler>(
             },
         };
         let _ = stream.set_nodelay(true);
+        let clock = Clock::new();
         let h = handler.clone();
+        let svc_clock = Arc::clone(&clock);
         let svc = hyper::service::service_fn(move |req| {
-            let h = h.clone();
-            async move { Ok::<_, std::convert::Infallible>(h.call(req).await) }
+            let (h, clock) = (h.clone(), Arc::clone(&svc_clock));
+            clock.request_started();
+            async move {
+                let r = h.call(req).await;
+                Ok::<_, std::convert::Infallible>(r.map(|b| Tracked::new(b, clock)))
+            }
         });
-        let conn = builder.serve_connection(TokioIo::new(stream), svc);
-        let conn = graceful.watch(conn);
+        let io = TokioIo::new(Watched::new(stream, Arc::clone(&clock)));
+        let conn = graceful.watch(builder.serve_connection(io, svc));
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                log_conn_error(peer, &e);
+            let _permit = permit;
+            match watchdog::guard(conn, &clock, header, idle).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => log_conn_error(peer, &e),
+                Err(Expired::Header) => tracing::debug!(%peer, "request head timed out; closed"),
+                Err(Expired::Idle) => tracing::debug!(%peer, "idle connection closed"),
             }
         });
     }

@@ -1,0 +1,73 @@
+//! Connection hygiene settings every listener shares (`RM_HTTP_*`): how long a client
+//! may take to send a request head, stay idle between requests and send a body, and
+//! how many connections one listener keeps open at once. The binary flattens
+//! [`ListenerConfig`] into its settings and hands each service the same
+//! [`ServeOptions`](crate::serve::ServeOptions).
+
+use std::time::Duration;
+
+use crate::serve::ServeOptions;
+
+/// Default of `--http-header-timeout-secs`.
+pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
+/// Default of `--http-idle-timeout-secs`.
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 60;
+/// Default of `--http-body-timeout-secs`.
+pub const DEFAULT_BODY_TIMEOUT_SECS: u64 = 30;
+/// Default of `--http-max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// Timeouts and the connection cap of every HTTP listener (edge, aggregator, api).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListenerConfig {
+    /// Seconds a client has to send a whole request head (request line and headers),
+    /// from its connection or from the first byte after an idle pause; then the
+    /// connection is closed (nginx `client_header_timeout`).
+    #[arg(
+        long = "http-header-timeout-secs",
+        env = "RM_HTTP_HEADER_TIMEOUT_SECS",
+        default_value_t = DEFAULT_HEADER_TIMEOUT_SECS
+    )]
+    pub header_timeout_secs: u64,
+    /// Seconds a keep-alive connection may sit without a request before it is closed
+    /// (nginx `keepalive_timeout`).
+    #[arg(
+        long = "http-idle-timeout-secs",
+        env = "RM_HTTP_IDLE_TIMEOUT_SECS",
+        default_value_t = DEFAULT_IDLE_TIMEOUT_SECS
+    )]
+    pub idle_timeout_secs: u64,
+    /// Seconds a request body has to arrive whole once its handler reads it; then the
+    /// request ends with 408 and the connection is closed (nginx `client_body_timeout`).
+    #[arg(
+        long = "http-body-timeout-secs",
+        env = "RM_HTTP_BODY_TIMEOUT_SECS",
+        default_value_t = DEFAULT_BODY_TIMEOUT_SECS
+    )]
+    pub body_timeout_secs: u64,
+    /// Most connections one listener keeps open; further clients wait in the kernel's
+    /// accept backlog until one closes (nginx `worker_connections`).
+    #[arg(
+        long = "http-max-connections",
+        env = "RM_HTTP_MAX_CONNECTIONS",
+        default_value_t = DEFAULT_MAX_CONNECTIONS
+    )]
+    pub max_connections: usize,
+}
+
+impl ListenerConfig {
+    /// The serving options of every listener, with `drain` as the drain deadline.
+    /// Zero timeouts and a zero cap are raised to 1 (a listener that closes every
+    /// connection at once would serve nothing).
+    pub fn serve_options(&self, drain: Duration) -> ServeOptions {
+        let secs = |s: u64| Duration::from_secs(s.max(1));
+        ServeOptions {
+            drain_deadline: drain,
+            header_timeout: secs(self.header_timeout_secs),
+            idle_timeout: secs(self.idle_timeout_secs),
+            body_timeout: secs(self.body_timeout_secs),
+            max_connections: self.max_connections.max(1),
+            ..ServeOptions::default()
+        }
+    }
+}
