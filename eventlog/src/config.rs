@@ -2,6 +2,19 @@
 
 use std::path::PathBuf;
 
+/// Default of `--kafka-partitions`.
+pub const DEFAULT_KAFKA_PARTITIONS: i32 = 6;
+/// Default of `--kafka-replication`.
+pub const DEFAULT_KAFKA_REPLICATION: i32 = 1;
+/// Default of `--kafka-compression`.
+pub const DEFAULT_KAFKA_COMPRESSION: &str = "lz4";
+/// Default of `--kafka-linger-ms`.
+pub const DEFAULT_KAFKA_LINGER_MS: u32 = 1;
+/// Default of `--kafka-queue-max-messages`.
+pub const DEFAULT_KAFKA_QUEUE_MAX_MESSAGES: u32 = 200_000;
+/// Default of `--kafka-message-timeout-ms`.
+pub const DEFAULT_KAFKA_MESSAGE_TIMEOUT_MS: u32 = 10_000;
+
 /// Kafka settings. Kafka is used when `brokers` is set.
 #[derive(Debug, Clone, clap::Args)]
 pub struct KafkaConfig {
@@ -12,21 +25,21 @@ pub struct KafkaConfig {
     #[arg(
         long = "kafka-partitions",
         env = "RM_KAFKA_PARTITIONS",
-        default_value_t = 6
+        default_value_t = DEFAULT_KAFKA_PARTITIONS
     )]
     pub partitions: i32,
     /// Replication factor of topics the service creates.
     #[arg(
         long = "kafka-replication",
         env = "RM_KAFKA_REPLICATION",
-        default_value_t = 1
+        default_value_t = DEFAULT_KAFKA_REPLICATION
     )]
     pub replication: i32,
     /// Producer compression codec: none, gzip, snappy, lz4 or zstd.
     #[arg(
         long = "kafka-compression",
         env = "RM_KAFKA_COMPRESSION",
-        default_value = "lz4"
+        default_value = DEFAULT_KAFKA_COMPRESSION
     )]
     pub compression: String,
     /// Producer linger in milliseconds (batching delay). Every acknowledged beacon waits
@@ -35,21 +48,21 @@ pub struct KafkaConfig {
     #[arg(
         long = "kafka-linger-ms",
         env = "RM_KAFKA_LINGER_MS",
-        default_value_t = 1
+        default_value_t = DEFAULT_KAFKA_LINGER_MS
     )]
     pub linger_ms: u32,
     /// Most messages queued in the producer before appends are refused with back-pressure.
     #[arg(
         long = "kafka-queue-max-messages",
         env = "RM_KAFKA_QUEUE_MAX_MESSAGES",
-        default_value_t = 200_000
+        default_value_t = DEFAULT_KAFKA_QUEUE_MAX_MESSAGES
     )]
     pub queue_max_messages: u32,
     /// How long the producer keeps retrying one message before it fails it.
     #[arg(
         long = "kafka-message-timeout-ms",
         env = "RM_KAFKA_MESSAGE_TIMEOUT_MS",
-        default_value_t = 10_000
+        default_value_t = DEFAULT_KAFKA_MESSAGE_TIMEOUT_MS
     )]
     pub message_timeout_ms: u32,
     /// Extra librdkafka properties, `key=value`, comma-separated (for example TLS or SASL).
@@ -59,12 +72,61 @@ pub struct KafkaConfig {
         value_delimiter = ','
     )]
     pub properties: Vec<String>,
+    /// `min.insync.replicas` of topics the service creates: how many replicas must
+    /// hold a record before `acks=all` acknowledges it. Unset: min(2, replication)
+    /// when the replication factor is above 1, else the broker's default. A broker
+    /// that refuses it gets a warning and the topic is created without it.
+    #[arg(
+        long = "kafka-min-insync-replicas",
+        env = "RM_KAFKA_MIN_INSYNC_REPLICAS"
+    )]
+    pub min_insync_replicas: Option<i32>,
+    /// `retention.ms` of topics the service creates (-1: keep forever). Unset: the
+    /// broker's default (Kafka's is 7 days).
+    #[arg(long = "kafka-retention-ms", env = "RM_KAFKA_RETENTION_MS")]
+    pub retention_ms: Option<i64>,
+    /// `retention.bytes` of topics the service creates, per partition (-1: no size
+    /// limit). Unset: the broker's default (Kafka's is no limit).
+    #[arg(long = "kafka-retention-bytes", env = "RM_KAFKA_RETENTION_BYTES")]
+    pub retention_bytes: Option<i64>,
+}
+
+impl KafkaConfig {
+    /// The `min.insync.replicas` to create topics with, if any (see the field).
+    pub fn effective_min_insync_replicas(&self) -> Option<i32> {
+        self.min_insync_replicas
+            .or((self.replication > 1).then(|| self.replication.min(2)))
+    }
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        Self {
+            brokers: None,
+            partitions: DEFAULT_KAFKA_PARTITIONS,
+            replication: DEFAULT_KAFKA_REPLICATION,
+            compression: DEFAULT_KAFKA_COMPRESSION.into(),
+            linger_ms: DEFAULT_KAFKA_LINGER_MS,
+            queue_max_messages: DEFAULT_KAFKA_QUEUE_MAX_MESSAGES,
+            message_timeout_ms: DEFAULT_KAFKA_MESSAGE_TIMEOUT_MS,
+            properties: Vec::new(),
+            min_insync_replicas: None,
+            retention_ms: None,
+            retention_bytes: None,
+        }
+    }
 }
 
 /// Default of `--log-batch-max`.
 pub const DEFAULT_LOG_BATCH_MAX: usize = 4096;
 /// Default of `--log-queue-max`.
 pub const DEFAULT_LOG_QUEUE_MAX: usize = 65_536;
+/// Default of `--log-retention-hours` (7 days, Kafka's default).
+pub const DEFAULT_LOG_RETENTION_HOURS: u64 = 168;
+/// Default of `--log-retention-bytes` (10 GiB per topic).
+pub const DEFAULT_LOG_RETENTION_BYTES: u64 = 10 << 30;
+/// Default of `--log-retention-check-secs`.
+pub const DEFAULT_LOG_RETENTION_CHECK_SECS: u64 = 60;
 
 /// Embedded log settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -83,6 +145,30 @@ pub struct EmbeddedLogConfig {
         default_value_t = DEFAULT_LOG_QUEUE_MAX
     )]
     pub queue_max: usize,
+    /// Segments older than this many hours are removed once every consumer group
+    /// reading the topic has committed past them (0: no time limit).
+    #[arg(
+        long = "log-retention-hours",
+        env = "RM_LOG_RETENTION_HOURS",
+        default_value_t = DEFAULT_LOG_RETENTION_HOURS
+    )]
+    pub retention_hours: u64,
+    /// Segment bytes kept per topic before the oldest are removed, again only past
+    /// every consumer group's committed offset (0: no size limit).
+    #[arg(
+        long = "log-retention-bytes",
+        env = "RM_LOG_RETENTION_BYTES",
+        default_value_t = DEFAULT_LOG_RETENTION_BYTES
+    )]
+    pub retention_bytes: u64,
+    /// Seconds between two retention passes.
+    #[arg(
+        long = "log-retention-check-secs",
+        env = "RM_LOG_RETENTION_CHECK_SECS",
+        default_value_t = DEFAULT_LOG_RETENTION_CHECK_SECS,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub retention_check_secs: u64,
 }
 
 impl EmbeddedLogConfig {
@@ -97,6 +183,9 @@ impl Default for EmbeddedLogConfig {
         Self {
             batch_max: DEFAULT_LOG_BATCH_MAX,
             queue_max: DEFAULT_LOG_QUEUE_MAX,
+            retention_hours: DEFAULT_LOG_RETENTION_HOURS,
+            retention_bytes: DEFAULT_LOG_RETENTION_BYTES,
+            retention_check_secs: DEFAULT_LOG_RETENTION_CHECK_SECS,
         }
     }
 }

@@ -8,7 +8,10 @@
 //! [`LogError::Refused`]. Readiness comes from a background metadata probe of the
 //! configured topics, so `/readyz` turns 503 while the brokers are away and back to
 //! 200 when they return. Topics are created at start (Tansu, and many production
-//! clusters, do not auto-create them).
+//! clusters, do not auto-create them), with `min.insync.replicas` (min(2, replication
+//! factor) when replicated, so `acks=all` means at least two copies) and the
+//! configured `retention.ms` / `retention.bytes`; Kafka applies retention itself,
+//! by time and size only, regardless of consumer groups (unlike the embedded log).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,18 +47,98 @@ pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, LogError> {
     Ok(c)
 }
 
-/// Creates `topics` if they do not exist yet.
+/// The topic configs topics are created with: `min.insync.replicas` (see
+/// [`KafkaConfig::effective_min_insync_replicas`]), `retention.ms` and
+/// `retention.bytes` when set.
+pub fn topic_configs(config: &KafkaConfig) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if let Some(n) = config.effective_min_insync_replicas() {
+        out.push(("min.insync.replicas", n.to_string()));
+    }
+    if let Some(ms) = config.retention_ms {
+        out.push(("retention.ms", ms.to_string()));
+    }
+    if let Some(bytes) = config.retention_bytes {
+        out.push(("retention.bytes", bytes.to_string()));
+    }
+    out
+}
+
+/// True when a broker's answer to a topic creation refuses its configs (rather than
+/// the topic): then the topic is created again without them.
+pub fn refuses_config(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::InvalidConfig
+            | RDKafkaErrorCode::PolicyViolation
+            | RDKafkaErrorCode::InvalidRequest
+    )
+}
+
+/// Creates `topics` if they do not exist yet, with [`topic_configs`]. Existing topics
+/// keep their configs. A broker that refuses the configs gets a warning and the
+/// topics are created without them.
 pub async fn ensure_topics(config: &KafkaConfig, topics: &[String]) -> Result<(), LogError> {
     let admin: AdminClient<DefaultClientContext> = client_config(config)?
         .create()
         .map_err(|e| LogError::Unavailable(e.to_string()))?;
+    let configs = topic_configs(config);
+    let (admin, with_configs) = (&admin, configs.as_slice());
+    create_with_fallback(topics.to_vec(), with_configs, |names, with| async move {
+        let configs = if with { with_configs } else { &[] };
+        create_topics(admin, config, &names, configs).await
+    })
+    .await
+}
+
+/// The fallback policy: `create(topics, true)` creates with the configs and returns
+/// the topics whose configs the broker refused; those are created again with
+/// `create(refused, false)`, after a warning.
+pub(crate) async fn create_with_fallback<F, Fut>(
+    topics: Vec<String>,
+    configs: &[(&'static str, String)],
+    mut create: F,
+) -> Result<(), LogError>
+where
+    F: FnMut(Vec<String>, bool) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<(String, RDKafkaErrorCode)>, LogError>>,
+{
+    let refused = create(topics, true).await?;
+    let Some((_, code)) = refused.first() else {
+        return Ok(());
+    };
+    let names: Vec<String> = refused.iter().map(|(t, _)| t.clone()).collect();
+    tracing::warn!(
+        topics = ?names,
+        configs = ?configs,
+        error = %code,
+        "the broker refused the topic configs; creating the topics without them"
+    );
+    match create(names, false).await?.first() {
+        Some((topic, code)) => Err(LogError::Unavailable(format!(
+            "creating topic {topic}: {code}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Creates `topics` with `configs`; returns the topics whose configs were refused.
+async fn create_topics(
+    admin: &AdminClient<DefaultClientContext>,
+    config: &KafkaConfig,
+    topics: &[String],
+    configs: &[(&'static str, String)],
+) -> Result<Vec<(String, RDKafkaErrorCode)>, LogError> {
     let new: Vec<NewTopic<'_>> = topics
         .iter()
         .map(|t| {
-            NewTopic::new(
-                t,
-                config.partitions,
-                TopicReplication::Fixed(config.replication),
+            configs.iter().fold(
+                NewTopic::new(
+                    t,
+                    config.partitions,
+                    TopicReplication::Fixed(config.replication),
+                ),
+                |topic, (k, v)| topic.set(k, v),
             )
         })
         .collect();
@@ -64,10 +147,19 @@ pub async fn ensure_topics(config: &KafkaConfig, topics: &[String]) -> Result<()
         .create_topics(&new, &opts)
         .await
         .map_err(|e| LogError::Unavailable(e.to_string()))?;
+    let mut refused = Vec::new();
     for r in results {
         match r {
-            Ok(topic) => tracing::info!(topic, partitions = config.partitions, "created topic"),
+            Ok(topic) => tracing::info!(
+                topic,
+                partitions = config.partitions,
+                configs = ?configs,
+                "created topic"
+            ),
             Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((topic, code)) if !configs.is_empty() && refuses_config(code) => {
+                refused.push((topic, code));
+            }
             Err((topic, code)) => {
                 return Err(LogError::Unavailable(format!(
                     "creating topic {topic}: {code}"
@@ -75,7 +167,7 @@ pub async fn ensure_topics(config: &KafkaConfig, topics: &[String]) -> Result<()
             }
         }
     }
-    Ok(())
+    Ok(refused)
 }
 
 struct Health {
@@ -219,3 +311,7 @@ impl EventLog for KafkaLog {
             .map_err(|e| classify(&e))
     }
 }
+
+#[cfg(test)]
+#[path = "kafka_tests.rs"]
+mod tests;

@@ -8,7 +8,9 @@
 //!   id, so one shopper's events stay ordered in one partition and one aggregator
 //!   writes them).
 //! - [`embedded::EmbeddedLog`]: an append-only log in a local redb database with
-//!   group commit (one fsync per batch); the default, for one machine.
+//!   group commit (one fsync per batch); the default, for one machine. Retention
+//!   removes old segments by age and size, never past a consumer group's committed
+//!   offset ([`embedded::retention`]).
 //!
 //! The log is mechanism only: topic, key and value are decided upstream. `append`
 //! resolves `Ok` only once the record is durable (fsynced locally, or acknowledged by

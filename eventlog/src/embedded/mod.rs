@@ -8,102 +8,61 @@
 //! commit rather than one per record keeps the B-tree pages a commit rewrites (and
 //! fsyncs) few: the measured write amplification of a row per record was about 10x.
 //! Every record still has its own offset (first offset + position in the segment).
-//! Consumer offsets are a table `"group/topic" -> next offset`.
+//! Consumer offsets are a table `"group/topic" -> next offset`. The tables and their
+//! encoding are in `format.rs`.
 //!
 //! **Group commit.** Appends go through a bounded queue to one writer thread, which
 //! takes everything waiting (up to `batch_max`), inserts it in one write transaction
 //! and commits with `Durability::Immediate` (fsync), then acknowledges every append
 //! of the batch. One fsync per batch, not per event, and an append is acknowledged
 //! only after its batch is on disk: a `kill -9` loses no acknowledged record. A full
-//! queue is back-pressure, refused at once.
+//! queue is back-pressure, refused at once (`writer.rs`). Each commit also writes the
+//! segment's commit time and the topic's high-water mark and byte count (two small
+//! rows), which retention needs.
+//!
+//! **Retention** ([`retention`]) removes whole segments from the front of a topic once
+//! they are past the age or size limit **and** every consumer group that committed on
+//! the topic has committed past them; a topic no group has committed on keeps
+//! everything.
 //!
 //! The database file is locked by the process that opens it: services sharing the
 //! embedded log run in one process (`retail-media all`); separate processes use Kafka.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase};
 use tokio::sync::{oneshot, Notify};
 
 use crate::config::EmbeddedLogConfig;
 use crate::{EventLog, LogError};
+
+mod format;
+pub mod retention;
+mod writer;
+
+#[cfg(test)]
+mod crash_tests;
+#[cfg(test)]
+mod retention_tests;
+
+use format::{decode_segment, log_name, log_table, offset_key, TopicMeta, OFFSETS, TOPICS};
+pub use retention::{Removed, RetentionStatus};
+use writer::{Append, Command, Writer};
 
 /// Time of one group commit (insert + fsync).
 pub const COMMIT_SECONDS: &str = "eventlog_commit_seconds";
 /// Records per group commit.
 pub const COMMIT_RECORDS: &str = "eventlog_commit_records";
 
-const OFFSETS: TableDefinition<&str, u64> = TableDefinition::new("__consumer_offsets");
-
-fn topic_table(name: &str) -> TableDefinition<'_, u64, &'static [u8]> {
-    TableDefinition::new(name)
-}
-
-fn table_name(topic: &str) -> String {
-    format!("log/{topic}")
-}
-
-/// Encodes records as one segment.
-fn encode_segment(records: &[&[u8]]) -> Vec<u8> {
-    let size: usize = records.iter().map(|r| r.len() + 4).sum();
-    let mut out = Vec::with_capacity(4 + size);
-    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
-    for r in records {
-        out.extend_from_slice(&(r.len() as u32).to_le_bytes());
-        out.extend_from_slice(r);
-    }
-    out
-}
-
-/// The records of a segment, in order.
-fn decode_segment(seg: &[u8]) -> Result<Vec<&[u8]>, LogError> {
-    let corrupt = || LogError::Unavailable("corrupt log segment".into());
-    let word = |at: usize| -> Result<usize, LogError> {
-        let b: [u8; 4] = seg
-            .get(at..at + 4)
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(corrupt)?;
-        Ok(u32::from_le_bytes(b) as usize)
-    };
-    let count = word(0)?;
-    let mut out = Vec::with_capacity(count);
-    let mut at = 4;
-    for _ in 0..count {
-        let len = word(at)?;
-        out.push(seg.get(at + 4..at + 4 + len).ok_or_else(corrupt)?);
-        at += 4 + len;
-    }
-    Ok(out)
-}
-
-/// Records in a segment, without decoding them.
-fn segment_count(seg: &[u8]) -> u64 {
-    seg.get(0..4)
-        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .map_or(0, |b| u64::from(u32::from_le_bytes(b)))
-}
-
-struct Append {
-    topic: String,
-    value: Vec<u8>,
-    ack: oneshot::Sender<Result<u64, LogError>>,
-}
-
-enum Command {
-    Append(Append),
-    Flush(oneshot::Sender<()>),
-}
-
-struct Shared {
-    db: Database,
-    healthy: AtomicBool,
-    last_error: Mutex<Option<String>>,
-    appended: Notify,
+pub(crate) struct Shared {
+    pub db: Database,
+    pub healthy: AtomicBool,
+    pub last_error: Mutex<Option<String>>,
+    pub appended: Notify,
 }
 
 /// The embedded log. Cheap to clone; all clones share one writer.
@@ -111,14 +70,17 @@ struct Shared {
 pub struct EmbeddedLog {
     tx: SyncSender<Command>,
     shared: Arc<Shared>,
+    policy: retention::Policy,
 }
 
-fn unavailable(e: impl std::fmt::Display) -> LogError {
+pub(crate) fn unavailable(e: impl std::fmt::Display) -> LogError {
     LogError::Unavailable(e.to_string())
 }
 
 impl EmbeddedLog {
-    /// Opens (or creates) the log at `path` and starts its writer thread.
+    /// Opens (or creates) the log at `path` and starts its writer and retention
+    /// threads. A log written before retention existed is adopted (one scan of each
+    /// topic, once).
     pub fn open(path: &Path, config: &EmbeddedLogConfig) -> Result<Self, LogError> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
@@ -128,6 +90,7 @@ impl EmbeddedLog {
             Database::create(path).map_err(|e| unavailable(format!("{}: {e}", path.display())))?;
         let w = db.begin_write().map_err(unavailable)?;
         w.open_table(OFFSETS).map_err(unavailable)?;
+        retention::adopt_topics(&w)?;
         w.commit().map_err(unavailable)?;
         let shared = Arc::new(Shared {
             db,
@@ -135,20 +98,25 @@ impl EmbeddedLog {
             last_error: Mutex::new(None),
             appended: Notify::new(),
         });
+        let policy = retention::Policy::new(config);
+        let (stop_tx, stop_rx) = mpsc::channel();
+        retention::spawn(Arc::clone(&shared), policy, stop_rx).map_err(unavailable)?;
         let (tx, rx) = mpsc::sync_channel(config.queue_max.max(1));
         let writer = Writer {
             shared: Arc::clone(&shared),
-            next: HashMap::new(),
             batch_max: config.batch_max.max(1),
+            _retention_stop: stop_tx,
         };
         std::thread::Builder::new()
             .name("eventlog-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(unavailable)?;
-        Ok(Self { tx, shared })
+        Ok(Self { tx, shared, policy })
     }
 
-    /// Reads up to `max` records of `topic` starting at offset `from`.
+    /// Reads up to `max` records of `topic` starting at offset `from`. When retention
+    /// removed `from`, reading starts at the earliest retained record (as Kafka's
+    /// `auto.offset.reset=earliest`): the returned offsets say where it resumed.
     /// Blocking: call it from a blocking context.
     pub fn read(
         &self,
@@ -157,14 +125,15 @@ impl EmbeddedLog {
         max: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>, LogError> {
         let r = self.shared.db.begin_read().map_err(unavailable)?;
-        let name = table_name(topic);
-        let table = match r.open_table(topic_table(&name)) {
+        let name = log_name(topic);
+        let table = match r.open_table(log_table(&name)) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(e) => return Err(unavailable(e)),
         };
         let mut out = Vec::with_capacity(max.min(4096));
-        // The segment holding `from` starts at or before it.
+        // The segment holding `from` starts at or before it; when there is none,
+        // `from` was removed (or never written) and the range starts at the earliest.
         let first = match table.range(..=from).map_err(unavailable)?.next_back() {
             Some(row) => row.map_err(unavailable)?.0.value(),
             None => from,
@@ -184,35 +153,33 @@ impl EmbeddedLog {
         Ok(out)
     }
 
-    /// The offset the next appended record of `topic` will get (0 when empty).
+    /// The offset the next appended record of `topic` will get (0 when never written).
+    /// It never decreases, also when retention removed every record.
     pub fn end_offset(&self, topic: &str) -> Result<u64, LogError> {
         let r = self.shared.db.begin_read().map_err(unavailable)?;
-        let name = table_name(topic);
-        match r.open_table(topic_table(&name)) {
-            Ok(t) => Ok(t
-                .last()
-                .map_err(unavailable)?
-                .map_or(0, |(k, v)| k.value() + segment_count(v.value()))),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
-            Err(e) => Err(unavailable(e)),
-        }
+        let t = r.open_table(TOPICS).map_err(unavailable)?;
+        Ok(t.get(topic)
+            .map_err(unavailable)?
+            .map_or(0, |m| TopicMeta::from_row(m.value()).next))
     }
 
     /// The next offset consumer `group` will read from `topic` (0 when it never committed).
     pub fn committed(&self, group: &str, topic: &str) -> Result<u64, LogError> {
         let r = self.shared.db.begin_read().map_err(unavailable)?;
         let t = r.open_table(OFFSETS).map_err(unavailable)?;
-        Ok(t.get(format!("{group}/{topic}").as_str())
+        Ok(t.get(offset_key(group, topic).as_str())
             .map_err(unavailable)?
             .map_or(0, |v| v.value()))
     }
 
-    /// Durably stores the next offset consumer `group` will read from `topic`.
+    /// Durably stores the next offset consumer `group` will read from `topic`. From
+    /// then on the group bounds retention on `topic`: nothing at or above its committed
+    /// offset is removed.
     pub fn commit(&self, group: &str, topic: &str, next: u64) -> Result<(), LogError> {
         let w = self.shared.db.begin_write().map_err(unavailable)?;
         {
             let mut t = w.open_table(OFFSETS).map_err(unavailable)?;
-            t.insert(format!("{group}/{topic}").as_str(), next)
+            t.insert(offset_key(group, topic).as_str(), next)
                 .map_err(unavailable)?;
         }
         w.commit().map_err(unavailable)
@@ -223,10 +190,9 @@ impl EmbeddedLog {
     pub fn appended(&self) -> tokio::sync::futures::Notified<'_> {
         self.shared.appended.notified()
     }
-}
 
-impl EventLog for EmbeddedLog {
-    async fn append(&self, topic: &str, _key: &[u8], value: Vec<u8>) -> Result<(), LogError> {
+    /// Appends one record and returns its offset once it is durable.
+    pub async fn append_offset(&self, topic: &str, value: Vec<u8>) -> Result<u64, LogError> {
         let (ack, done) = oneshot::channel();
         let cmd = Command::Append(Append {
             topic: topic.to_owned(),
@@ -240,7 +206,36 @@ impl EventLog for EmbeddedLog {
             }
             Err(TrySendError::Disconnected(_)) => return Err(LogError::Closed),
         }
-        done.await.map_err(|_| LogError::Closed)?.map(|_offset| ())
+        done.await.map_err(|_| LogError::Closed)?
+    }
+
+    /// Where retention stands on `topic` (`None` for a topic never written).
+    /// Blocking: call it from a blocking context.
+    pub fn retention_status(&self, topic: &str) -> Result<Option<RetentionStatus>, LogError> {
+        retention::status(&self.shared.db, topic)
+    }
+
+    /// Runs one retention pass now (the retention thread runs one every check
+    /// interval) and returns what it removed per topic. Blocking.
+    pub fn enforce_retention(&self) -> Result<Vec<(String, Removed)>, LogError> {
+        self.enforce_retention_at(format::now_ms())
+    }
+
+    /// As [`Self::enforce_retention`], as if the clock read `now_ms` (tests).
+    pub(crate) fn enforce_retention_at(
+        &self,
+        now_ms: u64,
+    ) -> Result<Vec<(String, Removed)>, LogError> {
+        Ok(retention::enforce(&self.shared.db, &self.policy, now_ms)?
+            .into_iter()
+            .map(|(topic, removed, _)| (topic, removed))
+            .collect())
+    }
+}
+
+impl EventLog for EmbeddedLog {
+    async fn append(&self, topic: &str, _key: &[u8], value: Vec<u8>) -> Result<(), LogError> {
+        self.append_offset(topic, value).await.map(|_offset| ())
     }
 
     fn readiness(&self) -> Result<(), String> {
@@ -276,113 +271,9 @@ impl EventLog for EmbeddedLog {
     }
 }
 
-struct Writer {
-    shared: Arc<Shared>,
-    next: HashMap<String, u64>,
-    batch_max: usize,
-}
-
-impl Writer {
-    fn run(mut self, rx: Receiver<Command>) {
-        let mut batch: Vec<Append> = Vec::with_capacity(self.batch_max);
-        let mut flushes = Vec::new();
-        while let Ok(first) = rx.recv() {
-            let mut cmd = Some(first);
-            while let Some(c) = cmd.take() {
-                match c {
-                    Command::Append(a) => batch.push(a),
-                    Command::Flush(f) => flushes.push(f),
-                }
-                if batch.len() < self.batch_max {
-                    cmd = rx.try_recv().ok();
-                }
-            }
-            if !batch.is_empty() {
-                self.write_batch(&mut batch);
-            }
-            for f in flushes.drain(..) {
-                let _ = f.send(());
-            }
-        }
-        tracing::debug!("event log writer stopped");
-    }
-
-    fn write_batch(&mut self, batch: &mut Vec<Append>) {
-        let started = std::time::Instant::now();
-        let committed = self.commit(batch);
-        metrics::histogram!(COMMIT_SECONDS).record(started.elapsed().as_secs_f64());
-        metrics::histogram!(COMMIT_RECORDS).record(batch.len() as f64);
-        match committed {
-            Ok(offsets) => {
-                self.shared.healthy.store(true, Ordering::Relaxed);
-                for (a, off) in batch.drain(..).zip(offsets) {
-                    let _ = a.ack.send(Ok(off));
-                }
-                self.shared.appended.notify_waiters();
-            }
-            Err(e) => {
-                tracing::error!(error = %e, records = batch.len(), "event log commit failed");
-                self.shared.healthy.store(false, Ordering::Relaxed);
-                if let Ok(mut last) = self.shared.last_error.lock() {
-                    *last = Some(e.to_string());
-                }
-                // Offsets handed out in the failed transaction were not written.
-                self.next.clear();
-                for a in batch.drain(..) {
-                    let _ = a.ack.send(Err(e.clone()));
-                }
-            }
-        }
-    }
-
-    fn commit(&mut self, batch: &[Append]) -> Result<Vec<u64>, LogError> {
-        let mut w = self.shared.db.begin_write().map_err(unavailable)?;
-        w.set_durability(Durability::Immediate)
-            .map_err(unavailable)?;
-        let mut offsets = vec![0; batch.len()];
-        {
-            // One segment per topic of the batch, records in arrival order.
-            let mut by_topic: HashMap<&str, Vec<usize>> = HashMap::new();
-            for (i, a) in batch.iter().enumerate() {
-                by_topic.entry(a.topic.as_str()).or_default().push(i);
-            }
-            for (topic, idx) in by_topic {
-                let name = table_name(topic);
-                let mut t = w.open_table(topic_table(&name)).map_err(unavailable)?;
-                let first = match self.next.get(topic) {
-                    Some(n) => *n,
-                    None => t
-                        .last()
-                        .map_err(unavailable)?
-                        .map_or(0, |(k, v)| k.value() + segment_count(v.value())),
-                };
-                let records: Vec<&[u8]> = idx.iter().map(|i| batch[*i].value.as_slice()).collect();
-                t.insert(first, encode_segment(&records).as_slice())
-                    .map_err(unavailable)?;
-                for (n, i) in idx.iter().enumerate() {
-                    offsets[*i] = first + n as u64;
-                }
-                self.next.insert(topic.to_owned(), first + idx.len() as u64);
-            }
-        }
-        w.commit().map_err(unavailable)?;
-        Ok(offsets)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn segments_round_trip_and_refuse_truncation() {
-        let recs: Vec<&[u8]> = vec![b"a", b"", b"hello"];
-        let seg = encode_segment(&recs);
-        assert_eq!(segment_count(&seg), 3);
-        assert_eq!(decode_segment(&seg).expect("decodes"), recs);
-        assert!(decode_segment(&seg[..seg.len() - 1]).is_err());
-        assert!(decode_segment(&[]).is_err());
-    }
 
     #[tokio::test]
     async fn appends_are_read_back_in_order_and_survive_reopen() {
