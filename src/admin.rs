@@ -1,5 +1,7 @@
 //! The admin subcommands `clients` and `keys`: manage OAuth clients and order API
-//! keys in the api's embedded state, or print hashed entries for a clients file.
+//! keys in the api's embedded state (or PostgreSQL), each in its namespace, or print
+//! hashed entries for a clients file. A running api offers the same as the operator
+//! API (`/v1/admin/...`); the embedded state is locked while the api runs.
 
 use std::path::Path;
 
@@ -11,12 +13,24 @@ use rm_api::state::State;
 use crate::cli::{ClientsAction, KeysAction};
 
 async fn open(data_dir: &Path, database_url: Option<&str>) -> anyhow::Result<State> {
-    match database_url.filter(|u| !u.trim().is_empty()) {
+    let state = match database_url.filter(|u| !u.trim().is_empty()) {
         Some(url) => State::connect_postgres(url)
             .await
-            .context("connecting to the api's state in PostgreSQL"),
-        None => State::open_embedded(data_dir).context("opening the api's state"),
-    }
+            .context("connecting to the api's state in PostgreSQL")?,
+        None => State::open_embedded(data_dir).context("opening the api's state")?,
+    };
+    rm_api::state::migrate::run(&state)
+        .await
+        .context("converting the api's state")?;
+    Ok(state)
+}
+
+fn check_namespace(ns: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        rm_schemas::namespace::valid(ns),
+        "namespace '{ns}' is not [a-z0-9_-], 1 to 64 characters"
+    );
+    Ok(())
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -42,12 +56,15 @@ pub fn clients(
     if let ClientsAction::Hash {
         id,
         secret: s,
+        namespace,
         scopes: sc,
     } = &action
     {
+        check_namespace(namespace)?;
         println!(
-            "[[client]]\nid = {:?}\nsecret_hash = {:?}\nscopes = {:?}",
+            "[[client]]\nid = {:?}\nnamespace = {:?}\nsecret_hash = {:?}\nscopes = {:?}",
             id,
+            namespace,
             secret::hash(s),
             scopes(sc)?.iter().map(|x| x.as_str()).collect::<Vec<_>>()
         );
@@ -58,6 +75,7 @@ pub fn clients(
         match action {
             ClientsAction::Add {
                 id,
+                namespace,
                 scopes: sc,
                 secret: s,
             } => {
@@ -65,29 +83,41 @@ pub fn clients(
                     !id.is_empty() && !id.contains(':'),
                     "a client id must be non-empty and have no ':'"
                 );
+                check_namespace(&namespace)?;
                 let scopes = scopes(&sc)?;
                 let plain = s.unwrap_or_else(secret::generate);
                 state
                     .put_client(&Client {
                         id: id.clone(),
+                        namespace: namespace.clone(),
                         secret_hash: secret::hash(&plain),
                         scopes: scopes.clone(),
                         created: chrono::Utc::now().to_rfc3339(),
                     })
                     .await?;
                 println!(
-                    "client_id={id}\nclient_secret={plain}\nscopes={}",
+                    "client_id={id}\nclient_secret={plain}\nnamespace={namespace}\nscopes={}",
                     names(&scopes)
                 );
                 eprintln!("the secret is shown once and stored only as a hash");
             }
             ClientsAction::List => {
                 for c in state.clients().await? {
-                    println!("{}\t{}\t{}", c.id, names(&c.scopes), c.created);
+                    println!(
+                        "{}\t{}\t{}\t{}",
+                        c.id,
+                        c.namespace,
+                        names(&c.scopes),
+                        c.created
+                    );
                 }
             }
             ClientsAction::Remove { id } => {
-                anyhow::ensure!(state.remove_client(&id).await?, "no client '{id}'");
+                anyhow::ensure!(state.client(&id).await?.is_some(), "no client '{id}'");
+                state
+                    .put_revocation(&id, chrono::Utc::now().timestamp())
+                    .await?;
+                state.remove_client(&id).await?;
                 println!("removed client {id}");
             }
             ClientsAction::Hash { .. } => {}
@@ -98,10 +128,17 @@ pub fn clients(
 
 /// Runs `retail-media keys <action>`.
 pub fn keys(action: KeysAction, data_dir: &Path, database_url: Option<&str>) -> anyhow::Result<()> {
-    if let KeysAction::Hash { name, key } = &action {
+    if let KeysAction::Hash {
+        name,
+        key,
+        namespace,
+    } = &action
+    {
+        check_namespace(namespace)?;
         println!(
-            "[[api_key]]\nname = {:?}\nlookup = {:?}\nkey_hash = {:?}",
+            "[[api_key]]\nname = {:?}\nnamespace = {:?}\nlookup = {:?}\nkey_hash = {:?}",
             name,
+            namespace,
             secret::lookup_digest(key),
             secret::hash(key)
         );
@@ -110,24 +147,31 @@ pub fn keys(action: KeysAction, data_dir: &Path, database_url: Option<&str>) -> 
     runtime()?.block_on(async {
         let state = open(data_dir, database_url).await?;
         match action {
-            KeysAction::Add { name, key } => {
+            KeysAction::Add {
+                name,
+                namespace,
+                key,
+            } => {
+                check_namespace(&namespace)?;
                 let plain = key.unwrap_or_else(secret::generate);
                 state
                     .put_api_key(&ApiKey {
+                        key_id: name.clone(),
+                        namespace: namespace.clone(),
                         name: name.clone(),
                         lookup: secret::lookup_digest(&plain),
                         key_hash: secret::hash(&plain),
                         created: chrono::Utc::now().to_rfc3339(),
                     })
                     .await?;
-                println!("name={name}\nkey={plain}");
+                println!("name={name}\nnamespace={namespace}\nkey={plain}");
                 eprintln!(
                     "the key is shown once and stored only as a hash; send it as `curl -u KEY:`"
                 );
             }
             KeysAction::List => {
                 for k in state.api_keys().await? {
-                    println!("{}\t{}", k.name, k.created);
+                    println!("{}\t{}\t{}", k.name, k.namespace, k.created);
                 }
             }
             KeysAction::Remove { name } => {

@@ -72,6 +72,9 @@ pub enum ClientsAction {
     Add {
         /// The client id.
         id: String,
+        /// The namespace (tenant) it acts in: `[a-z0-9_-]{1,64}`.
+        #[arg(long, default_value = rm_schemas::namespace::DEFAULT)]
+        namespace: String,
         /// Scopes, comma-separated: ads, segments, campaigns, reports, admin.
         #[arg(long, default_value = "ads")]
         scopes: String,
@@ -79,9 +82,9 @@ pub enum ClientsAction {
         #[arg(long)]
         secret: Option<String>,
     },
-    /// List clients and their scopes.
+    /// List clients, their namespaces and scopes.
     List,
-    /// Remove a client.
+    /// Remove a client (its tokens are refused from now on).
     Remove {
         /// The client id.
         id: String,
@@ -92,6 +95,9 @@ pub enum ClientsAction {
         id: String,
         /// The secret to hash.
         secret: String,
+        /// The namespace (tenant) it acts in: `[a-z0-9_-]{1,64}`.
+        #[arg(long, default_value = rm_schemas::namespace::DEFAULT)]
+        namespace: String,
         /// Scopes, comma-separated.
         #[arg(long, default_value = "ads")]
         scopes: String,
@@ -105,11 +111,14 @@ pub enum KeysAction {
     Add {
         /// A name for the key.
         name: String,
+        /// The namespace (tenant) its orders belong to: `[a-z0-9_-]{1,64}`.
+        #[arg(long, default_value = rm_schemas::namespace::DEFAULT)]
+        namespace: String,
         /// The key (default: a new random one).
         #[arg(long)]
         key: Option<String>,
     },
-    /// List key names.
+    /// List key names and namespaces.
     List,
     /// Remove every key with this name.
     Remove {
@@ -122,6 +131,10 @@ pub enum KeysAction {
         name: String,
         /// The key to hash.
         key: String,
+        /// The namespace (tenant) its orders belong to: `[a-z0-9_-]{1,64}`.
+        #[arg(long, default_value = rm_schemas::namespace::DEFAULT)]
+        namespace: String,
+
     },
 }
 

@@ -173,7 +173,9 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             windows: settings.store.attribution(),
             inspector: runs_edge.then(|| {
                 let i = inspector.clone();
-                Arc::new(move |id: &str| rm_ingest::report(&i, id)) as rm_api::InspectorFn
+                Arc::new(move |id: &str, v: &rm_schemas::namespace::Viewer| {
+                    rm_ingest::report(&i, id, v)
+                }) as rm_api::InspectorFn
             }),
         };
         tasks.spawn(async move {

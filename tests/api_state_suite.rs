@@ -343,6 +343,7 @@ async fn kv_is_ready(f: &Fixture) {
 fn client(id: &str, scopes: Vec<Scope>) -> Client {
     Client {
         id: id.to_owned(),
+        namespace: "acme".to_owned(),
         secret_hash: format!("hash-of-{id}"),
         scopes,
         created: "2026-11-22T00:00:00Z".to_owned(),
@@ -352,6 +353,8 @@ fn client(id: &str, scopes: Vec<Scope>) -> Client {
 fn api_key(name: &str, lookup: &str) -> ApiKey {
     ApiKey {
         name: name.to_owned(),
+        key_id: name.to_owned(),
+        namespace: "acme".to_owned(),
         lookup: lookup.to_owned(),
         key_hash: format!("hash-{lookup}"),
         created: "2026-11-22T00:00:00Z".to_owned(),
@@ -431,7 +434,7 @@ async fn state_signing_keys_are_insert_once(f: &Fixture) {
     }
     assert_eq!(state.signing_keys().await.unwrap().len(), 1);
     for a in &loaded {
-        let tok = a.issue("c1", &[Scope::Ads]).unwrap();
+        let tok = a.issue("c1", "acme", &[Scope::Ads]).unwrap();
         for b in &loaded {
             assert_eq!(b.verify(&tok).unwrap().sub, "c1");
         }
@@ -516,10 +519,10 @@ async fn state_products_and_orders(f: &Fixture) {
         .await
         .unwrap();
     assert_eq!(
-        s.product("cat-a", "p2").await.unwrap(),
+        s.product("default", "cat-a", "p2").await.unwrap(),
         Some(product("cat-a", "p2", "2.50"))
     );
-    assert_eq!(s.product("cat-c", "p1").await.unwrap(), None);
+    assert_eq!(s.product("default", "cat-c", "p1").await.unwrap(), None);
     // Products come back by catalog, then code.
     let keys: Vec<(String, String)> = s
         .products()
@@ -532,11 +535,11 @@ async fn state_products_and_orders(f: &Fixture) {
         .map(|(c, p)| (c.to_owned(), p.to_owned()));
     assert_eq!(keys, want);
 
-    assert!(!s.order_taken("o-1").await.unwrap());
-    s.mark_order("o-1", "2026-11-22T10:00:00Z").await.unwrap();
-    s.mark_order("o-1", "2026-11-22T11:00:00Z").await.unwrap();
-    assert!(s.order_taken("o-1").await.unwrap());
-    assert!(!s.order_taken("o-2").await.unwrap());
+    assert!(!s.order_taken("default", "o-1").await.unwrap());
+    s.mark_order("default", "o-1", "2026-11-22T10:00:00Z").await.unwrap();
+    s.mark_order("default", "o-1", "2026-11-22T11:00:00Z").await.unwrap();
+    assert!(s.order_taken("default", "o-1").await.unwrap());
+    assert!(!s.order_taken("default", "o-2").await.unwrap());
     // The first mark is kept.
     assert_eq!(
         f.kv().get(Ns::Orders, "o-1").await.unwrap(),

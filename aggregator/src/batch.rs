@@ -280,16 +280,21 @@ pub fn fold_orders(
     known: &HashSet<String>,
 ) -> (Vec<OrderLine>, OrderStats) {
     let mut stats = OrderStats::default();
-    let mut taken: HashSet<&str> = HashSet::new();
+    let mut taken: HashSet<String> = HashSet::new();
     let mut lines = Vec::new();
     for r in records {
-        let id = r.order.id.as_str();
-        if known.contains(id) || !taken.insert(id) {
+        // Order ids are unique within a namespace: stored scoped by it.
+        let id = rm_schemas::namespace::scoped(&r.namespace_id, &r.order.id);
+        if known.contains(&id) || taken.contains(&id) {
             stats.duplicates += 1;
             continue;
         }
         stats.new += 1;
-        lines.extend(attribution::lines_of(&r.order));
+        lines.extend(attribution::lines_of(&r.order).into_iter().map(|l| OrderLine {
+            order_id: id.clone(),
+            ..l
+        }));
+        taken.insert(id);
     }
     (lines, stats)
 }

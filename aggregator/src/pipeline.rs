@@ -520,7 +520,10 @@ async fn prepare<T: WriteStore>(
     let known = if orders.is_empty() {
         HashSet::new()
     } else {
-        let ids: HashSet<String> = orders.iter().map(|o| o.order.id.clone()).collect();
+        let ids: HashSet<String> = orders
+            .iter()
+            .map(|o| rm_schemas::namespace::scoped(&o.namespace_id, &o.order.id))
+            .collect();
         match retry("load orders", shutdown, || store.known_orders(&ids)).await? {
             Ok(mut k) => {
                 // Orders of the batch being written are as good as stored.

@@ -382,6 +382,7 @@ async fn kafka_and_clickhouse() {
         queue_max_messages: 10_000,
         message_timeout_ms: 10_000,
         properties: Vec::new(),
+        ..KafkaConfig::default()
     };
     let events = format!("rm-test-events-{tag}");
     let orders = format!("rm-test-orders-{tag}");
@@ -450,6 +451,7 @@ async fn kafka_source_reads_events_while_the_orders_topic_is_missing() {
         queue_max_messages: 10_000,
         message_timeout_ms: 10_000,
         properties: Vec::new(),
+        ..KafkaConfig::default()
     };
     let events = format!("rm-test-events-only-{tag}");
     let log = KafkaLog::connect(&kafka, std::slice::from_ref(&events))

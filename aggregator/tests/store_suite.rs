@@ -403,6 +403,7 @@ fn filter(
         catalog_id: catalog.map(Into::into),
         from_day: from,
         to_day: to,
+        tenant: None,
     }
 }
 

@@ -70,7 +70,7 @@ async fn every_row_is_served_behind_its_access_rule() {
     let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("store");
     let tokens = Tokens::load(&state, "iss", "aud", 60).await.expect("keys");
     let bearer = |scope: Scope| {
-        let t = tokens.issue("c", &[scope]).expect("token");
+        let t = tokens.issue("c", "acme", &[scope]).expect("token");
         format!("Authorization: Bearer {t}\r\n")
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");

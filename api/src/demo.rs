@@ -1,6 +1,8 @@
-//! The quick start's demo data set (`api/demo/demo.json`, compiled in): a client
-//! `demo-client`/`demo-secret` holding every scope, the orders API key
-//! `demo-orders-key`, a catalog `demo-catalog` with categories, four campaigns (a
+//! The quick start's demo data set (`api/demo/demo.json`, compiled in), all in the
+//! namespace [`NAMESPACE`] (`demo`): a client `demo-client`/`demo-secret` with the
+//! partner scopes (ads, segments, campaigns, reports), an operator client
+//! `demo-operator`/`demo-operator-secret` (scope `admin`: client and key management,
+//! every namespace), the orders API key `demo-orders-key`, a catalog `demo-catalog` with categories, four campaigns (a
 //! banner X video campaign with two video creatives, a banner, sponsored products,
 //! one awaiting approval) and a segment.
 //!
@@ -21,6 +23,9 @@ use crate::state::{State, StateError};
 
 /// The demo file.
 pub const DEMO_JSON: &str = include_str!("../demo/demo.json");
+
+/// The namespace of the demo data.
+pub const NAMESPACE: &str = "demo";
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -68,6 +73,7 @@ pub async fn load(state: &State) -> Result<usize, StateError> {
             state
                 .put_client(&Client {
                     id: c.id,
+                    namespace: NAMESPACE.to_owned(),
                     secret_hash: hash,
                     scopes: c.scopes,
                     created: now.clone(),
@@ -85,7 +91,9 @@ pub async fn load(state: &State) -> Result<usize, StateError> {
                 .map_err(|e| StateError::Backend(e.to_string()))?;
             state
                 .put_api_key(&ApiKey {
+                    key_id: k.name.clone(),
                     name: k.name,
+                    namespace: NAMESPACE.to_owned(),
                     lookup,
                     key_hash: hash,
                     created: now.clone(),
@@ -94,13 +102,14 @@ pub async fn load(state: &State) -> Result<usize, StateError> {
             added += 1;
         }
     }
-    for p in &demo.products {
+    for mut p in demo.products {
+        p.namespace_id = NAMESPACE.to_owned();
         if state
-            .product(&p.catalog_id, &p.product_code)
+            .product(NAMESPACE, &p.catalog_id, &p.product_code)
             .await?
             .is_none()
         {
-            state.put_product(p).await?;
+            state.put_product(&p).await?;
             added += 1;
         }
     }
@@ -110,8 +119,9 @@ pub async fn load(state: &State) -> Result<usize, StateError> {
             added += 1;
         }
     }
-    for s in &demo.segments {
-        if state.create_segment(s).await? {
+    for mut s in demo.segments {
+        s.namespace_id = NAMESPACE.to_owned();
+        if state.create_segment(&s).await? {
             added += 1;
         }
     }
@@ -152,5 +162,15 @@ mod tests {
         assert_eq!(load(&state).await.unwrap(), 0);
         let c = state.client("demo-client").await.unwrap().unwrap();
         assert!(secret::verify("demo-secret", &c.secret_hash));
+        assert_eq!(c.namespace, NAMESPACE);
+        assert!(!c.scopes.contains(&Scope::Admin), "the partner client is no operator");
+        let op = state.client("demo-operator").await.unwrap().unwrap();
+        assert_eq!(op.scopes, vec![Scope::Admin]);
+        for c in state.campaigns().await.unwrap() {
+            assert_eq!(c.namespace_id, NAMESPACE);
+        }
+        for p in state.products().await.unwrap() {
+            assert_eq!(p.namespace_id, NAMESPACE);
+        }
     }
 }

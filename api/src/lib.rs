@@ -9,6 +9,7 @@
 //! State (clients, keys, segments, campaigns, catalog, orders taken) lives behind
 //! [`state`]; reports are read from the aggregator's store ([`reports`]).
 
+pub mod admin;
 pub mod ads;
 pub mod auth;
 pub mod campaigns;
@@ -24,6 +25,7 @@ pub mod routes;
 pub mod sdk;
 pub mod segments;
 pub mod state;
+pub mod tenancy;
 pub mod vast;
 pub mod web;
 
@@ -217,18 +219,22 @@ impl Api {
         req: http::Request<Incoming>,
     ) -> Result<Response, ApiError> {
         let (parts, body) = req.into_parts();
-        match route.access {
-            Access::Bearer(scopes) => {
-                self.auth.bearer(&parts.headers, scopes)?;
-            }
+        let caller = match route.access {
+            Access::Bearer(scopes) => Some(self.auth.bearer(&parts.headers, scopes)?),
             Access::ApiKey => {
-                self.auth.api_key(&self.state, &parts.headers).await?;
+                let key = self.auth.api_key(&self.state, &parts.headers).await?;
+                Some(tenancy::Caller {
+                    client_id: key.key_id,
+                    namespace: key.namespace,
+                    admin: false,
+                })
             }
             // The token endpoint authenticates its client itself: RFC 6749 answers.
-            Access::Public | Access::ClientBasic => {}
-        }
+            Access::Public | Access::ClientBasic => None,
+        };
         let call = Call {
             parts,
+            caller,
             id: id.unwrap_or_default(),
             body,
         };
@@ -253,11 +259,15 @@ pub struct ApiDeps {
     pub inspector: Option<InspectorFn>,
 }
 
-/// The integration inspector's report for one tracking id.
-pub type InspectorFn = Arc<dyn Fn(&str) -> serde_json::Value + Send + Sync>;
+/// The integration inspector's report for one tracking id, as a viewer may see it.
+pub type InspectorFn =
+    Arc<dyn Fn(&str, &rm_schemas::namespace::Viewer) -> serde_json::Value + Send + Sync>;
 
 /// Opens the token keys and loads the demo data and clients file as configured.
 pub async fn prepare(config: &ApiConfig, state: &State) -> Result<auth::Auth, ApiError> {
+    state::migrate::run(state)
+        .await
+        .map_err(|e| ApiError::Internal(format!("converting the api state: {e}")))?;
     if config.demo {
         let added = demo::load(state)
             .await
@@ -281,7 +291,11 @@ pub async fn prepare(config: &ApiConfig, state: &State) -> Result<auth::Auth, Ap
     )
     .await
     .map_err(|e| ApiError::Internal(format!("loading signing keys: {e}")))?;
-    Ok(auth::Auth::new(tokens, config.max_auth_failures))
+    let auth = auth::Auth::new(tokens, config.max_auth_failures);
+    auth.refresh_revocations(state)
+        .await
+        .map_err(|e| ApiError::Internal(format!("loading revoked clients: {e}")))?;
+    Ok(auth)
 }
 
 /// Runs the api on `listener` until `shutdown`, with `serve`'s timeouts, connection
@@ -343,10 +357,17 @@ pub async fn run(
         let every = Duration::from_secs(config.ads_refresh_secs.max(1));
         tokio::spawn(async move {
             let mut last = Instant::now();
+            let mut revocations = Instant::now();
             loop {
                 tokio::select! {
                     () = stop.cancelled() => break,
                     () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+                if revocations.elapsed() >= auth::REVOCATIONS_REFRESH {
+                    revocations = Instant::now();
+                    if let Err(e) = inner.auth.refresh_revocations(&inner.state).await {
+                        tracing::warn!(error = %e, "revoked clients: reread failed; keeping the last list");
+                    }
                 }
                 if inner.ads.dirty() || last.elapsed() >= every {
                     last = Instant::now();

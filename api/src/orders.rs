@@ -2,7 +2,11 @@
 //! with the secret API key (HTTP Basic), validated by `rm_schemas::order`, and
 //! written durably to the `orders` topic for the aggregator's attribution.
 //!
-//! Idempotent by order id. An order is answered `duplicate` when its id was taken
+//! Orders belong to the namespace of the key that sent them: stored and written to
+//! the log in it (`namespaceId` in the record), their ids unique within it, and
+//! attributed only to its campaigns.
+//!
+//! Idempotent by order id (within the namespace). An order is answered `duplicate` when its id was taken
 //! before; otherwise its record is appended to the log, and only once the log has it
 //! durably is the id marked taken, so a crash in between can at worst write an
 //! order twice, never lose one. The aggregator keys order lines by order id, so a
@@ -17,8 +21,13 @@ use crate::metrics;
 use crate::openapi::{OrderOutcome, OrdersAccepted};
 use crate::state::State;
 
-/// Takes the orders of `body`.
-pub async fn take(state: &State, log: &AnyLog, body: &[u8]) -> Result<OrdersAccepted, ApiError> {
+/// Takes the orders of `body`, sent with a key of namespace `ns`.
+pub async fn take(
+    state: &State,
+    log: &AnyLog,
+    ns: &str,
+    body: &[u8],
+) -> Result<OrdersAccepted, ApiError> {
     let orders = order::parse_orders(body).map_err(|e| ApiError::invalid(e.field, e.message))?;
     let mut out = OrdersAccepted {
         accepted: 0,
@@ -26,7 +35,7 @@ pub async fn take(state: &State, log: &AnyLog, body: &[u8]) -> Result<OrdersAcce
         orders: Vec::with_capacity(orders.len()),
     };
     for o in &orders {
-        if state.order_taken(&o.id).await? {
+        if state.order_taken(ns, &o.id).await? {
             out.duplicates += 1;
             out.orders.push(OrderOutcome {
                 id: o.id.clone(),
@@ -35,7 +44,7 @@ pub async fn take(state: &State, log: &AnyLog, body: &[u8]) -> Result<OrdersAcce
             continue;
         }
         let now = chrono::Utc::now();
-        log.append(topics::ORDERS, order::key(o), order::record_at(o, now))
+        log.append(topics::ORDERS, order::key(o), order::record_in(ns, o, now))
             .await
             .map_err(|e| {
                 tracing::warn!(error = %e, "orders: log append failed");
@@ -45,7 +54,7 @@ pub async fn take(state: &State, log: &AnyLog, body: &[u8]) -> Result<OrdersAcce
                     e.kind()
                 ))
             })?;
-        state.mark_order(&o.id, &now.to_rfc3339()).await?;
+        state.mark_order(ns, &o.id, &now.to_rfc3339()).await?;
         out.accepted += 1;
         out.orders.push(OrderOutcome {
             id: o.id.clone(),

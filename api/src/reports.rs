@@ -10,8 +10,15 @@
 //! | `GET /v1/reports/carts/campaigns` | per campaign and product: carts added, units added, value |
 //! | `GET /v1/reports/sales` | per credited campaign, catalog, product and order day: orders, units, revenue, click and view attributions, ROAS |
 //!
+//! **Tenancy.** A report is read for one namespace (`rm_store::Tenant`): the
+//! caller's, or for an operator the one `namespaceId` names (every namespace
+//! without it). Only that namespace's campaigns' rows, and its orders attributed to
+//! its campaigns, are in the answer; a `campaignId` of another namespace is a 404,
+//! as if it did not exist.
+//!
 //! Query parameters (all optional): `campaignId`, `adId`, `catalogId`, `from` and
-//! `to` (inclusive UTC days, `YYYY-MM-DD`), `format` (`json`, the default, or `csv`;
+//! `to` (inclusive UTC days, `YYYY-MM-DD`), `namespaceId` (operators), `format`
+//! (`json`, the default, or `csv`;
 //! `Accept: text/csv` works too). JSON answers `{"rows": [...]}` with camelCase
 //! fields; CSV has a header row with the same names, and a string cell that a
 //! spreadsheet would read as a formula is prefixed with `'` ([`to_csv`]). The query is decoded leniently,
@@ -58,7 +65,7 @@ use rm_schemas::percent::{self, Rules};
 use rm_service::{response, Response};
 use rm_store::model::attribution::{SalesReportRow, Windows};
 use rm_store::model::parse_day;
-use rm_store::{campaign_report, ReportFilter, ReportStore, StoreError};
+use rm_store::{campaign_report, ReportFilter, ReportStore, StoreError, Tenant};
 use serde::Serialize;
 
 use crate::error::ApiError;
@@ -79,8 +86,9 @@ pub const ROUTES: [&str; 7] = [
 ];
 
 /// The query parameters every report route reads.
-pub const QUERY: [QueryParam; 6] = [
+pub const QUERY: [QueryParam; 7] = [
     param("campaignId", r#"{"type": "string"}"#),
+    param("namespaceId", r#"{"type": "string"}"#),
     param("adId", r#"{"type": "string"}"#),
     param("catalogId", r#"{"type": "string"}"#),
     param("from", r#"{"type": "string", "format": "date"}"#),
@@ -190,6 +198,8 @@ fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format
         };
         match k.as_str() {
             "campaignId" => f.campaign_id = Some(v),
+            // Read by `namespace_param` before the filter.
+            "namespaceId" => {}
             "adId" => f.ad_id = Some(v),
             "catalogId" => f.catalog_id = Some(v),
             "from" => f.from_day = Some(day(&v)?),
@@ -209,7 +219,7 @@ fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format
             other => {
                 return Err(ApiError::invalid(
                     other,
-                    "unknown parameter; expected campaignId, adId, catalogId, from, to, format",
+                    "unknown parameter; expected campaignId, adId, catalogId, from, to, namespaceId, format",
                 ))
             }
         }
@@ -220,6 +230,16 @@ fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format
         }
     }
     Ok((f, format))
+}
+
+/// The `namespaceId` a report query names, if any.
+pub fn namespace_param(query: &str) -> Result<Option<String>, ApiError> {
+    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
+        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
+    Ok(pairs
+        .into_iter()
+        .find(|(k, _)| k == "namespaceId")
+        .map(|(_, v)| v))
 }
 
 impl From<StoreError> for ApiError {
@@ -257,8 +277,8 @@ pub async fn answer<S: ReportStore>(
     answer_with(store, &NoCosts, &Windows::default(), path, query, headers).await
 }
 
-/// Answers a report route: `costs` gives the sales report's ROAS, `windows` its
-/// attribution windows (`rm_store::StoreConfig::attribution`).
+/// Answers a report route over every namespace: `costs` gives the sales report's
+/// ROAS, `windows` its attribution windows (`rm_store::StoreConfig::attribution`).
 pub async fn answer_with<S: ReportStore, C: CampaignCosts + ?Sized>(
     store: &S,
     costs: &C,
@@ -267,7 +287,20 @@ pub async fn answer_with<S: ReportStore, C: CampaignCosts + ?Sized>(
     query: &str,
     headers: &HeaderMap,
 ) -> Response {
-    rows(store, costs, windows, path, query, headers)
+    answer_for(store, costs, windows, None, path, query, headers).await
+}
+
+/// Answers a report route for `tenant` (`None`: every namespace).
+pub async fn answer_for<S: ReportStore, C: CampaignCosts + ?Sized>(
+    store: &S,
+    costs: &C,
+    windows: &Windows,
+    tenant: Option<Tenant>,
+    path: &str,
+    query: &str,
+    headers: &HeaderMap,
+) -> Response {
+    rows(store, costs, windows, tenant, path, query, headers)
         .await
         .unwrap_or_else(|e| e.response())
 }
@@ -276,11 +309,20 @@ async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
     store: &S,
     costs: &C,
     windows: &Windows,
+    tenant: Option<Tenant>,
     path: &str,
     query: &str,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (f, format) = parse_query(query, headers)?;
+    let (mut f, format) = parse_query(query, headers)?;
+    if let (Some(t), Some(c)) = (&tenant, &f.campaign_id) {
+        if !t.campaigns.contains(c) {
+            return Err(ApiError::NotFound(format!(
+                "no banner X campaign has id '{c}'"
+            )));
+        }
+    }
+    f.tenant = tenant;
     if path == "/v1/reports/campaigns" {
         for (field, set) in [
             ("adId", f.ad_id.is_some()),

@@ -35,10 +35,22 @@ use crate::{Api, ApiError};
 pub(crate) struct Call {
     /// Method, URI and headers.
     pub parts: http::request::Parts,
+    /// Who is calling: set for `Bearer` and `ApiKey` routes (from the token or the
+    /// key, never from the request).
+    pub caller: Option<crate::tenancy::Caller>,
     /// The path template's captured parameter, percent-decoded; empty without one.
     pub id: String,
     /// The body, unread: `Api::body` reads it within the size bound.
     pub body: Incoming,
+}
+
+impl Call {
+    /// The caller of a route with access `Bearer` or `ApiKey`.
+    pub fn caller(&self) -> Result<&crate::tenancy::Caller, ApiError> {
+        self.caller
+            .as_ref()
+            .ok_or_else(|| ApiError::Internal("a route without access rule reads its caller".into()))
+    }
 }
 
 /// What a handler returns: its answer, or the error `error` turns into one.
@@ -135,7 +147,7 @@ fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
     g.subschema_for::<T>()
 }
 
-const BEARER_ERRORS: &[u16] = &[400, 401, 403];
+const REPORT_ERRORS: &[u16] = &[400, 401, 403, 404];
 
 /// Every partner route (the ops routes `/healthz`, `/readyz`, `/metrics` are
 /// answered before this table).
@@ -202,8 +214,8 @@ pub fn table() -> Vec<Route> {
             path: "/v1/segments",
             op: "CreateSegment",
             handler: |api, call| Box::pin(handlers::create_segment(api, call)),
-            access: Access::Bearer(admin),
-            summary: "Create a segment",
+            access: Access::Bearer(seg),
+            summary: "Create a segment (in the caller's namespace)",
             query: &[],
             request: RequestBody::Json(schema::<SegmentBody>),
             ok: 200,
@@ -241,8 +253,8 @@ pub fn table() -> Vec<Route> {
             path: "/v3/bannerx-campaigns",
             op: "CreateCampaign",
             handler: |api, call| Box::pin(handlers::create_campaign(api, call)),
-            access: Access::Bearer(admin),
-            summary: "Create a banner X campaign",
+            access: Access::Bearer(camp),
+            summary: "Create a banner X campaign (in the caller's namespace, or the one an operator names)",
             query: &[],
             request: RequestBody::Json(schema::<CampaignBody>),
             ok: 200,
@@ -254,7 +266,7 @@ pub fn table() -> Vec<Route> {
             path: "/v3/bannerx-campaigns/{id}",
             op: "GetCampaign",
             handler: |api, call| Box::pin(handlers::get_campaign(api, call)),
-            access: Access::Bearer(admin),
+            access: Access::Bearer(camp),
             summary: "Read a banner X campaign",
             query: &[],
             request: RequestBody::None,
@@ -280,7 +292,7 @@ pub fn table() -> Vec<Route> {
             path: "/v1/products",
             op: "UpsertProducts",
             handler: |api, call| Box::pin(handlers::upsert_products(api, call)),
-            access: Access::Bearer(admin),
+            access: Access::Bearer(camp),
             summary: "Add or replace catalog products",
             query: &[],
             request: RequestBody::Json(schema::<ProductsBody>),
@@ -331,6 +343,84 @@ pub fn table() -> Vec<Route> {
             response: Content::Json(schema::<OrdersAccepted>),
             errors: &[400, 401, 429, 503],
         },
+        Route {
+            method: Method::GET,
+            path: "/.well-known/revoked-clients.json",
+            op: "RevokedClients",
+            handler: |api, call| Box::pin(handlers::revoked_clients(api, call)),
+            access: Access::Public,
+            summary: "Removed clients (SHA-256 of each client id, and when), for verifiers of tokens outside the api",
+            query: &[],
+            request: RequestBody::None,
+            ok: 200,
+            response: Content::AnyJson,
+            errors: &[],
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/admin/clients",
+            op: "CreateClient",
+            handler: |api, call| Box::pin(handlers::create_client(api, call)),
+            access: Access::Bearer(admin),
+            summary: "Create an OAuth client in a namespace (operators); its secret is shown once",
+            query: &[],
+            request: RequestBody::Json(schema::<crate::admin::NewClient>),
+            ok: 201,
+            response: Content::Json(schema::<crate::admin::CreatedClient>),
+            errors: &[400, 401, 403, 409],
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/admin/clients",
+            op: "ListClients",
+            handler: |api, call| Box::pin(handlers::list_clients(api, call)),
+            access: Access::Bearer(admin),
+            summary: "List OAuth clients, without secrets (operators)",
+            query: &[],
+            request: RequestBody::None,
+            ok: 200,
+            response: Content::Json(schema::<crate::admin::ClientList>),
+            errors: &[401, 403],
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/v1/admin/clients/{clientId}",
+            op: "RemoveClient",
+            handler: |api, call| Box::pin(handlers::remove_client(api, call)),
+            access: Access::Bearer(admin),
+            summary: "Remove an OAuth client; its tokens stop working within 10 s on every api instance (operators)",
+            query: &[],
+            request: RequestBody::None,
+            ok: 200,
+            response: Content::AnyJson,
+            errors: &[401, 403, 404],
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/admin/order-keys",
+            op: "CreateOrderKey",
+            handler: |api, call| Box::pin(handlers::create_order_key(api, call)),
+            access: Access::Bearer(admin),
+            summary: "Create an orders API key for a namespace (operators); the key is shown once",
+            query: &[],
+            request: RequestBody::Json(schema::<crate::admin::NewOrderKey>),
+            ok: 201,
+            response: Content::Json(schema::<crate::admin::CreatedOrderKey>),
+            errors: &[400, 401, 403],
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/v1/admin/order-keys/{keyId}",
+            op: "RemoveOrderKey",
+            handler: |api, call| Box::pin(handlers::remove_order_key(api, call)),
+            access: Access::Bearer(admin),
+            summary: "Remove an orders API key (operators)",
+            query: &[],
+            request: RequestBody::None,
+            ok: 200,
+            response: Content::AnyJson,
+            errors: &[401, 403, 404],
+        },
     ];
     for path in crate::reports::ROUTES {
         t.push(Route {
@@ -344,7 +434,7 @@ pub fn table() -> Vec<Route> {
             request: RequestBody::None,
             ok: 200,
             response: Content::JsonOrCsv(schema::<ReportRows>),
-            errors: BEARER_ERRORS,
+            errors: REPORT_ERRORS,
         });
     }
     for asset in &crate::web::ASSETS {

@@ -1,6 +1,7 @@
 //! `GET /v1/debug/events?trackingId=...` on the edge's own port: the integration
 //! inspector's report ([`crate::inspector_report`]) behind a bearer token with scope
 //! `reports` (or `admin`), verified against the api's JWK set ([`crate::jwks`]).
+//! A tenant's token sees only its namespace's events (`crate::inspector_report`).
 //!
 //! Served only when `RM_INGEST_JWKS_URL` is set; otherwise 404 saying where the
 //! inspector is (the api serves the same route when the edge runs in its process).
@@ -33,8 +34,9 @@ impl<L: EventLog> Edge<L> {
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        if let Err(denied) = bearer.check(auth).await {
-            return match denied {
+        let viewer = match bearer.check(auth).await {
+            Ok(v) => v,
+            Err(denied) => return match denied {
                 Denied::Unauthenticated(m) => {
                     let mut r = response::error(Code::Unauthenticated, "unauthenticated", m);
                     r.headers_mut().insert(
@@ -52,8 +54,8 @@ impl<L: EventLog> Edge<L> {
                         5,
                     )
                 }
-            };
-        }
+            },
+        };
         let query = req.uri().query().unwrap_or("");
         let tracking_id = rm_schemas::query::decode_query(query)
             .map_err(|r| response::status(&rm_schemas::rpc_status::RpcStatus::from_rejection(&r)))
@@ -76,7 +78,7 @@ impl<L: EventLog> Edge<L> {
             }
             Err(r) => return r,
         };
-        let body = crate::inspector_report::report(&self.inspector, &tracking_id);
+        let body = crate::inspector_report::report(&self.inspector, &tracking_id, &viewer);
         let mut r = response::json(
             StatusCode::OK,
             serde_json::to_vec(&body).unwrap_or_default(),

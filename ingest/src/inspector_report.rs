@@ -14,18 +14,37 @@
 //!  "carts":[{"catalogId":..,"productCode":..,"events":[..],"units":["1","1","1","-1"]}]}
 //! ```
 //!
+//! **Tenancy.** A tenant's token sees only the events whose ad id names its
+//! namespace (`rm_schemas::ad_id::namespace_of`) and verified (genuine: valid or
+//! expired); an event whose ad id does not verify, or that has none, belongs to no
+//! namespace and only operators (`admin`) see it. The rule checks, views and carts
+//! are computed over the events the viewer sees, so they reveal nothing else.
+//!
 //! `outcome` is `accepted`, `duplicate` (answered 200 without a write), `rejected`
 //! (400, with `reason`, `field` and `message`) or `not_recorded` (503, or a click
 //! redirected while the log was down).
 
 use rm_schemas::inspect::{inspect, Outcome};
+use rm_schemas::namespace::Viewer;
+use rm_schemas::record::UnverifiedAdId;
 use serde_json::{json, Map, Value};
 
-use crate::inspector::Inspector;
+use crate::inspector::{Inspector, Recorded};
 
-/// The inspector's report for `tracking_id` (empty when nothing was kept for it).
-pub fn report(inspector: &Inspector, tracking_id: &str) -> Value {
-    let kept = inspector.events(tracking_id);
+/// The namespace an event belongs to: its ad id's, when the id is genuine.
+fn namespace_of(e: &Recorded) -> Option<&str> {
+    let genuine = matches!(e.ad_id_verdict, None | Some(UnverifiedAdId::Expired));
+    let ad = e.params.iter().find(|(k, _)| *k == "adId")?;
+    genuine
+        .then(|| rm_schemas::ad_id::namespace_of(&ad.1))
+        .flatten()
+}
+
+/// The inspector's report for `tracking_id` as `viewer` may see it (empty when
+/// nothing was kept for it).
+pub fn report(inspector: &Inspector, tracking_id: &str, viewer: &Viewer) -> Value {
+    let mut kept = inspector.events(tracking_id);
+    kept.retain(|(_, e)| viewer.sees(namespace_of(e)));
     let observed: Vec<_> = kept.iter().map(|(seq, e)| e.observed(*seq)).collect();
     let judged = inspect(&observed, inspector.thresholds());
     let events: Vec<Value> = kept

@@ -16,6 +16,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use rm_schemas::namespace::Viewer;
 use serde::Deserialize;
 
 const CACHE_FOR: Duration = Duration::from_secs(300);
@@ -51,6 +52,9 @@ struct Jwks {
 struct Claims {
     #[serde(default)]
     scope: String,
+    /// The client's namespace (tokens of this version always carry it).
+    #[serde(default)]
+    ns: Option<String>,
 }
 
 struct Cache {
@@ -149,8 +153,9 @@ impl BearerVerifier {
     }
 
     /// Lets a request in when its `Authorization` header holds a valid token with
-    /// scope `reports` or `admin`.
-    pub async fn check(&self, authorization: Option<&str>) -> Result<(), Denied> {
+    /// scope `reports` or `admin`; who it is: an operator (`admin`) or the tenant of
+    /// the token's namespace (`ns` claim).
+    pub async fn check(&self, authorization: Option<&str>) -> Result<Viewer, Denied> {
         let unauth = |m: &str| Denied::Unauthenticated(m.to_owned());
         let token = authorization
             .and_then(|h| {
@@ -188,16 +193,18 @@ impl BearerVerifier {
                 })
             })?
             .claims;
-        if claims
-            .scope
-            .split(' ')
-            .any(|s| s == "reports" || s == "admin")
-        {
-            Ok(())
-        } else {
-            Err(Denied::Forbidden(
+        let scopes = || claims.scope.split(' ');
+        if scopes().any(|s| s == "admin") {
+            return Ok(Viewer::Operator);
+        }
+        if !scopes().any(|s| s == "reports") {
+            return Err(Denied::Forbidden(
                 "the token lacks scope reports (or admin)".to_owned(),
-            ))
+            ));
+        }
+        match claims.ns {
+            Some(ns) if rm_schemas::namespace::valid(&ns) => Ok(Viewer::Tenant(ns)),
+            _ => Err(unauth("the token names no namespace; get a new one")),
         }
     }
 }

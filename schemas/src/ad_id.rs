@@ -2,9 +2,13 @@
 //! self-describing and tamper-evident.
 //!
 //! ```text
-//! rm1.<campaignId>.<creative>.<expiry>.<nonce>.<signature>
+//! rm1.<campaignId>.<creative>.<expiry>.<nonce>.<signature>               namespace `default`
+//! rm2.<namespace>.<campaignId>.<creative>.<expiry>.<nonce>.<signature>   any other namespace
 //! ```
 //!
+//! - `namespace`: the campaign's namespace (`crate::namespace::valid`). Ads of the
+//!   `default` namespace keep the `rm1` form, so ids served before namespaces read
+//!   the same; the namespace of an event is that of its ad id once the id verifies.
 //! - `campaignId`: `[A-Za-z0-9_-]{1,64}` (campaign ids are restricted to that set).
 //! - `creative`: what was served: base64url (no padding) of the creative's id (a
 //!   product code for product ads, the first video's UniversalAdId or `banner` for
@@ -12,7 +16,7 @@
 //! - `expiry`: Unix seconds after which the ad is no longer billable.
 //! - `nonce`: 12 random bytes, base64url: every served ad id is unique.
 //! - `signature`: the first 16 bytes of HMAC-SHA256 over everything before it
-//!   (`rm1.` included), base64url.
+//!   (the prefix included), base64url.
 //!
 //! Every part is URL-safe and free of `.`, so the id travels in a query string and a
 //! VAST URL unchanged. Anyone can read the campaign from an id ([`parse`]); only a
@@ -24,8 +28,10 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-/// Prefix and version of realised ad ids.
+/// Prefix and version of realised ad ids of the `default` namespace.
 pub const PREFIX: &str = "rm1.";
+/// Prefix and version of realised ad ids naming their namespace.
+pub const PREFIX_NS: &str = "rm2.";
 /// Longest creative id, in bytes.
 pub const MAX_CREATIVE_BYTES: usize = 96;
 const SIG_BYTES: usize = 16;
@@ -33,6 +39,8 @@ const SIG_BYTES: usize = 16;
 /// The readable parts of a realised ad id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdId {
+    /// The campaign's namespace (`default` for `rm1` ids).
+    pub namespace: String,
     /// The campaign.
     pub campaign_id: String,
     /// The creative (product code, video id, or `banner`).
@@ -74,23 +82,34 @@ pub fn valid_campaign_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// Splits an id into its six parts, checking only the shape.
-fn parts(id: &str) -> Option<[&str; 5]> {
-    let rest = id.strip_prefix(PREFIX)?;
+/// Splits an id into its namespace and five parts (campaign, creative, expiry,
+/// nonce, signature), checking only the shape.
+fn parts(id: &str) -> Option<(&str, [&str; 5])> {
+    let (ns, rest) = match id.strip_prefix(PREFIX) {
+        Some(rest) => (crate::namespace::DEFAULT, rest),
+        None => {
+            let (ns, rest) = id.strip_prefix(PREFIX_NS)?.split_once('.')?;
+            if !crate::namespace::valid(ns) || ns == crate::namespace::DEFAULT {
+                return None;
+            }
+            (ns, rest)
+        }
+    };
     let mut it = rest.split('.');
     let p = [it.next()?, it.next()?, it.next()?, it.next()?, it.next()?];
     if it.next().is_some() || !valid_campaign_id(p[0]) {
         return None;
     }
-    Some(p)
+    Some((ns, p))
 }
 
 /// Reads the parts of a realised ad id without verifying it; `None` when it is not
 /// shaped like one of ours.
 pub fn parse(id: &str) -> Option<AdId> {
-    let [campaign, creative, expiry, _nonce, _sig] = parts(id)?;
+    let (ns, [campaign, creative, expiry, _nonce, _sig]) = parts(id)?;
     let creative = URL_SAFE_NO_PAD.decode(creative).ok()?;
     Some(AdId {
+        namespace: ns.to_owned(),
         campaign_id: campaign.to_owned(),
         creative: String::from_utf8(creative).ok()?,
         expires_at: expiry.parse().ok()?,
@@ -99,7 +118,13 @@ pub fn parse(id: &str) -> Option<AdId> {
 
 /// The campaign of an ad id ("" when it is not one of ours).
 pub fn campaign_of(id: &str) -> &str {
-    parts(id).map_or("", |p| p[0])
+    parts(id).map_or("", |(_, p)| p[0])
+}
+
+/// The namespace an ad id names, unverified (`None` when it is not one of ours):
+/// trust it only for an id that [`AdIdKeys::verify`] found genuine.
+pub fn namespace_of(id: &str) -> Option<&str> {
+    parts(id).map(|(ns, _)| ns)
 }
 
 /// The signing and verification keys.
@@ -164,16 +189,36 @@ impl AdIdKeys {
         out
     }
 
-    /// Mints an id for `campaign_id` and `creative`, expiring at `expires_at`.
-    /// `None` when the campaign id or creative is out of bounds.
+    /// Mints an id of the `default` namespace ([`Self::mint_in`]).
     pub fn mint(&self, campaign_id: &str, creative: &str, expires_at: i64) -> Option<String> {
-        if !valid_campaign_id(campaign_id) || creative.len() > MAX_CREATIVE_BYTES {
+        self.mint_in(crate::namespace::DEFAULT, campaign_id, creative, expires_at)
+    }
+
+    /// Mints an id for `campaign_id` of namespace `ns` and `creative`, expiring at
+    /// `expires_at`. `None` when the namespace, campaign id or creative is out of
+    /// bounds.
+    pub fn mint_in(
+        &self,
+        ns: &str,
+        campaign_id: &str,
+        creative: &str,
+        expires_at: i64,
+    ) -> Option<String> {
+        if !crate::namespace::valid(ns)
+            || !valid_campaign_id(campaign_id)
+            || creative.len() > MAX_CREATIVE_BYTES
+        {
             return None;
         }
         let mut nonce = [0u8; 12];
         rand_fill(&mut nonce);
+        let prefix = if ns == crate::namespace::DEFAULT {
+            PREFIX.to_owned()
+        } else {
+            format!("{PREFIX_NS}{ns}.")
+        };
         let body = format!(
-            "{PREFIX}{campaign_id}.{}.{expires_at}.{}",
+            "{prefix}{campaign_id}.{}.{expires_at}.{}",
             URL_SAFE_NO_PAD.encode(creative),
             URL_SAFE_NO_PAD.encode(nonce)
         );
@@ -183,7 +228,7 @@ impl AdIdKeys {
 
     /// Verifies `id` at `now` (Unix seconds).
     pub fn verify(&self, id: &str, now: i64) -> Verdict {
-        let Some(p) = parts(id) else {
+        let Some((_, p)) = parts(id) else {
             return Verdict::Foreign;
         };
         let Some(info) = parse(id) else {
@@ -255,6 +300,7 @@ mod tests {
         assert_eq!(
             parse(&id).unwrap(),
             AdId {
+                namespace: "default".into(),
                 campaign_id: "camp-1".into(),
                 creative: "crisps salted/150g".into(),
                 expires_at: 2_000
@@ -288,6 +334,26 @@ mod tests {
     }
 
     #[test]
+    fn ids_name_their_namespace_and_it_is_signed() {
+        let k = keys();
+        let id = k.mint_in("acme", "camp-1", "p", 2_000).unwrap();
+        assert!(id.starts_with("rm2.acme.camp-1."), "{id}");
+        assert_eq!(namespace_of(&id), Some("acme"));
+        assert_eq!(campaign_of(&id), "camp-1");
+        assert_eq!(parse(&id).unwrap().namespace, "acme");
+        assert_eq!(k.verify(&id, 0), Verdict::Valid);
+        let moved = id.replacen("rm2.acme.", "rm2.other.", 1);
+        assert_eq!(namespace_of(&moved), Some("other"));
+        assert_eq!(k.verify(&moved, 0), Verdict::BadSignature);
+        let old = k.mint("camp-1", "p", 2_000).unwrap();
+        assert_eq!(namespace_of(&old), Some("default"));
+        assert_eq!(k.mint_in("default", "c", "p", 1).unwrap().get(..4), Some("rm1."));
+        assert!(k.mint_in("Bad.NS", "c", "p", 1).is_none());
+        assert_eq!(namespace_of("rm2.default.c.x.1.n.s"), None, "default is never rm2");
+        assert_eq!(namespace_of("ad-1"), None);
+    }
+
+    #[test]
     fn values_are_signed_per_scope() {
         let k = keys();
         let s = k.sign_value("click", "https://shop.example/x");
@@ -315,6 +381,16 @@ mod tests {
             let p = parse(&id).unwrap();
             prop_assert_eq!(p.campaign_id, campaign);
             prop_assert_eq!(p.creative, creative);
+            prop_assert_eq!(k.verify(&id, exp), Verdict::Valid);
+        }
+
+        #[test]
+        fn namespaced_ids_round_trip(ns in "[a-z0-9_-]{1,64}", campaign in "[A-Za-z0-9_-]{1,64}", exp in 0i64..4_000_000_000) {
+            let k = keys();
+            let id = k.mint_in(&ns, &campaign, "p", exp).unwrap();
+            let p = parse(&id).unwrap();
+            prop_assert_eq!(p.namespace, ns);
+            prop_assert_eq!(p.campaign_id, campaign);
             prop_assert_eq!(k.verify(&id, exp), Verdict::Valid);
         }
 

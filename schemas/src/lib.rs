@@ -6,7 +6,8 @@
 //! ([`validate`]), the fixed set of rejection reasons ([`rejection`]), the 128-bit
 //! dedup key ([`dedup_key`]), the versioned log record ([`record`]), topic names
 //! ([`topics`]) and the error status object every HTTP error body uses
-//! ([`rpc_status`]). Text from URLs and forms is percent-decoded in one place
+//! ([`rpc_status`]). Tenancy rules (namespace ids, scoped ids) are in
+//! [`namespace`]. Text from URLs and forms is percent-decoded in one place
 //! ([`percent`]). The video funnel and control debounce rules of one view
 //! ([`video_funnel`]) are here too, so the inspector ([`inspect`]) and the
 //! aggregator's report judge a view alike.
@@ -17,6 +18,7 @@ pub mod dedup_key;
 pub mod event;
 pub mod inspect;
 pub mod interaction;
+pub mod namespace;
 pub mod order;
 pub mod percent;
 pub mod query;

@@ -23,7 +23,8 @@
 //!
 //! **Log record** (topic `orders`, message key = the order id, see [`key`]), version 1,
 //! flat JSON like [`crate::record`]: `v`, the api's `receivedAt` (UTC, RFC 3339 with
-//! milliseconds), then the order's own fields as in the payload:
+//! milliseconds), `namespaceId` (the API key's namespace; absent for `default`, as in
+//! records written before namespaces), then the order's own fields as in the payload:
 //!
 //! ```json
 //! {"v":1,"receivedAt":"2026-11-22T10:15:31.002Z","id":"o-1","customerId":"c-1",
@@ -104,6 +105,9 @@ pub struct OrderItem {
 pub struct OrderRecord {
     /// Record version ([`RECORD_VERSION`]).
     pub v: u16,
+    /// The namespace of the API key that sent the order (`namespaceId` in the
+    /// record; records without it, written before namespaces, are `default`).
+    pub namespace_id: String,
     /// When the api accepted the order.
     pub received_at: DateTime<Utc>,
     /// The order.
@@ -189,13 +193,22 @@ pub fn record(order: &Order) -> Vec<u8> {
     record_at(order, Utc::now())
 }
 
-/// The log record of `order`, received at `received_at`.
+/// The log record of `order` of the `default` namespace, received at `received_at`.
 pub fn record_at(order: &Order, received_at: DateTime<Utc>) -> Vec<u8> {
+    record_in(crate::namespace::DEFAULT, order, received_at)
+}
+
+/// The log record of `order`, sent with a key of namespace `ns`, received at
+/// `received_at`. The `default` namespace writes no `namespaceId`, so its records
+/// are byte for byte those of the version before namespaces.
+pub fn record_in(ns: &str, order: &Order, received_at: DateTime<Utc>) -> Vec<u8> {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     struct Wire<'a> {
         v: u16,
         received_at: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        namespace_id: Option<&'a str>,
         #[serde(flatten)]
         order: &'a Order,
     }
@@ -203,6 +216,7 @@ pub fn record_at(order: &Order, received_at: DateTime<Utc>) -> Vec<u8> {
     serde_json::to_vec(&Wire {
         v: RECORD_VERSION,
         received_at: format_received_at(received_at),
+        namespace_id: (ns != crate::namespace::DEFAULT).then_some(ns),
         order,
     })
     .unwrap_or_default()
@@ -238,8 +252,14 @@ pub fn parse_record(bytes: &[u8]) -> Result<OrderRecord, OrderError> {
             message: format!("not an RFC 3339 time: {e}"),
         })?
         .with_timezone(&Utc);
+    let namespace_id = match string(m, "namespaceId", "namespaceId")? {
+        None => crate::namespace::DEFAULT.to_owned(),
+        Some(ns) if crate::namespace::valid(&ns) => ns,
+        Some(ns) => return fail("namespaceId", format!("'{ns}' is not a namespace id")),
+    };
     Ok(OrderRecord {
         v,
+        namespace_id,
         received_at,
         order: order(&root, "")?,
     })
@@ -276,6 +296,10 @@ fn string(m: &Map<String, Value>, name: &str, field: &str) -> Result<Option<Stri
 fn id_value(s: &str, field: &str) -> Result<String, OrderError> {
     if s.trim().is_empty() {
         return fail(field, "must not be empty");
+    }
+    if s.chars().any(char::is_control) {
+        // Namespaced ids are stored as `<namespace>` U+001F `<id>`.
+        return fail(field, "must not contain control characters");
     }
     let n = s.chars().count();
     if n > MAX_ID_CHARS {
@@ -681,6 +705,13 @@ mod tests {
         let back = parse_record(&bytes).expect("reads back");
         assert_eq!(back.order, o);
         assert_eq!(back.received_at, at);
+        assert_eq!(back.namespace_id, "default", "records before namespaces");
+        let acme = record_in("acme", &o, at);
+        let text_acme = String::from_utf8(acme.clone()).expect("utf-8");
+        assert!(text_acme.contains(r#""namespaceId":"acme""#), "{text_acme}");
+        assert_eq!(parse_record(&acme).expect("acme").namespace_id, "acme");
+        let bad = text_acme.replace(r#""namespaceId":"acme""#, r#""namespaceId":"A B""#);
+        assert_eq!(parse_record(bad.as_bytes()).expect_err("bad ns").field, "namespaceId");
         let v2 = text.replacen(r#""v":1"#, r#""v":2"#, 1);
         assert_eq!(parse_record(v2.as_bytes()).expect_err("v2").field, "v");
         assert_eq!(parse_record(b"[]").expect_err("array").field, "record");

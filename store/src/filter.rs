@@ -1,5 +1,16 @@
 //! Which rows a report covers: the one filter every report takes, and how it selects
 //! order lines for the sales reports.
+//!
+//! A report read for a tenant carries a [`Tenant`]: its namespace and the campaigns
+//! of that namespace. Report rows are keyed by campaign, so a row is the tenant's
+//! when its campaign is (rows of no campaign, such as carts no ad caused, are no
+//! tenant's); order lines are the tenant's when their scoped order id names its
+//! namespace; and attribution only credits the tenant's campaigns. Every backend
+//! applies it through [`ReportFilter::matches`], [`ReportFilter::selects_line`] and
+//! [`ReportFilter::allows_campaign`] (ClickHouse also narrows its queries with it).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -18,6 +29,19 @@ pub struct ReportFilter {
     pub from_day: Option<i32>,
     /// Last day.
     pub to_day: Option<i32>,
+    /// The tenant the report is read for; `None` reads every namespace (operators'
+    /// tools and the api's own spend query).
+    #[serde(skip)]
+    pub tenant: Option<Tenant>,
+}
+
+/// The namespace a report is read for, and its campaigns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tenant {
+    /// The namespace.
+    pub namespace: String,
+    /// Its campaigns' ids.
+    pub campaigns: Arc<BTreeSet<String>>,
 }
 
 impl ReportFilter {
@@ -29,7 +53,8 @@ impl ReportFilter {
         catalog: Option<&str>,
         day: i32,
     ) -> bool {
-        self.campaign_id.as_deref().is_none_or(|c| c == campaign)
+        self.allows_campaign(campaign)
+            && self.campaign_id.as_deref().is_none_or(|c| c == campaign)
             && self
                 .ad_id
                 .as_deref()
@@ -42,11 +67,21 @@ impl ReportFilter {
             && self.to_day.is_none_or(|d| day <= d)
     }
 
-    /// True when the filter's catalog and days select this order line (by the order's
-    /// day).
+    /// True when the tenant, if any, owns `campaign` (never the empty campaign).
+    pub fn allows_campaign(&self, campaign: &str) -> bool {
+        self.tenant
+            .as_ref()
+            .is_none_or(|t| t.campaigns.contains(campaign))
+    }
+
+    /// True when the filter's tenant, catalog and days select this order line (by the
+    /// order's day).
     pub fn selects_line(&self, l: &OrderLine) -> bool {
         let day = l.day();
-        self.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
+        self.tenant
+            .as_ref()
+            .is_none_or(|t| l.namespace() == t.namespace)
+            && self.catalog_id.as_deref().is_none_or(|c| c == l.catalog_id)
             && self.from_day.is_none_or(|d| day >= d)
             && self.to_day.is_none_or(|d| day <= d)
     }

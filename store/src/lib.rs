@@ -29,7 +29,7 @@ pub mod write;
 pub use any::{open, AnyStore};
 pub use config::StoreConfig;
 pub use error::StoreError;
-pub use filter::ReportFilter;
+pub use filter::{ReportFilter, Tenant};
 pub use read::{
     campaign_report, campaign_sales_rows, cart_campaign_rows, cart_state_rows, sales_rows,
     ReportStore,

@@ -82,7 +82,8 @@ pub fn sales_rows(
     w: &Windows,
 ) -> Vec<SalesReportRow> {
     let kept = f.lines_in(lines);
-    attribution::sales_report(&kept, touches, w, |campaign, ad| {
+    let touches = tenant_touches(touches, f);
+    attribution::sales_report(&kept, &touches, w, |campaign, ad| {
         f.campaign_id.as_deref().is_none_or(|c| c == campaign)
             && f.ad_id.as_deref().is_none_or(|a| a == ad)
     })
@@ -98,9 +99,26 @@ pub fn campaign_sales_rows(
     w: &Windows,
 ) -> Vec<CampaignSalesRow> {
     let kept = f.lines_in(lines);
-    attribution::campaign_sales(&kept, touches, w, |campaign| {
+    let touches = tenant_touches(touches, f);
+    attribution::campaign_sales(&kept, &touches, w, |campaign| {
         f.campaign_id.as_deref().is_none_or(|c| c == campaign)
     })
+}
+
+/// The touches that may credit the filter's tenant's lines: those of its campaigns
+/// (all touches without a tenant). Filtered before attribution, so a tenant's order
+/// goes to its own last touch, never to nobody because another's touch came later.
+fn tenant_touches<'a>(touches: &'a [Touch], f: &ReportFilter) -> std::borrow::Cow<'a, [Touch]> {
+    if f.tenant.is_none() {
+        return std::borrow::Cow::Borrowed(touches);
+    }
+    std::borrow::Cow::Owned(
+        touches
+            .iter()
+            .filter(|t| f.allows_campaign(&t.campaign_id))
+            .cloned()
+            .collect(),
+    )
 }
 
 /// The cart states report from cart event rows (both stores call this): each cart's
@@ -120,7 +138,10 @@ pub fn cart_state_rows(rows: &[CartEventRow], f: &ReportFilter) -> Vec<CartState
 pub fn cart_campaign_rows(rows: &[CartEventRow], f: &ReportFilter) -> Vec<CartCampaignRow> {
     carts::campaign_rollup(rows)
         .into_iter()
-        .filter(|r| f.campaign_id.as_deref().is_none_or(|c| c == r.campaign_id))
+        .filter(|r| {
+            f.allows_campaign(&r.campaign_id)
+                && f.campaign_id.as_deref().is_none_or(|c| c == r.campaign_id)
+        })
         .collect()
 }
 

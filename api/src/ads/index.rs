@@ -123,12 +123,24 @@ pub struct ProductIndex {
     pub catalogs: HashMap<String, CatalogProducts>,
 }
 
+/// The index key of catalog `catalog` of namespace `ns` (catalog ids are unique
+/// within a namespace; an empty `ns` is `default`'s).
+pub fn catalog_key(ns: &str, catalog: &str) -> String {
+    let ns = if ns.is_empty() {
+        rm_schemas::namespace::DEFAULT
+    } else {
+        ns
+    };
+    rm_schemas::namespace::scoped(ns, catalog)
+}
+
 impl ProductIndex {
-    /// Indexes `products`.
+    /// Indexes `products`, per namespace and catalog.
     pub fn build(products: impl IntoIterator<Item = Product>) -> ProductIndex {
         let mut ix = ProductIndex::default();
         for p in products {
-            ix.catalogs.entry(p.catalog_id.clone()).or_default().add(p);
+            let key = catalog_key(&p.namespace_id, &p.catalog_id);
+            ix.catalogs.entry(key).or_default().add(p);
         }
         ix
     }
@@ -271,7 +283,9 @@ impl AdsIndex {
                 .flatten()
                 .unwrap_or(0.0);
             for catalog in &c.catalog_ids {
-                let cat_products = products.catalogs.get(catalog);
+                // A campaign decides only over its own namespace's catalogs.
+                let key = catalog_key(&c.namespace_id, catalog);
+                let cat_products = products.catalogs.get(&key);
                 let advertised = (!c.settings.is_wildcard).then(|| {
                     let mut v: Vec<u32> = c
                         .advertised_products
@@ -294,7 +308,7 @@ impl AdsIndex {
                     exclude_ids: ids_of(cat_products, &filters_of(&c, catalog, false)),
                     include: filters_of(&c, catalog, true),
                 };
-                let slot = catalogs.entry(catalog.clone()).or_default();
+                let slot = catalogs.entry(key).or_default();
                 match c.settings.campaign_type {
                     CampaignType::SponsoredProducts => slot.product_ads.push(entry),
                     CampaignType::BannerX => slot.banners.push(entry),
@@ -337,9 +351,9 @@ impl AdsIndex {
             .sum()
     }
 
-    /// The product `code` of `catalog`.
-    pub fn product(&self, catalog: &str, code: &str) -> Option<&Product> {
-        let c = self.products.catalogs.get(catalog)?;
+    /// The product `code` of `catalog` of namespace `ns`.
+    pub fn product(&self, ns: &str, catalog: &str, code: &str) -> Option<&Product> {
+        let c = self.products.catalogs.get(&catalog_key(ns, catalog))?;
         c.by_code.get(code).map(|&i| &c.products[i as usize])
     }
 
@@ -348,12 +362,17 @@ impl AdsIndex {
         &self.products
     }
 
-    /// Decides the ads for a request.
+    /// Decides the ads for a request in the `default` namespace ([`Self::decide_in`]).
     pub fn decide(&self, req: &Decided) -> (Vec<ProductPick>, Vec<BannerPick>) {
-        let (Some(slot), Some(cat)) = (
-            self.catalogs.get(&req.catalog_id),
-            self.products.catalogs.get(&req.catalog_id),
-        ) else {
+        self.decide_in(rm_schemas::namespace::DEFAULT, req)
+    }
+
+    /// Decides the ads for a request of namespace `ns`: only its campaigns, over its
+    /// catalog of the request's id.
+    pub fn decide_in(&self, ns: &str, req: &Decided) -> (Vec<ProductPick>, Vec<BannerPick>) {
+        let key = catalog_key(ns, &req.catalog_id);
+        let (Some(slot), Some(cat)) = (self.catalogs.get(&key), self.products.catalogs.get(&key))
+        else {
             return (Vec::new(), Vec::new());
         };
         let placement_ok =

@@ -201,20 +201,21 @@ pub async fn spend(
         .collect()
 }
 
-/// Answers `POST /v1/ads/generate`.
+/// Answers `POST /v1/ads/generate` for a caller of namespace `ns`.
 pub fn generate(
     engine: &AdsEngine,
     serving: &Serving,
+    ns: &str,
     body: &[u8],
 ) -> Result<AdsResponse, ApiError> {
     let req: AdsRequest = parse_json(body)?;
     let decided = req.validate()?;
     let ix = engine.index();
-    let (ads, banners) = ix.decide(&decided);
+    let (ads, banners) = ix.decide_in(ns, &decided);
     let mut out = response::build(serving, &decided, &ads, &banners)?;
     for b in &mut out.banners {
         for c in &mut b.companion_products {
-            if let Some(p) = ix.product(&c.catalog_id, &c.product_code) {
+            if let Some(p) = ix.product(ns, &c.catalog_id, &c.product_code) {
                 c.name.clone_from(&p.name);
             }
         }

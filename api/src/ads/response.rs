@@ -149,9 +149,16 @@ pub fn build(
     let now = Utc::now();
     let expires_at = now + chrono::Duration::seconds(s.ad_ttl_secs);
     let exp = expires_at.timestamp();
-    let mint = |campaign: &str, creative: &str| {
-        s.keys.mint(campaign, creative, exp).ok_or_else(|| {
-            ApiError::Internal(format!("could not mint an ad id for campaign {campaign}"))
+    // The ad id names the campaign's namespace, so every later reader (the edge's
+    // inspector, the aggregator's attribution) knows it once the id verifies.
+    let mint = |c: &crate::model::campaign::BannerXCampaign, creative: &str| {
+        let ns = if c.namespace_id.is_empty() {
+            rm_schemas::namespace::DEFAULT
+        } else {
+            &c.namespace_id
+        };
+        s.keys.mint_in(ns, &c.id, creative, exp).ok_or_else(|| {
+            ApiError::Internal(format!("could not mint an ad id for campaign {}", c.id))
         })
     };
     let mut out = AdsResponse {
@@ -160,7 +167,7 @@ pub fn build(
     };
     for (i, a) in ads.iter().enumerate() {
         let creative: String = a.product.product_code.chars().take(48).collect();
-        let id = mint(&a.campaign.id, &creative)?;
+        let id = mint(&a.campaign, &creative)?;
         out.ads.push(ProductAd {
             impression_url: edge_url(s, "impression", &id, d, ""),
             click_url: edge_url(s, "click", &id, d, ""),
@@ -184,7 +191,7 @@ pub fn build(
             .chars()
             .take(48)
             .collect::<String>();
-        let id = mint(&c.id, &creative)?;
+        let id = mint(c, &creative)?;
         let impression_url = edge_url(s, "impression", &id, d, "");
         let dest = cfg.cta_link.trim();
         let click_url = if dest.starts_with("https://") || dest.starts_with("http://") {

@@ -2,7 +2,9 @@
 //! their verification.
 //!
 //! Claims: `iss`, `sub` (the client id), `aud`, `iat`, `nbf`, `exp`, `jti` (a UUIDv7)
-//! and `scope` (space-separated, RFC 8693 style), plus `client_id`. Verification
+//! and `scope` (space-separated, RFC 8693 style), plus `client_id` and `ns`, the
+//! client's namespace (`rm_schemas::namespace`), so every verifier scopes a request
+//! without a lookup. A token without `ns` (issued before namespaces) is refused. Verification
 //! accepts only `EdDSA` with a `kid` we hold: `alg: none`, HMAC tokens (even one
 //! signed with our public key as the secret), unknown keys, another issuer or
 //! audience, and expired tokens are refused. 30 s of clock leeway.
@@ -42,6 +44,8 @@ pub struct Claims {
     pub scope: String,
     /// The client id (as RFC 9068 names it).
     pub client_id: String,
+    /// The client's namespace.
+    pub ns: String,
 }
 
 impl Claims {
@@ -136,8 +140,8 @@ impl Tokens {
         self.ttl_secs
     }
 
-    /// Issues a token for `client_id` with `scopes`.
-    pub fn issue(&self, client_id: &str, scopes: &[Scope]) -> Result<String, String> {
+    /// Issues a token for `client_id` of namespace `ns` with `scopes`.
+    pub fn issue(&self, client_id: &str, ns: &str, scopes: &[Scope]) -> Result<String, String> {
         let key = self.keys.first().ok_or("no signing key")?;
         let now = chrono::Utc::now().timestamp();
         let claims = Claims {
@@ -154,6 +158,7 @@ impl Tokens {
                 .collect::<Vec<_>>()
                 .join(" "),
             client_id: client_id.to_owned(),
+            ns: ns.to_owned(),
         };
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(key.kid.clone());
@@ -241,9 +246,10 @@ mod tests {
     async fn issued_tokens_verify_and_carry_claims() {
         let dir = tempfile::tempdir().unwrap();
         let (_s, t) = tokens(dir.path(), "iss-1").await;
-        let tok = t.issue("c1", &[Scope::Ads, Scope::Reports]).unwrap();
+        let tok = t.issue("c1", "acme", &[Scope::Ads, Scope::Reports]).unwrap();
         let c = t.verify(&tok).unwrap();
         assert_eq!(c.sub, "c1");
+        assert_eq!(c.ns, "acme");
         assert_eq!(c.scopes(), vec![Scope::Ads, Scope::Reports]);
         assert_eq!(c.exp - c.iat, 60);
         let jwks = t.jwks();
@@ -255,7 +261,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let tok = {
             let (_s, t) = tokens(dir.path(), "iss-1").await;
-            t.issue("c1", &[Scope::Ads]).unwrap()
+            t.issue("c1", "acme", &[Scope::Ads]).unwrap()
         };
         let (_s, t) = tokens(dir.path(), "iss-1").await;
         assert!(t.verify(&tok).is_ok());
@@ -265,7 +271,7 @@ mod tests {
     async fn forged_and_foreign_tokens_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (_s, t) = tokens(dir.path(), "iss-1").await;
-        let good = t.issue("c1", &[Scope::Admin]).unwrap();
+        let good = t.issue("c1", "acme", &[Scope::Admin]).unwrap();
         let parts: Vec<&str> = good.split('.').collect();
         let kid = t.keys[0].kid.clone();
         let payload = parts[1];
@@ -306,7 +312,7 @@ mod tests {
         // Another issuer, with its own key under the same kid name.
         let dir2 = tempfile::tempdir().unwrap();
         let (_s2, other) = tokens(dir2.path(), "iss-2").await;
-        let foreign = other.issue("c1", &[Scope::Admin]).unwrap();
+        let foreign = other.issue("c1", "acme", &[Scope::Admin]).unwrap();
         assert!(t.verify(&foreign).is_err());
 
         // Expired.
@@ -322,6 +328,12 @@ mod tests {
         aud.aud = "elsewhere".into();
         let wrong_aud = jsonwebtoken::encode(&hd, &aud, &t.keys[0].encoding).unwrap();
         assert!(t.verify(&wrong_aud).is_err());
+
+        // A token of the version before namespaces (no `ns` claim), validly signed.
+        let mut v = serde_json::to_value(t.verify(&good).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("ns");
+        let no_ns = jsonwebtoken::encode(&hd, &v, &t.keys[0].encoding).unwrap();
+        assert!(t.verify(&no_ns).is_err(), "a token without a namespace");
 
         assert!(t.verify("garbage").is_err());
         assert!(t.verify("").is_err());

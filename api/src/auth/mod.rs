@@ -1,13 +1,23 @@
 //! Authentication: the OAuth 2.0 token endpoint ([`token`]), bearer JWTs on every
 //! other partner route ([`Auth::bearer`]), and the orders endpoint's HTTP Basic API
 //! key ([`Auth::api_key`]). Secrets at rest are Argon2id hashes ([`secret`]).
+//! Both give the request its [`Caller`] (client and namespace).
+//!
+//! **Revocation.** Removing a client (`DELETE /v1/admin/clients/{clientId}`) records
+//! when it was removed; a token of that client issued at or before then is refused.
+//! Each api instance rereads the list every [`REVOCATIONS_REFRESH`] (the instance
+//! that removed the client knows at once), so a removed client's tokens stop working
+//! everywhere within that time. `GET /.well-known/revoked-clients.json` publishes the
+//! list (SHA-256 of each client id, and the time) for edges that verify tokens
+//! through the JWK set.
 
 pub mod jwt;
 pub mod limiter;
 pub mod secret;
 pub mod token;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD;
@@ -15,13 +25,18 @@ use base64::Engine as _;
 use http::{header, HeaderMap};
 
 use crate::error::ApiError;
-use crate::model::client::Scope;
-use crate::state::State;
+use crate::model::client::{ApiKey, Scope};
+use crate::state::{State, StateError};
+use crate::tenancy::Caller;
 pub use jwt::{Claims, Tokens};
 use limiter::FailureLimiter;
 
 /// Most concurrent Argon2 checks (each takes tens of ms of one core).
 const MAX_CONCURRENT_HASHES: usize = 4;
+
+/// How often each api instance rereads the revoked clients (well under the 60 s a
+/// removed client's tokens may keep working).
+pub const REVOCATIONS_REFRESH: Duration = Duration::from_secs(10);
 
 /// Everything authentication needs.
 pub struct Auth {
@@ -30,6 +45,8 @@ pub struct Auth {
     /// Failed client authentications.
     pub limiter: FailureLimiter,
     hashing: tokio::sync::Semaphore,
+    /// Removed clients: client id -> Unix seconds of removal.
+    revoked: RwLock<HashMap<String, i64>>,
 }
 
 impl Auth {
@@ -39,7 +56,49 @@ impl Auth {
             tokens,
             limiter: FailureLimiter::new(max_failures, Duration::from_secs(60), 100_000),
             hashing: tokio::sync::Semaphore::new(MAX_CONCURRENT_HASHES),
+            revoked: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// Rereads the revoked clients from `state`.
+    pub async fn refresh_revocations(&self, state: &State) -> Result<(), StateError> {
+        let list = state.revocations().await?;
+        *self.revoked.write().unwrap_or_else(|e| e.into_inner()) = list.into_iter().collect();
+        Ok(())
+    }
+
+    /// Records here that `client_id` was removed at `at` (Unix seconds).
+    pub fn revoke(&self, client_id: &str, at: i64) {
+        self.revoked
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(client_id.to_owned(), at);
+    }
+
+    /// The published list of removed clients: the SHA-256 (hex) of each client id
+    /// and the Unix seconds of its removal; tokens issued at or before then are void.
+    pub fn revocations_document(&self) -> serde_json::Value {
+        let revoked = self.revoked.read().unwrap_or_else(|e| e.into_inner());
+        let mut list: Vec<(String, i64)> = revoked
+            .iter()
+            .map(|(id, at)| (secret::lookup_digest(id), *at))
+            .collect();
+        list.sort();
+        serde_json::json!({
+            "revoked": list
+                .into_iter()
+                .map(|(sha256, at)| serde_json::json!({"clientIdSha256": sha256, "revokedAt": at}))
+                .collect::<Vec<_>>()
+        })
+    }
+
+    /// When `client_id` was removed, if it was.
+    fn revoked_at(&self, client_id: &str) -> Option<i64> {
+        self.revoked
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(client_id)
+            .copied()
     }
 
     /// Runs `secret` against `phc` (or a decoy when `None`) on the blocking pool,
@@ -57,9 +116,9 @@ impl Auth {
     }
 
     /// Checks `Authorization: Bearer <JWT>` and that the token holds one of
-    /// `accepted` (or `admin`). 401 for a missing or bad token, 403 for a missing
-    /// scope.
-    pub fn bearer(&self, headers: &HeaderMap, accepted: &[Scope]) -> Result<Claims, ApiError> {
+    /// `accepted` (or `admin`): the caller. 401 for a missing, bad or revoked token,
+    /// 403 for a missing scope.
+    pub fn bearer(&self, headers: &HeaderMap, accepted: &[Scope]) -> Result<Caller, ApiError> {
         let value = headers
             .get(header::AUTHORIZATION)
             .ok_or_else(|| ApiError::NoCredentials("missing Authorization: Bearer token".into()))?
@@ -77,9 +136,19 @@ impl Auth {
             .tokens
             .verify(token)
             .map_err(|r| ApiError::Unauthenticated(r.0))?;
+        if self.revoked_at(&claims.sub).is_some_and(|at| claims.iat <= at) {
+            return Err(ApiError::Unauthenticated(
+                "the token's client was removed".into(),
+            ));
+        }
         let held = claims.scopes();
-        if held.contains(&Scope::Admin) || accepted.iter().any(|s| held.contains(s)) {
-            Ok(claims)
+        let admin = held.contains(&Scope::Admin);
+        if admin || accepted.iter().any(|s| held.contains(s)) {
+            Ok(Caller {
+                client_id: claims.sub,
+                namespace: claims.ns,
+                admin,
+            })
         } else {
             let need: Vec<&str> = accepted.iter().map(|s| s.as_str()).collect();
             Err(ApiError::PermissionDenied(format!(
@@ -91,8 +160,9 @@ impl Auth {
 
     /// Checks the orders API key: HTTP Basic with the key as user name and an empty
     /// password (`curl -u KEY:`), or the raw key after `Basic `. Returns the key's
-    /// name. 401 (with the orders realm's `Basic` challenge) for a missing or bad key.
-    pub async fn api_key(&self, state: &State, headers: &HeaderMap) -> Result<String, ApiError> {
+    /// record (its namespace is where its orders go). 401 (with the orders realm's
+    /// `Basic` challenge) for a missing or bad key.
+    pub async fn api_key(&self, state: &State, headers: &HeaderMap) -> Result<ApiKey, ApiError> {
         let unauth = |m: &str| ApiError::ApiKeyRejected(m.to_owned());
         let value = headers
             .get(header::AUTHORIZATION)
@@ -127,7 +197,7 @@ impl Auth {
             }
             if let Some(stored) = state.api_key(&secret::lookup_digest(&key)).await? {
                 if self.check_secret(key, Some(stored.key_hash.clone())).await {
-                    return Ok(stored.name);
+                    return Ok(stored);
                 }
             }
         }

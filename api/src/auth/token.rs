@@ -243,7 +243,7 @@ async fn grant(
             asked
         }
     };
-    let token = auth.tokens.issue(&client.id, &scopes).map_err(|e| {
+    let token = auth.tokens.issue(&client.id, &client.namespace, &scopes).map_err(|e| {
         tracing::error!(error = %e, "token signing failed");
         err(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -256,6 +256,7 @@ async fn grant(
         "expires_in": auth.tokens.ttl_secs(),
         "token_type": "Bearer",
         "scope": scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "),
+        "namespace_id": client.namespace,
     });
     Ok(response::json(StatusCode::OK, body.to_string()))
 }

@@ -468,7 +468,8 @@ pub struct BannerXCampaign {
     pub id: String,
     /// Name.
     pub name: String,
-    /// Namespace.
+    /// The namespace (tenant) the campaign belongs to: the creating client's when
+    /// left out; another namespace's is refused (403) unless an operator creates it.
     pub namespace_id: String,
     /// Managing team.
     pub manager_team_id: String,
@@ -610,6 +611,12 @@ impl BannerXCampaign {
             return Err(ApiError::invalid(
                 format!("{p}.id"),
                 "must match [A-Za-z0-9_-]{1,64}",
+            ));
+        }
+        if !rm_schemas::namespace::valid(&self.namespace_id) {
+            return Err(ApiError::invalid(
+                format!("{p}.namespaceId"),
+                "must match [a-z0-9_-]{1,64} (it is the campaign's namespace)",
             ));
         }
         check_text(&format!("{p}.name"), &self.name)?;
@@ -766,6 +773,7 @@ mod tests {
     fn approval_rules() {
         let mut c = BannerXCampaign {
             id: "c1".into(),
+            namespace_id: "acme".into(),
             ..Default::default()
         };
         let now = Utc::now();
@@ -804,6 +812,7 @@ mod tests {
     fn shared_universal_ad_ids_are_refused() {
         let mut c = BannerXCampaign {
             id: "c1".into(),
+            namespace_id: "acme".into(),
             ..Default::default()
         };
         c.banner_x_config.primary_video_config.file_id = "v1".into();
@@ -816,12 +825,15 @@ mod tests {
         assert!(c.validate().is_err());
         c.banner_x_config.additional_video_configs[0].universal_ad_id = "v2".into();
         assert!(c.validate().is_ok());
+        c.namespace_id = "Not A Namespace".into();
+        assert!(c.validate().is_err(), "the namespace is checked");
     }
 
     #[test]
     fn cta_links_must_be_absolute_http_urls() {
         let mut c = BannerXCampaign {
             id: "c1".into(),
+            namespace_id: "acme".into(),
             ..Default::default()
         };
         for bad in [

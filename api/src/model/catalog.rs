@@ -13,6 +13,10 @@ use crate::error::ApiError;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Product {
+    /// The namespace the catalog belongs to: the upserting client's (an operator may
+    /// name another). Catalog ids are unique within a namespace.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace_id: String,
     /// Catalog the product belongs to.
     pub catalog_id: String,
     /// Product code, unique in its catalog.
@@ -30,6 +34,12 @@ pub struct Product {
 impl Product {
     /// Checks ids and category syntax.
     pub fn validate(&self, field: &str) -> Result<(), ApiError> {
+        if !self.namespace_id.is_empty() && !rm_schemas::namespace::valid(&self.namespace_id) {
+            return Err(ApiError::invalid(
+                format!("{field}.namespaceId"),
+                "not a namespace id ([a-z0-9_-], 1 to 64)",
+            ));
+        }
         check_id(&format!("{field}.catalogId"), &self.catalog_id)?;
         check_id(&format!("{field}.productCode"), &self.product_code)?;
         for (i, c) in self.categories.iter().enumerate() {

@@ -1,10 +1,23 @@
-//! OAuth clients and order API keys as stored: ids, slow salted hashes, scopes.
-//! Plain secrets never reach this type.
+//! OAuth clients and order API keys as stored: ids, namespaces, slow salted hashes,
+//! scopes. Plain secrets never reach this type. Records written before namespaces
+//! read as namespace `default` (and are rewritten so by `state::migrate`).
 
 use serde::{Deserialize, Serialize};
 
 /// A scope a token can carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     /// `POST /v1/ads/generate`.
@@ -15,7 +28,7 @@ pub enum Scope {
     Campaigns,
     /// Campaign reports and the event inspector.
     Reports,
-    /// Creating segments and campaigns, everything else.
+    /// An operator: every namespace, and client and key management.
     Admin,
 }
 
@@ -61,11 +74,18 @@ impl Scope {
     }
 }
 
+fn default_namespace() -> String {
+    rm_schemas::namespace::DEFAULT.to_owned()
+}
+
 /// An OAuth client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Client {
     /// `client_id`.
     pub id: String,
+    /// The namespace the client acts in (its tokens' `ns` claim).
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
     /// Argon2id PHC string of the secret.
     pub secret_hash: String,
     /// Scopes its tokens carry.
@@ -79,6 +99,13 @@ pub struct Client {
 pub struct ApiKey {
     /// A name for the key (shown by `list`, never secret).
     pub name: String,
+    /// The key's public id (`DELETE /v1/admin/order-keys/{keyId}`); the name for
+    /// keys created before namespaces.
+    #[serde(default)]
+    pub key_id: String,
+    /// The namespace its orders are stored in.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
     /// SHA-256 of the key, hex: the lookup index.
     pub lookup: String,
     /// Argon2id PHC string of the key: the check.

@@ -23,6 +23,10 @@ pub struct Segment {
     /// Read-only identifier, assigned at creation (or taken from the create body).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub id: String,
+    /// The namespace the segment belongs to: the creating client's (an operator may
+    /// name another at creation). Read-only afterwards.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace_id: String,
     /// Categories the segment belongs to.
     pub category: Vec<String>,
     /// Description of the segment.
@@ -60,6 +64,12 @@ impl Segment {
         }
         for (i, c) in self.category.iter().enumerate() {
             check_text(&format!("segment.category[{i}]"), c)?;
+        }
+        if !self.namespace_id.is_empty() && !rm_schemas::namespace::valid(&self.namespace_id) {
+            return Err(ApiError::invalid(
+                "segment.namespaceId",
+                "not a namespace id ([a-z0-9_-], 1 to 64)",
+            ));
         }
         check_text("segment.description", &self.description)?;
         check_text("segment.name", &self.name)?;

@@ -6,11 +6,13 @@
 //! ```toml
 //! [[client]]
 //! id = "partner-a"
+//! namespace = "acme"          # optional: default
 //! secret_hash = "$argon2id$v=19$m=19456,t=2,p=1$..."
 //! scopes = ["ads", "reports"]
 //!
 //! [[api_key]]
 //! name = "erp"
+//! namespace = "acme"          # optional: default
 //! lookup = "<hex SHA-256 of the key>"
 //! key_hash = "$argon2id$v=19$..."
 //! ```
@@ -26,6 +28,8 @@ use crate::model::client::{ApiKey, Client, Scope};
 #[serde(deny_unknown_fields)]
 struct FileClient {
     id: String,
+    #[serde(default = "default_ns")]
+    namespace: String,
     secret_hash: String,
     scopes: Vec<Scope>,
 }
@@ -34,6 +38,8 @@ struct FileClient {
 #[serde(deny_unknown_fields)]
 struct FileKey {
     name: String,
+    #[serde(default = "default_ns")]
+    namespace: String,
     lookup: String,
     key_hash: String,
 }
@@ -45,6 +51,20 @@ struct File {
     client: Vec<FileClient>,
     #[serde(default)]
     api_key: Vec<FileKey>,
+}
+
+fn default_ns() -> String {
+    rm_schemas::namespace::DEFAULT.to_owned()
+}
+
+fn check_ns(what: &str, ns: &str) -> Result<(), StateError> {
+    if rm_schemas::namespace::valid(ns) {
+        Ok(())
+    } else {
+        Err(StateError::Backend(format!(
+            "{what}: namespace '{ns}' is not [a-z0-9_-], 1 to 64"
+        )))
+    }
 }
 
 fn check_phc(what: &str, phc: &str) -> Result<(), StateError> {
@@ -63,9 +83,11 @@ pub async fn apply(state: &State, path: &Path) -> Result<usize, StateError> {
     let mut n = 0;
     for c in file.client {
         check_phc(&format!("client {}", c.id), &c.secret_hash)?;
+        check_ns(&format!("client {}", c.id), &c.namespace)?;
         state
             .put_client(&Client {
                 id: c.id,
+                namespace: c.namespace,
                 secret_hash: c.secret_hash,
                 scopes: c.scopes,
                 created: now.clone(),
@@ -75,6 +97,7 @@ pub async fn apply(state: &State, path: &Path) -> Result<usize, StateError> {
     }
     for k in file.api_key {
         check_phc(&format!("api_key {}", k.name), &k.key_hash)?;
+        check_ns(&format!("api_key {}", k.name), &k.namespace)?;
         if k.lookup.len() != 64 || !k.lookup.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(StateError::Backend(format!(
                 "api_key {}: lookup must be 64 hex digits (SHA-256 of the key)",
@@ -83,7 +106,9 @@ pub async fn apply(state: &State, path: &Path) -> Result<usize, StateError> {
         }
         state
             .put_api_key(&ApiKey {
+                key_id: k.name.clone(),
                 name: k.name,
+                namespace: k.namespace,
                 lookup: k.lookup.to_ascii_lowercase(),
                 key_hash: k.key_hash,
                 created: now.clone(),

@@ -1,5 +1,10 @@
 //! The api's own state: OAuth clients, order API keys, signing keys, segments,
-//! campaigns, the catalog, and the ids of orders already taken.
+//! campaigns, the catalog, the ids of orders already taken, and revoked clients.
+//! Products and orders are keyed by their scoped id
+//! (`rm_schemas::namespace::scoped`): catalog and order ids are unique within a
+//! namespace, and keys of the `default` namespace are those written before
+//! namespaces. Stores written before namespaces are converted at start
+//! ([`migrate`]).
 //!
 //! Mechanism apart from policy: backends implement [`KvStore`], a small namespaced
 //! key-value trait with one atomic primitive (`insert_new`), and [`State`] maps the
@@ -9,6 +14,7 @@
 
 pub mod clients_file;
 pub mod embedded;
+pub mod migrate;
 pub mod postgres;
 
 use std::future::Future;
@@ -38,13 +44,17 @@ pub enum Ns {
     Campaigns,
     /// Products by `catalogId \u{1f} productCode`.
     Products,
-    /// Orders taken, by order id.
+    /// Orders taken, by scoped order id.
     Orders,
+    /// Removed clients, by client id: Unix seconds of removal.
+    Revocations,
+    /// The state's format version ([`migrate`]).
+    Meta,
 }
 
 impl Ns {
     /// Every namespace.
-    pub const ALL: [Ns; 7] = [
+    pub const ALL: [Ns; 9] = [
         Ns::Clients,
         Ns::ApiKeys,
         Ns::SigningKeys,
@@ -52,6 +62,8 @@ impl Ns {
         Ns::Campaigns,
         Ns::Products,
         Ns::Orders,
+        Ns::Revocations,
+        Ns::Meta,
     ];
 
     /// The namespace's table name.
@@ -64,6 +76,8 @@ impl Ns {
             Ns::Campaigns => "campaigns",
             Ns::Products => "products",
             Ns::Orders => "orders",
+            Ns::Revocations => "revocations",
+            Ns::Meta => "meta",
         }
     }
 }
@@ -213,9 +227,17 @@ fn decode<T: DeserializeOwned>(ns: Ns, key: &str, bytes: &[u8]) -> Result<T, Sta
     })
 }
 
-/// The key of a product.
-pub fn product_key(catalog_id: &str, product_code: &str) -> String {
-    format!("{catalog_id}\u{1f}{product_code}")
+/// The key of a product of namespace `ns`.
+pub fn product_key(ns: &str, catalog_id: &str, product_code: &str) -> String {
+    rm_schemas::namespace::scoped(ns, &format!("{catalog_id}\u{1f}{product_code}"))
+}
+
+fn product_ns(p: &Product) -> &str {
+    if p.namespace_id.is_empty() {
+        rm_schemas::namespace::DEFAULT
+    } else {
+        &p.namespace_id
+    }
 }
 
 impl State {
@@ -251,6 +273,10 @@ impl State {
     /// `Ok` when the backend answers.
     pub fn readiness(&self) -> Result<(), String> {
         self.kv.readiness()
+    }
+
+    pub(crate) fn kv(&self) -> &AnyKv {
+        &self.kv
     }
 
     async fn get_typed<T: DeserializeOwned>(
@@ -318,6 +344,10 @@ impl State {
     pub async fn clients(&self) -> Result<Vec<Client>, StateError> {
         self.scan_typed(Ns::Clients).await
     }
+    /// Creates a client; false when its id is taken.
+    pub async fn create_client(&self, c: &Client) -> Result<bool, StateError> {
+        self.kv.insert_new(Ns::Clients, &c.id, encode(c)).await
+    }
     /// Adds or replaces a client.
     pub async fn put_client(&self, c: &Client) -> Result<(), StateError> {
         self.kv.put(Ns::Clients, &c.id, encode(c)).await
@@ -339,6 +369,17 @@ impl State {
     pub async fn put_api_key(&self, k: &ApiKey) -> Result<(), StateError> {
         self.kv.put(Ns::ApiKeys, &k.lookup, encode(k)).await
     }
+    /// Removes the API key with id `key_id` (or, for keys made before key ids, that
+    /// name); whether one was removed.
+    pub async fn remove_api_key_id(&self, key_id: &str) -> Result<bool, StateError> {
+        for k in self.api_keys().await? {
+            let id = if k.key_id.is_empty() { &k.name } else { &k.key_id };
+            if id == key_id {
+                return self.kv.remove(Ns::ApiKeys, &k.lookup).await;
+            }
+        }
+        Ok(false)
+    }
     /// Removes every API key named `name`; how many.
     pub async fn remove_api_key(&self, name: &str) -> Result<usize, StateError> {
         let mut n = 0;
@@ -348,6 +389,18 @@ impl State {
             }
         }
         Ok(n)
+    }
+
+    /// Records that client `id` was removed at `at` (Unix seconds).
+    pub async fn put_revocation(&self, id: &str, at: i64) -> Result<(), StateError> {
+        self.kv.put(Ns::Revocations, id, encode(&at)).await
+    }
+    /// Every removed client with the time of its removal.
+    pub async fn revocations(&self) -> Result<Vec<(String, i64)>, StateError> {
+        let rows = self.kv.scan(Ns::Revocations).await?;
+        rows.iter()
+            .map(|(k, v)| decode(Ns::Revocations, k, v).map(|at| (k.clone(), at)))
+            .collect()
     }
 
     /// Every signing key.
@@ -389,12 +442,12 @@ impl State {
         self.kv.put(Ns::Campaigns, &c.id, encode(c)).await
     }
 
-    /// Adds or replaces a product.
+    /// Adds or replaces a product (in its `namespace_id`).
     pub async fn put_product(&self, p: &Product) -> Result<(), StateError> {
         self.kv
             .put(
                 Ns::Products,
-                &product_key(&p.catalog_id, &p.product_code),
+                &product_key(product_ns(p), &p.catalog_id, &p.product_code),
                 encode(p),
             )
             .await
@@ -403,7 +456,10 @@ impl State {
     pub async fn put_products(&self, ps: &[Product]) -> Result<(), StateError> {
         let entries = ps
             .iter()
-            .map(|p| (product_key(&p.catalog_id, &p.product_code), encode(p)))
+            .map(|p| {
+                let key = product_key(product_ns(p), &p.catalog_id, &p.product_code);
+                (key, encode(p))
+            })
             .collect();
         self.kv.put_many(Ns::Products, entries).await
     }
@@ -416,24 +472,33 @@ impl State {
     pub async fn products(&self) -> Result<Vec<Product>, StateError> {
         self.scan_typed(Ns::Products).await
     }
-    /// The product `product_code` of `catalog_id`.
+    /// The product `product_code` of `catalog_id` in namespace `ns`.
     pub async fn product(
         &self,
+        ns: &str,
         catalog_id: &str,
         product_code: &str,
     ) -> Result<Option<Product>, StateError> {
-        self.get_typed(Ns::Products, &product_key(catalog_id, product_code))
+        self.get_typed(Ns::Products, &product_key(ns, catalog_id, product_code))
             .await
     }
 
-    /// Whether the order id was taken before.
-    pub async fn order_taken(&self, order_id: &str) -> Result<bool, StateError> {
-        Ok(self.kv.get(Ns::Orders, order_id).await?.is_some())
+    /// Whether the order id was taken before in namespace `ns`.
+    pub async fn order_taken(&self, ns: &str, order_id: &str) -> Result<bool, StateError> {
+        let key = rm_schemas::namespace::scoped(ns, order_id);
+        Ok(self.kv.get(Ns::Orders, &key).await?.is_some())
     }
-    /// Records an order id as taken (after its record is durable in the log).
-    pub async fn mark_order(&self, order_id: &str, received_at: &str) -> Result<(), StateError> {
+    /// Records an order id of namespace `ns` as taken (after its record is durable in
+    /// the log).
+    pub async fn mark_order(
+        &self,
+        ns: &str,
+        order_id: &str,
+        received_at: &str,
+    ) -> Result<(), StateError> {
+        let key = rm_schemas::namespace::scoped(ns, order_id);
         self.kv
-            .insert_new(Ns::Orders, order_id, encode(&received_at))
+            .insert_new(Ns::Orders, &key, encode(&received_at))
             .await
             .map(|_| ())
     }

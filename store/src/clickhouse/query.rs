@@ -40,6 +40,24 @@ impl Conds {
         }
     }
 
+    /// The filter's campaign, and its tenant's campaigns (`campaign_id IN (...)`;
+    /// a tenant without campaigns selects nothing).
+    pub(crate) fn campaign(&mut self, f: &ReportFilter) {
+        self.str("campaign_id = ?", &f.campaign_id);
+        if let Some(t) = &f.tenant {
+            if t.campaigns.is_empty() {
+                self.sql.push("0".to_owned());
+            } else {
+                self.sql.push(format!(
+                    "campaign_id IN ({})",
+                    placeholders(t.campaigns.len())
+                ));
+                self.args
+                    .extend(t.campaigns.iter().map(|c| Arg::Str(c.clone())));
+            }
+        }
+    }
+
     /// Event times within the filter's days (`day_of(t)` in range, exactly).
     pub(crate) fn event_days(&mut self, f: &ReportFilter) {
         self.int("time_ms >= ?", f.from_day.map(day_start_ms));

@@ -148,6 +148,14 @@ pub struct Touch {
     pub time_ms: i64,
 }
 
+impl Touch {
+    /// The namespace of the touch: the one its ad id names (`default` for ids of the
+    /// `rm1` form and for ids that are not ours).
+    pub fn namespace(&self) -> &str {
+        crate::model::campaign::namespace_str(&self.ad_id)
+    }
+}
+
 /// The touches of an event (none when it is not a touch or names no customer or session).
 pub fn touches_of(
     e: &InteractionEvent,
@@ -217,6 +225,12 @@ impl OrderLine {
         out
     }
 
+    /// The namespace of the order: of the API key that sent it (the stored order id
+    /// is scoped, `rm_schemas::namespace::scoped`).
+    pub fn namespace(&self) -> &str {
+        rm_schemas::namespace::split(&self.order_id).0
+    }
+
     /// UTC day of the order.
     pub fn day(&self) -> i32 {
         day_of(self.time_ms)
@@ -279,8 +293,11 @@ pub fn attribute<'a>(
                 > (b.time_ms, b.dedup_key, &b.ad_id, &b.shopper)
         })
     };
+    let ns = line.namespace();
     for t in touches {
-        if t.time_ms > line.time_ms || !shoppers.contains(&t.shopper) {
+        // An order is credited only to its own namespace's ads, even when the same
+        // shopper saw another namespace's ads.
+        if t.time_ms > line.time_ms || !shoppers.contains(&t.shopper) || t.namespace() != ns {
             continue;
         }
         let age = line.time_ms - t.time_ms;
@@ -604,6 +621,33 @@ mod tests {
         }
     }
 
+    #[test]
+    fn an_order_is_credited_only_to_its_own_namespace() {
+        let w = Windows::default();
+        let acme = OrderLine {
+            order_id: rm_schemas::namespace::scoped("acme", "o1"),
+            ..line("p1", "")
+        };
+        // The same shopper clicked an ad of namespace `other` last, and one of acme
+        // before: acme's order goes to acme's ad.
+        let ts = [
+            touch(PC, "rm2.acme.camp-a.x.1.n.s", "p1", 5, 1),
+            touch(PC, "rm2.other.camp-b.x.1.n.s", "p1", 1, 2),
+            touch(PC, "rm1.camp-d.x", "p1", 2, 3),
+        ];
+        let (t, _) = attribute(&acme, &ts, &w).expect("credited");
+        assert_eq!(t.campaign_id, "camp-a");
+        // The default namespace's order (an id without a namespace) only sees rm1 ads.
+        let (t, _) = attribute(&line("p1", ""), &ts, &w).expect("credited");
+        assert_eq!(t.campaign_id, "camp-d");
+        // A namespace none of the shopper's ads belongs to: nothing.
+        let lone = OrderLine {
+            order_id: rm_schemas::namespace::scoped("lone", "o1"),
+            ..line("p1", "")
+        };
+        assert!(attribute(&lone, &ts, &w).is_none());
+    }
+
     proptest! {
         #[test]
         fn input_order_and_copies_do_not_matter(
@@ -649,6 +693,32 @@ mod tests {
                     prop_assert!(ts.iter().filter(|x| eligible_view(x)).all(|x| x.time_ms <= t.time_ms));
                 }
                 None => prop_assert!(!ts.iter().any(|x| eligible_click(x) || eligible_view(x))),
+            }
+        }
+
+        #[test]
+        fn no_order_is_ever_credited_to_another_namespace(
+            ts in proptest::collection::vec((arb_touch(), 0u8..3), 0..30),
+            order_ns in 0u8..3,
+        ) {
+            let names = ["default", "acme", "brand"];
+            let ts: Vec<Touch> = ts
+                .into_iter()
+                .map(|(t, ns)| match names[ns as usize] {
+                    "default" => t,
+                    n => {
+                        let ad_id = t.ad_id.replacen("rm1.", &format!("rm2.{n}."), 1);
+                        Touch { ad_id, ..t }
+                    }
+                })
+                .collect();
+            let ns = names[order_ns as usize];
+            let l = OrderLine {
+                order_id: rm_schemas::namespace::scoped(ns, "o1"),
+                ..the_line()
+            };
+            if let Some((t, _)) = attribute(&l, &ts, &Windows::default()) {
+                prop_assert_eq!(t.namespace(), ns);
             }
         }
 

@@ -1,16 +1,33 @@
-//! The one place reports map a realised ad id to its campaign.
+//! The one place reports map a realised ad id to its campaign and namespace.
 //!
-//! Realised ad ids are `rm1.<campaignId>.<creative>.<expiry>.<nonce>.<signature>`
+//! Realised ad ids are `rm1.<campaignId>.<creative>.<expiry>.<nonce>.<signature>`,
+//! or `rm2.<namespace>.<campaignId>...` outside the `default` namespace
 //! (`rm_schemas::ad_id`). The edge verifies the signature and records its verdict in
 //! the record (`adIdVerdict`); the reports read the campaign from the `rm1.` prefix
 //! whatever that verdict, and show the verdict beside the counts ([`super::status`]),
 //! so an unverified id still lands under the campaign it names, flagged. This is more
 //! lenient than `rm_schemas::ad_id::campaign_of`, which wants all six parts: any
-//! `rm1.<campaignId>` prefix names a campaign here. Any other ad id has no campaign
-//! and is reported under the empty campaign id.
+//! `rm1.<campaignId>` or `rm2.<namespace>.<campaignId>` prefix names a campaign here.
+//! Any other ad id has no campaign and is reported under the empty campaign id; its
+//! namespace is `default`.
 
 /// Prefix of self-describing realised ad ids.
 pub const AD_ID_PREFIX: &str = rm_schemas::ad_id::PREFIX;
+
+use rm_schemas::namespace;
+
+/// The namespace and the rest of an `rm2` id, when it is one.
+fn namespaced(ad_id: &str) -> Option<(&str, &str)> {
+    let (ns, rest) = ad_id
+        .strip_prefix(rm_schemas::ad_id::PREFIX_NS)?
+        .split_once('.')?;
+    (namespace::valid(ns) && ns != namespace::DEFAULT).then_some((ns, rest))
+}
+
+/// The namespace a realised ad id names (`default` for `rm1` and foreign ids).
+pub fn namespace_str(ad_id: &str) -> &str {
+    namespaced(ad_id).map_or(namespace::DEFAULT, |(ns, _)| ns)
+}
 
 /// The campaign a realised ad id belongs to ("" when unknown).
 pub fn campaign_of(ad_id: &str) -> String {
@@ -21,6 +38,7 @@ pub fn campaign_of(ad_id: &str) -> String {
 pub fn campaign_str(ad_id: &str) -> &str {
     ad_id
         .strip_prefix(AD_ID_PREFIX)
+        .or_else(|| namespaced(ad_id).map(|(_, rest)| rest))
         .and_then(|rest| rest.split('.').next())
         .filter(|c| !c.is_empty())
         .unwrap_or_default()
@@ -37,5 +55,11 @@ mod tests {
         assert_eq!(campaign_of("rm1..x"), "");
         assert_eq!(campaign_of("ad-1"), "");
         assert_eq!(campaign_str("rm1.camp-7.cr-1"), "camp-7");
+        assert_eq!(campaign_of("rm2.acme.camp-7.cr-1"), "camp-7");
+        assert_eq!(namespace_str("rm2.acme.camp-7.cr-1"), "acme");
+        assert_eq!(namespace_str("rm1.camp-7.cr-1"), "default");
+        assert_eq!(namespace_str("rm2.Bad.camp-7"), "default");
+        assert_eq!(campaign_of("rm2.Bad.camp-7"), "");
+        assert_eq!(campaign_of("rm2.default.camp-7"), "", "default ids are rm1");
     }
 }

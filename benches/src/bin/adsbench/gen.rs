@@ -62,6 +62,7 @@ pub fn product(shape: &Shape, i: u64) -> Product {
         }
     }
     Product {
+        namespace_id: String::new(),
         catalog_id: shape.catalog.clone(),
         product_code: format!("p{i:07}"),
         name: format!("Product {i}"),
@@ -131,7 +132,7 @@ pub fn campaign(shape: &Shape, j: u64) -> BannerXCampaign {
     let mut c = BannerXCampaign {
         id: format!("bench-{j:05}"),
         name: format!("Bench campaign {j}"),
-        namespace_id: "bench".into(),
+        namespace_id: String::new(),
         manager_team_id: "bench-manager".into(),
         team_id: format!("team-{}", j % 50),
         seller_id: format!("seller-{}", j % 500),

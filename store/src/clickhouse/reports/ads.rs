@@ -11,7 +11,7 @@ impl ClickHouseStore {
     pub(crate) async fn ad_report(&self, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
         // Campaign and ad are the same in every copy of a fact: filter the copies.
         let mut inner = Conds::default();
-        inner.str("campaign_id = ?", &f.campaign_id);
+        inner.campaign(f);
         inner.str("ad_id = ?", &f.ad_id);
         // The day is the fact's (its earliest copy's): filter after resolving.
         let mut outer = Conds::default();

@@ -36,7 +36,7 @@ impl ClickHouseStore {
         // days: the server keeps only carts with some event that does (a superset),
         // the exact test runs below on the cart's state.
         let mut sub = Conds::default();
-        sub.str("campaign_id = ?", &f.campaign_id);
+        sub.campaign(f);
         sub.str("ad_id = ?", &f.ad_id);
         sub.event_days(f);
         if !sub.sql.is_empty() {
@@ -59,7 +59,7 @@ impl ClickHouseStore {
         // those days; the ad filter does not apply to this report.
         if f.campaign_id.is_some() {
             let mut sub = Conds::default();
-            sub.str("campaign_id = ?", &f.campaign_id);
+            sub.campaign(f);
             sub.event_days(f);
             sub.str("catalog_id = ?", &f.catalog_id);
             w.carts_having(sub);
@@ -76,7 +76,7 @@ impl ClickHouseStore {
         // transition derived from its whole cart, so no other row is needed).
         let mut w = Conds::default();
         w.str("catalog_id = ?", &f.catalog_id);
-        w.str("campaign_id = ?", &f.campaign_id);
+        w.campaign(f);
         w.event_days(f);
         w.sql.push("transition = 'add'".into());
         let rows = self.cart_rows(w).await?;

@@ -13,7 +13,7 @@ impl ClickHouseStore {
         f: &ReportFilter,
     ) -> Result<Vec<FunnelReportRow>, StoreError> {
         let mut w = Conds::default();
-        w.str("campaign_id = ?", &f.campaign_id);
+        w.campaign(f);
         w.str("ad_id = ?", &f.ad_id);
         w.int("day >= ?", f.from_day.map(i64::from));
         w.int("day <= ?", f.to_day.map(i64::from));

@@ -14,7 +14,7 @@ impl ClickHouseStore {
         f: &ReportFilter,
     ) -> Result<Vec<ProductReportRow>, StoreError> {
         let mut w = Conds::default();
-        w.str("campaign_id = ?", &f.campaign_id);
+        w.campaign(f);
         w.str("ad_id = ?", &f.ad_id);
         w.str("catalog_id = ?", &f.catalog_id);
         w.int("day >= ?", f.from_day.map(i64::from));

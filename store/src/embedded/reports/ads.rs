@@ -12,7 +12,8 @@ use crate::{ReportFilter, StoreError};
 pub(super) fn report(db: &Database, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
     let copies: Vec<AdFact> = scan(db, AD_FACTS)?;
     let kept = copies.iter().filter(|c| {
-        f.campaign_id.as_deref().is_none_or(|x| x == c.campaign_id)
+        f.allows_campaign(&c.campaign_id)
+            && f.campaign_id.as_deref().is_none_or(|x| x == c.campaign_id)
             && f.ad_id.as_deref().is_none_or(|x| x == c.ad_id)
     });
     Ok(ads::report(ads::resolve(kept), |g| {

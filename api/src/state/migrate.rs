@@ -1,0 +1,100 @@
+//! Conversions of the api's state at start, one per format version, recorded under
+//! `meta/format` so each runs once (and again harmlessly if two instances start
+//! together: every step is idempotent).
+//!
+//! **Version 1: namespaces.** Everything written before namespaces belongs to the
+//! namespace `default` (`rm_schemas::namespace::DEFAULT`):
+//!
+//! - clients and order API keys get `namespace: default`, and keys their `key_id`
+//!   (their name, which `retail-media keys remove` already used);
+//! - segments and products get `namespaceId: default`; product keys stay as they
+//!   were, since scoped ids of `default` are the bare ids;
+//! - campaigns get `namespaceId: default` whatever it said: before namespaces it was
+//!   a free label, now it decides who sees the campaign, and every old client is in
+//!   `default`. (Move a campaign to a tenant by recreating it there.)
+//! - order ids taken keep their keys (bare ids are `default`'s).
+//!
+//! Report rows need no conversion: they are keyed by campaign and by scoped order
+//! id, so they follow the campaigns and orders above.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{decode, encode, KvStore, Ns, State, StateError};
+use crate::model::campaign::BannerXCampaign;
+use crate::model::catalog::Product;
+use crate::model::client::{ApiKey, Client};
+use crate::model::segment::Segment;
+use rm_schemas::namespace::DEFAULT;
+
+/// The current format version.
+pub const FORMAT: u32 = 1;
+const FORMAT_KEY: &str = "format";
+
+/// Brings `state` to [`FORMAT`]; how many records were rewritten.
+pub async fn run(state: &State) -> Result<usize, StateError> {
+    let kv = state.kv();
+    let version: u32 = match kv.get(Ns::Meta, FORMAT_KEY).await? {
+        Some(b) => decode(Ns::Meta, FORMAT_KEY, &b)?,
+        None => 0,
+    };
+    if version > FORMAT {
+        return Err(StateError::Backend(format!(
+            "the api state is of format {version}, newer than this version knows ({FORMAT}); run a newer retail-media"
+        )));
+    }
+    let mut n = 0;
+    if version < 1 {
+        n += rewrite::<Client>(state, Ns::Clients, |c| {
+            c.namespace.is_empty().then(|| c.namespace = DEFAULT.to_owned());
+        })
+        .await?;
+        n += rewrite::<ApiKey>(state, Ns::ApiKeys, |k| {
+            if k.key_id.is_empty() {
+                k.key_id.clone_from(&k.name);
+            }
+            if k.namespace.is_empty() {
+                k.namespace = DEFAULT.to_owned();
+            }
+        })
+        .await?;
+        n += rewrite::<Segment>(state, Ns::Segments, |s| {
+            s.namespace_id = DEFAULT.to_owned();
+        })
+        .await?;
+        n += rewrite::<Product>(state, Ns::Products, |p| {
+            p.namespace_id = DEFAULT.to_owned();
+        })
+        .await?;
+        n += rewrite::<BannerXCampaign>(state, Ns::Campaigns, |c| {
+            c.namespace_id = DEFAULT.to_owned();
+        })
+        .await?;
+        tracing::info!(records = n, "api state converted to format 1 (namespaces): everything before is in namespace 'default'");
+    }
+    if version < FORMAT {
+        kv.put(Ns::Meta, FORMAT_KEY, encode(&FORMAT)).await?;
+    }
+    Ok(n)
+}
+
+/// Applies `change` to every record of `ns` and writes them back in one write.
+async fn rewrite<T: Serialize + DeserializeOwned>(
+    state: &State,
+    ns: Ns,
+    change: impl Fn(&mut T),
+) -> Result<usize, StateError> {
+    let kv = state.kv();
+    let rows = kv.scan(ns).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for (k, v) in rows {
+        let mut t: T = decode(ns, &k, &v)?;
+        change(&mut t);
+        out.push((k, encode(&t)));
+    }
+    let n = out.len();
+    if n > 0 {
+        kv.put_many(ns, out).await?;
+    }
+    Ok(n)
+}
