@@ -83,11 +83,19 @@ pub struct KafkaConfig {
     pub min_insync_replicas: Option<i32>,
     /// `retention.ms` of topics the service creates (-1: keep forever). Unset: the
     /// broker's default (Kafka's is 7 days).
-    #[arg(long = "kafka-retention-ms", env = "RM_KAFKA_RETENTION_MS")]
+    #[arg(
+        id = "kafka_retention_ms",
+        long = "kafka-retention-ms",
+        env = "RM_KAFKA_RETENTION_MS"
+    )]
     pub retention_ms: Option<i64>,
     /// `retention.bytes` of topics the service creates, per partition (-1: no size
     /// limit). Unset: the broker's default (Kafka's is no limit).
-    #[arg(long = "kafka-retention-bytes", env = "RM_KAFKA_RETENTION_BYTES")]
+    #[arg(
+        id = "kafka_retention_bytes",
+        long = "kafka-retention-bytes",
+        env = "RM_KAFKA_RETENTION_BYTES"
+    )]
     pub retention_bytes: Option<i64>,
 }
 

@@ -98,3 +98,87 @@ async fn rewrite<T: Serialize + DeserializeOwned>(
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::secret;
+
+    /// Opens a copy of the state the version before namespaces wrote
+    /// (`api/tests/fixtures/README.md`).
+    fn previous_version() -> (tempfile::TempDir, State) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/state-before-namespaces.redb");
+        std::fs::create_dir_all(dir.path().join("api")).expect("mkdir");
+        std::fs::copy(&fixture, dir.path().join("api/state.redb")).expect("copy fixture");
+        let state = State::open_embedded(dir.path()).expect("opens");
+        (dir, state)
+    }
+
+    #[tokio::test]
+    async fn a_state_written_before_namespaces_is_converted_to_default() {
+        let (_dir, state) = previous_version();
+        let rewritten = run(&state).await.expect("converts");
+        assert!(rewritten >= 8, "every record is rewritten once: {rewritten}");
+
+        let partner = state.client("partner-a").await.unwrap().expect("kept");
+        assert_eq!(partner.namespace, DEFAULT);
+        assert!(secret::verify("partner-a-secret", &partner.secret_hash));
+        let demo = state.client("demo-client").await.unwrap().expect("kept");
+        assert_eq!(demo.namespace, DEFAULT);
+
+        let key = state
+            .api_key(&secret::lookup_digest("erp-key-1"))
+            .await
+            .unwrap()
+            .expect("kept");
+        assert_eq!((key.key_id.as_str(), key.namespace.as_str()), ("erp", DEFAULT));
+
+        let camp = state.campaign("legacy-camp").await.unwrap().expect("kept");
+        assert_eq!(camp.namespace_id, DEFAULT, "was 'retailer-1', a free label then");
+        assert!(state
+            .campaigns()
+            .await
+            .unwrap()
+            .iter()
+            .all(|c| c.namespace_id == DEFAULT));
+        let seg = state.segment("legacy-seg").await.unwrap().expect("kept");
+        assert_eq!(seg.namespace_id, DEFAULT);
+        let p = state
+            .product(DEFAULT, "legacy-cat", "lp1")
+            .await
+            .unwrap()
+            .expect("same key as before");
+        assert_eq!(p.namespace_id, DEFAULT);
+        assert!(
+            state.order_taken(DEFAULT, "legacy-order-1").await.unwrap(),
+            "an order taken before stays taken: a re-send is a duplicate"
+        );
+        assert!(!state.order_taken("acme", "legacy-order-1").await.unwrap());
+
+        // Once converted, nothing more to do; the version is recorded.
+        assert_eq!(run(&state).await.unwrap(), 0);
+        let v: u32 = decode(
+            Ns::Meta,
+            FORMAT_KEY,
+            &state.kv().get(Ns::Meta, FORMAT_KEY).await.unwrap().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(v, FORMAT);
+    }
+
+    #[tokio::test]
+    async fn a_newer_state_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = State::open_embedded(dir.path()).expect("opens");
+        assert_eq!(run(&state).await.unwrap(), 0, "a new state has nothing to convert");
+        state
+            .kv()
+            .put(Ns::Meta, FORMAT_KEY, encode(&(FORMAT + 1)))
+            .await
+            .unwrap();
+        let e = run(&state).await.unwrap_err();
+        assert!(e.to_string().contains("newer"), "{e}");
+    }
+}
