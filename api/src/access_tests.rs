@@ -23,7 +23,7 @@ fn config() -> ApiConfig {
         token_ttl_secs: 60,
         token_issuer: "iss".into(),
         token_audience: "aud".into(),
-        max_auth_failures: 10,
+        limits: Default::default(),
         max_body_bytes: 1 << 16,
         demo: false,
         beacon_base_url: "http://127.0.0.1:1".into(),

@@ -36,7 +36,8 @@ pub(crate) async fn token(api: &Api, call: Call) -> Result<Response, ApiError> {
         Err(e @ ApiError::BodyTimeout(_)) => return Err(e),
         read => read.unwrap_or_default(),
     };
-    Ok(auth::token::answer(&api.auth, &api.state, &call.parts.headers, &body).await)
+    let source = auth::peer_ip(&call.parts.extensions);
+    Ok(auth::token::answer(&api.auth, &api.state, &call.parts.headers, &body, source).await)
 }
 
 /// `GET /.well-known/jwks.json`.
@@ -119,7 +120,12 @@ pub(crate) async fn upsert_products(api: &Api, call: Call) -> Result<Response, A
 pub(crate) async fn generate_ads(api: &Api, call: Call) -> Result<Response, ApiError> {
     let caller = call.caller()?.clone();
     let body = api.body(call.body).await?;
-    ok_json(&ads::generate(&api.ads, &api.serving, &caller.namespace, &body)?)
+    ok_json(&ads::generate(
+        &api.ads,
+        &api.serving,
+        &caller.namespace,
+        &body,
+    )?)
 }
 
 /// `POST /v1/admin/clients`.

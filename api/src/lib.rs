@@ -85,14 +85,9 @@ pub struct ApiConfig {
         default_value = "retail-media-partner-api"
     )]
     pub token_audience: String,
-    /// Failed client or API key authentications allowed per minute before that
-    /// client is refused (429) for the rest of the minute.
-    #[arg(
-        long = "api-max-auth-failures",
-        env = "RM_API_MAX_AUTH_FAILURES",
-        default_value_t = 10
-    )]
-    pub max_auth_failures: u32,
+    /// Failed-authentication limits and the queue of secret checks.
+    #[command(flatten)]
+    pub limits: auth::limiter::LimitSettings,
     /// Largest accepted request body, in bytes.
     #[arg(long = "api-max-body-bytes", env = "RM_API_MAX_BODY_BYTES", default_value_t = 4 << 20)]
     pub max_body_bytes: usize,
@@ -222,7 +217,11 @@ impl Api {
         let caller = match route.access {
             Access::Bearer(scopes) => Some(self.auth.bearer(&parts.headers, scopes)?),
             Access::ApiKey => {
-                let key = self.auth.api_key(&self.state, &parts.headers).await?;
+                let source = auth::peer_ip(&parts.extensions);
+                let key = self
+                    .auth
+                    .api_key(&self.state, &parts.headers, source)
+                    .await?;
                 Some(tenancy::Caller {
                     client_id: key.key_id,
                     namespace: key.namespace,
@@ -291,7 +290,7 @@ pub async fn prepare(config: &ApiConfig, state: &State) -> Result<auth::Auth, Ap
     )
     .await
     .map_err(|e| ApiError::Internal(format!("loading signing keys: {e}")))?;
-    let auth = auth::Auth::new(tokens, config.max_auth_failures);
+    let auth = auth::Auth::new(tokens, &config.limits);
     auth.refresh_revocations(state)
         .await
         .map_err(|e| ApiError::Internal(format!("loading revoked clients: {e}")))?;

@@ -32,6 +32,11 @@ use crate::listener::{
 use crate::watchdog::{self, Clock, Expired, Tracked, Watched};
 use crate::Response;
 
+/// The remote address of the connection a request came on, set by [`serve`] as a
+/// request extension (the api keys its authentication limits by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
 /// A service's request handler.
 pub trait Handler: Clone + Send + Sync + 'static {
     /// Answers one request. Must not panic; errors are responses.
@@ -120,7 +125,8 @@ pub async fn serve<H: Handler>(
         let clock = Clock::new();
         let h = handler.clone();
         let svc_clock = Arc::clone(&clock);
-        let svc = hyper::service::service_fn(move |req| {
+        let svc = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
+            req.extensions_mut().insert(PeerAddr(peer));
             let (h, clock) = (h.clone(), Arc::clone(&svc_clock));
             clock.request_started();
             async move {

@@ -11,12 +11,15 @@
 //! list (SHA-256 of each client id, and the time) for edges that verify tokens
 //! through the JWK set.
 
+pub mod hash_queue;
 pub mod jwt;
 pub mod limiter;
 pub mod secret;
+pub mod table;
 pub mod token;
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -28,11 +31,9 @@ use crate::error::ApiError;
 use crate::model::client::{ApiKey, Scope};
 use crate::state::{State, StateError};
 use crate::tenancy::Caller;
+use hash_queue::{Busy, HashQueue};
 pub use jwt::{Claims, Tokens};
-use limiter::FailureLimiter;
-
-/// Most concurrent Argon2 checks (each takes tens of ms of one core).
-const MAX_CONCURRENT_HASHES: usize = 4;
+use limiter::{LimitSettings, Limiter};
 
 /// How often each api instance rereads the revoked clients (well under the 60 s a
 /// removed client's tokens may keep working).
@@ -42,20 +43,21 @@ pub const REVOCATIONS_REFRESH: Duration = Duration::from_secs(10);
 pub struct Auth {
     /// Token signing and verification.
     pub tokens: Tokens,
-    /// Failed client authentications.
-    pub limiter: FailureLimiter,
-    hashing: tokio::sync::Semaphore,
+    /// Failed authentications, per client and source address, per address, and the
+    /// global budget of unknown credentials.
+    pub limiter: Limiter,
+    hashing: HashQueue,
     /// Removed clients: client id -> Unix seconds of removal.
     revoked: RwLock<HashMap<String, i64>>,
 }
 
 impl Auth {
-    /// Wraps the token keys with a limiter of `max_failures` per minute per client.
-    pub fn new(tokens: Tokens, max_failures: u32) -> Auth {
+    /// Wraps the token keys with the limiter and hashing queue of `limits`.
+    pub fn new(tokens: Tokens, limits: &LimitSettings) -> Auth {
         Auth {
             tokens,
-            limiter: FailureLimiter::new(max_failures, Duration::from_secs(60), 100_000),
-            hashing: tokio::sync::Semaphore::new(MAX_CONCURRENT_HASHES),
+            limiter: Limiter::new(limits, Instant::now()),
+            hashing: HashQueue::new(limits.hash_concurrency as usize, limits.hash_queue as usize),
             revoked: RwLock::new(HashMap::new()),
         }
     }
@@ -101,18 +103,21 @@ impl Auth {
             .copied()
     }
 
-    /// Runs `secret` against `phc` (or a decoy when `None`) on the blocking pool,
-    /// at most `MAX_CONCURRENT_HASHES` at once.
-    pub async fn check_secret(&self, secret: String, phc: Option<String>) -> bool {
-        let Ok(_permit) = self.hashing.acquire().await else {
-            return false;
-        };
-        tokio::task::spawn_blocking(move || match phc {
-            Some(phc) => secret::verify(&secret, &phc),
-            None => secret::verify_decoy(&secret),
-        })
-        .await
-        .unwrap_or(false)
+    /// Runs `secret` against `phc` (or a decoy when `None`) through the bounded
+    /// hashing queue ([`hash_queue`]); [`Busy`] when the queue is full. `priority`
+    /// (a pair that authenticated recently) may use the queue's reserve.
+    pub async fn check_secret(
+        &self,
+        secret: String,
+        phc: Option<String>,
+        priority: bool,
+    ) -> Result<bool, Busy> {
+        self.hashing
+            .run(priority, move || match phc {
+                Some(phc) => secret::verify(&secret, &phc),
+                None => secret::verify_decoy(&secret),
+            })
+            .await
     }
 
     /// Checks `Authorization: Bearer <JWT>` and that the token holds one of
@@ -136,7 +141,10 @@ impl Auth {
             .tokens
             .verify(token)
             .map_err(|r| ApiError::Unauthenticated(r.0))?;
-        if self.revoked_at(&claims.sub).is_some_and(|at| claims.iat <= at) {
+        if self
+            .revoked_at(&claims.sub)
+            .is_some_and(|at| claims.iat <= at)
+        {
             return Err(ApiError::Unauthenticated(
                 "the token's client was removed".into(),
             ));
@@ -161,9 +169,22 @@ impl Auth {
     /// Checks the orders API key: HTTP Basic with the key as user name and an empty
     /// password (`curl -u KEY:`), or the raw key after `Basic `. Returns the key's
     /// record (its namespace is where its orders go). 401 (with the orders realm's
-    /// `Basic` challenge) for a missing or bad key.
-    pub async fn api_key(&self, state: &State, headers: &HeaderMap) -> Result<ApiKey, ApiError> {
+    /// `Basic` challenge) for a missing or bad key; 429 while `source` (the peer
+    /// address, [`peer_ip`]) has spent its failures or, for a key that does not
+    /// exist, while the global budget of unknown credentials is spent; 503 when the
+    /// hashing queue is full.
+    pub async fn api_key(
+        &self,
+        state: &State,
+        headers: &HeaderMap,
+        source: IpAddr,
+    ) -> Result<ApiKey, ApiError> {
         let unauth = |m: &str| ApiError::ApiKeyRejected(m.to_owned());
+        let refused = |r: limiter::Refused| ApiError::ResourceExhausted(r.describe());
+        // Checked before the header is read: a locked address costs nothing more.
+        self.limiter
+            .check(None, source, Instant::now())
+            .map_err(refused)?;
         let value = headers
             .get(header::AUTHORIZATION)
             .ok_or_else(|| unauth("missing Authorization: Basic with the API key"))?
@@ -185,25 +206,48 @@ impl Auth {
             candidates.push(user);
         }
         candidates.push(raw.to_owned());
-        let limiter_id = format!("apikey:{}", secret::lookup_digest(raw));
-        if let Some(wait) = self.limiter.locked(&limiter_id, Instant::now()) {
-            return Err(ApiError::ResourceExhausted(format!(
-                "too many failed API key checks; retry in {wait} s"
-            )));
-        }
+        let mut found = false;
         for key in candidates {
             if key.is_empty() {
                 continue;
             }
-            if let Some(stored) = state.api_key(&secret::lookup_digest(&key)).await? {
-                if self.check_secret(key, Some(stored.key_hash.clone())).await {
+            let digest = secret::lookup_digest(&key);
+            if let Some(stored) = state.api_key(&digest).await? {
+                found = true;
+                // The key's name in the limiter's table of recent successes.
+                let pair = format!("\0key:{digest}");
+                let priority = self.limiter.recently_good(&pair, source, Instant::now());
+                let checked = self
+                    .check_secret(key, Some(stored.key_hash.clone()), priority)
+                    .await
+                    .map_err(|Busy| {
+                        ApiError::Unavailable(
+                            "too many API key checks in progress; retry in 1 s".into(),
+                        )
+                    })?;
+                if checked {
+                    self.limiter.succeeded(&pair, source, Instant::now());
                     return Ok(stored);
                 }
             }
         }
-        self.limiter.fail(&limiter_id, Instant::now());
+        let now = Instant::now();
+        self.limiter.failed(None, source, now);
+        if !found {
+            // No such key: it spends the global budget of unknown credentials.
+            self.limiter.admit_unknown(now).map_err(refused)?;
+        }
         Err(unauth("the API key is not valid"))
     }
+}
+
+/// The source address of a request: the connection's peer as the accept loop
+/// recorded it ([`rm_service::serve::PeerAddr`]); requests that did not come through
+/// it share the unspecified address.
+pub fn peer_ip(extensions: &http::Extensions) -> IpAddr {
+    extensions
+        .get::<rm_service::serve::PeerAddr>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0.ip())
 }
 
 /// Shared handle.

@@ -10,16 +10,22 @@
 //! | `grant_type` other than `client_credentials` | 400 | `unsupported_grant_type` |
 //! | `scope` asks for more than the client holds | 400 | `invalid_scope` |
 //! | no or malformed Basic header, unknown client, wrong secret | 401 + `WWW-Authenticate: Basic` | `invalid_client` |
-//! | too many failures for this client id within a minute | 429 + `Retry-After` | `slow_down` |
+//! | too many failures for this client id from this address, or from this address, within a minute; unknown client ids beyond the global budget | 429 + `Retry-After` | `slow_down` |
+//! | the queue of secret checks is full, or the client directory is down | 503 + `Retry-After` | `temporarily_unavailable` |
 //!
 //! Unrecognised parameters are ignored (RFC 6749 3.2). Every answer carries
 //! `Cache-Control: no-store` and `Pragma: no-cache`. The optional `scope` parameter
 //! narrows the token to a subset of the client's scopes. The form and the Basic
 //! credentials are decoded by `rm_schemas::percent` (`Rules::FORM`); error bodies are
-//! built by `ApiError::OAuth` (`crate::error`).
+//! built by `ApiError::OAuth` (`crate::error`). The limits (`super::limiter`) are
+//! keyed by the connection's source address, so failures from elsewhere never refuse
+//! a partner's own address. While the global budget of unknown ids is spent, an
+//! unknown id gets 429 where a known one would get 401: client ids are not secrets
+//! (RFC 6749 2.2), and each such answer counts against the asking address.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::net::IpAddr;
 use std::time::Instant;
 
 use base64::engine::general_purpose::STANDARD;
@@ -29,6 +35,8 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rm_schemas::percent::{self, Rules};
 use rm_service::{response, Response};
 
+use super::hash_queue::Busy;
+use super::limiter::Refused;
 use super::Auth;
 use crate::error::ApiError;
 use crate::metrics;
@@ -66,6 +74,22 @@ fn invalid_request(d: impl Into<String>) -> TokenError {
 
 fn invalid_client(d: impl Into<String>) -> TokenError {
     err(StatusCode::UNAUTHORIZED, "invalid_client", d)
+}
+
+fn slow_down(r: Refused) -> TokenError {
+    let mut e = err(StatusCode::TOO_MANY_REQUESTS, "slow_down", r.describe());
+    e.retry_after = Some(r.retry_after);
+    e
+}
+
+fn busy(_: Busy) -> TokenError {
+    let mut e = err(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "temporarily_unavailable",
+        "too many client authentications in progress; retry in 1 s",
+    );
+    e.retry_after = Some(1);
+    e
 }
 
 /// Decodes form-encoded text ([`Rules::FORM`]: `+` is a space, `%XX` a byte; a
@@ -135,15 +159,22 @@ fn is_form(headers: &HeaderMap) -> bool {
         })
 }
 
-/// Answers a token request.
-pub async fn answer(auth: &Auth, state: &State, headers: &HeaderMap, body: &Bytes) -> Response {
-    let (r, outcome) = match grant(auth, state, headers, body).await {
+/// Answers a token request that came from `source` ([`super::peer_ip`]).
+pub async fn answer(
+    auth: &Auth,
+    state: &State,
+    headers: &HeaderMap,
+    body: &Bytes,
+    source: IpAddr,
+) -> Response {
+    let (r, outcome) = match grant(auth, state, headers, body, source).await {
         Ok(ok) => (ok, "issued"),
         Err(e) => {
             let outcome = match e.error {
                 "invalid_client" => "invalid_client",
                 "unsupported_grant_type" => "unsupported_grant_type",
                 "slow_down" => "rate_limited",
+                "temporarily_unavailable" => "unavailable",
                 _ => "invalid_request",
             };
             (ApiError::OAuth(e).response(), outcome)
@@ -174,6 +205,7 @@ async fn grant(
     state: &State,
     headers: &HeaderMap,
     body: &Bytes,
+    source: IpAddr,
 ) -> Result<Response, TokenError> {
     if !is_form(headers) {
         return Err(invalid_request(
@@ -202,32 +234,42 @@ async fn grant(
             format!("grant_type '{grant_type}' is not supported; use client_credentials"),
         ));
     }
-    let now = Instant::now();
-    if let Some(wait) = auth.limiter.locked(&id, now) {
-        let mut e = err(
-            StatusCode::TOO_MANY_REQUESTS,
-            "slow_down",
-            format!("too many failed authentications for this client; retry in {wait} s"),
-        );
-        e.retry_after = Some(wait);
-        return Err(e);
-    }
+    // A locked address or (client, address) pair costs no lookup and no hash.
+    auth.limiter
+        .check(Some(&id), source, Instant::now())
+        .map_err(slow_down)?;
     let client = state.client(&id).await.map_err(|_| {
-        err(
+        let mut e = err(
             StatusCode::SERVICE_UNAVAILABLE,
             "temporarily_unavailable",
             "the client directory is unavailable",
-        )
+        );
+        e.retry_after = Some(1);
+        e
     })?;
-    let phc = client.as_ref().map(|c| c.secret_hash.clone());
-    if !auth.check_secret(secret, phc).await {
-        auth.limiter.fail(&id, Instant::now());
-        return Err(invalid_client("unknown client or wrong secret"));
-    }
     let Some(client) = client else {
+        // An unknown id spends the global budget; only with a unit of it does the
+        // decoy hash run (so unknown and known ids take about as long).
+        let now = Instant::now();
+        if let Err(r) = auth.limiter.admit_unknown(now) {
+            auth.limiter.failed(None, source, now);
+            return Err(slow_down(r));
+        }
+        auth.check_secret(secret, None, false).await.map_err(busy)?;
+        auth.limiter.failed(None, source, Instant::now());
         return Err(invalid_client("unknown client or wrong secret"));
     };
-    auth.limiter.succeed(&id);
+    let priority = auth.limiter.recently_good(&id, source, Instant::now());
+    let phc = Some(client.secret_hash.clone());
+    if !auth
+        .check_secret(secret, phc, priority)
+        .await
+        .map_err(busy)?
+    {
+        auth.limiter.failed(Some(&id), source, Instant::now());
+        return Err(invalid_client("unknown client or wrong secret"));
+    }
+    auth.limiter.succeeded(&id, source, Instant::now());
     let scopes = match param("scope") {
         None => client.scopes.clone(),
         Some(asked) => {
@@ -243,14 +285,17 @@ async fn grant(
             asked
         }
     };
-    let token = auth.tokens.issue(&client.id, &client.namespace, &scopes).map_err(|e| {
-        tracing::error!(error = %e, "token signing failed");
-        err(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "server_error",
-            "the token could not be signed",
-        )
-    })?;
+    let token = auth
+        .tokens
+        .issue(&client.id, &client.namespace, &scopes)
+        .map_err(|e| {
+            tracing::error!(error = %e, "token signing failed");
+            err(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "the token could not be signed",
+            )
+        })?;
     let body = serde_json::json!({
         "access_token": token,
         "expires_in": auth.tokens.ttl_secs(),
