@@ -134,7 +134,6 @@ pub enum KeysAction {
         /// The namespace (tenant) its orders belong to: `[a-z0-9_-]{1,64}`.
         #[arg(long, default_value = rm_schemas::namespace::DEFAULT)]
         namespace: String,
-
     },
 }
 

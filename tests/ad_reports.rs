@@ -121,8 +121,14 @@ fn scenario(mut env: Vec<(&str, String)>) {
     let token = demo_token(svc.api);
 
     let now = Utc::now().timestamp();
-    let a = keys.mint(CAMPAIGN, "banner", now + 3_600).unwrap();
-    let x = keys.mint(CAMPAIGN, "banner", now - 3_600).unwrap();
+    // The demo orders key's namespace: an order is credited only to its own
+    // namespace's ads.
+    let a = keys
+        .mint_in("demo", CAMPAIGN, "banner", now + 3_600)
+        .unwrap();
+    let x = keys
+        .mint_in("demo", CAMPAIGN, "banner", now - 3_600)
+        .unwrap();
     // Another valid-looking id of the campaign whose signature does not verify: one
     // character in the middle of the signature changed (the last one may only hold
     // padding bits).

@@ -5,7 +5,9 @@
 //! earns, plus one impression of another campaign; once the JSON reports show them,
 //! `tests/js/analyst_page.mjs` drives Debian's Chromium through playwright-core: a
 //! wrong secret, the demo client's login, the campaign picker, the numbers on the
-//! page, sorting, each table's "Download CSV", a refused token and the network down.
+//! page, sorting, each table's "Download CSV", a refused token and the network down;
+//! then a client of another namespace logs in and sees only its own campaign, and
+//! the page names the namespace each login is in.
 //! Checked here: every number the page shows against what was fired, and every
 //! downloaded CSV byte for byte against the api's `format=csv` answer and row for row
 //! against the page. The screenshot is saved as `<target>/test-output/analyst-page.png`.
@@ -26,8 +28,13 @@ use serde_json::{json, Value};
 
 /// The campaign the test fires (a demo campaign: its fixed costs, $5.00, give ROAS).
 const CAMPAIGN: &str = "demo-products";
-/// Another campaign, so picking one matters.
+/// Another campaign of the demo namespace, so picking one matters.
 const OTHER: &str = "camp-other";
+/// The demo data's namespace (ad ids name it).
+const NS: &str = "demo";
+/// A second namespace, its client and its campaign.
+const RIVAL_NS: &str = "rival";
+const RIVAL_CAMPAIGN: &str = "rival-camp";
 const CATALOG: &str = "cat-page";
 /// The ad id signing key given to the service (`RM_AD_ID_KEYS`), raw and base64url.
 const KEY: &[u8] = b"0123456789abcdef-analyst-page-ky";
@@ -89,15 +96,53 @@ fn ok_beacon(edge: SocketAddr, params: &[(&str, &str)]) {
     );
 }
 
+/// Creates the other demo campaign and a second namespace with its client and
+/// campaign (as the operator); the rival client's secret.
+fn namespaces(api: SocketAddr, operator: &str) -> String {
+    let post = |path: &str, body: Value| {
+        let r = send(
+            api,
+            "POST",
+            path,
+            &[
+                ("Authorization", &format!("Bearer {operator}")),
+                ("Content-Type", "application/json"),
+            ],
+            &serde_json::to_vec(&body).unwrap(),
+        )
+        .unwrap();
+        assert!(
+            r.status < 300,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        r.json()
+    };
+    for (id, ns) in [(OTHER, NS), (RIVAL_CAMPAIGN, RIVAL_NS)] {
+        post(
+            "/v3/bannerx-campaigns",
+            json!({"bannerXCampaign": {"id": id, "name": id, "namespaceId": ns}}),
+        );
+    }
+    let c = post(
+        "/v1/admin/clients",
+        json!({"clientId": "rival-client", "namespaceId": RIVAL_NS, "scopes": ["reports"]}),
+    );
+    c["clientSecret"].as_str().unwrap().to_owned()
+}
+
 /// Fires the known set of beacons and the order; timestamps from `t0`, a second apart.
 fn fire(edge: SocketAddr, api: SocketAddr, t0: chrono::DateTime<chrono::Utc>) {
     let keys = rm_schemas::ad_id::AdIdKeys::new(vec![KEY.to_vec()]).unwrap();
     let expiry = t0.timestamp() + 86_400;
-    let video_ad = keys.mint(CAMPAIGN, "v-page", expiry).unwrap();
-    let ad_a = keys.mint(CAMPAIGN, "P-A", expiry).unwrap();
-    let ad_z = keys.mint(CAMPAIGN, "P-Z", expiry).unwrap();
-    let ad_b = keys.mint(CAMPAIGN, "P-B", expiry).unwrap();
-    let ad_other = keys.mint(OTHER, "P-O", expiry).unwrap();
+    let video_ad = keys.mint_in(NS, CAMPAIGN, "v-page", expiry).unwrap();
+    let ad_a = keys.mint_in(NS, CAMPAIGN, "P-A", expiry).unwrap();
+    let ad_z = keys.mint_in(NS, CAMPAIGN, "P-Z", expiry).unwrap();
+    let ad_b = keys.mint_in(NS, CAMPAIGN, "P-B", expiry).unwrap();
+    let ad_other = keys.mint_in(NS, OTHER, "P-O", expiry).unwrap();
+    let ad_rival = keys
+        .mint_in(RIVAL_NS, RIVAL_CAMPAIGN, "P-R", expiry)
+        .unwrap();
     let mut n = 0;
     let mut at = || {
         n += 1;
@@ -158,6 +203,7 @@ fn fire(edge: SocketAddr, api: SocketAddr, t0: chrono::DateTime<chrono::Utc>) {
         (&ad_z, "productImpression", "s-3", "P-Z"),
         (&ad_a, "productClick", "s-1", "P-A"),
         (&ad_other, "productImpression", "s-9", "P-O"),
+        (&ad_rival, "productImpression", "s-9", "P-R"),
     ] {
         product(ad, itype, session, code, &at());
     }
@@ -337,9 +383,10 @@ fn the_analyst_page_shows_what_the_campaign_did() {
     svc.wait_ready(svc.api, Duration::from_secs(30));
     check_served_files(svc.api);
 
+    let token = demo_token(svc.api);
+    let rival_secret = namespaces(svc.api, &token);
     let t0 = chrono::Utc::now() - chrono::Duration::minutes(10);
     fire(svc.ingest, svc.api, t0);
-    let token = demo_token(svc.api);
     wait_for_reports(svc.api, &token);
 
     let shot = output_dir().join("analyst-page.png");
@@ -354,6 +401,10 @@ fn the_analyst_page_shows_what_the_campaign_did() {
         .arg(&shot)
         .arg("--chromium")
         .arg(&browser)
+        .arg("--rival-client")
+        .arg("rival-client")
+        .arg("--rival-secret")
+        .arg(&rival_secret)
         .output()
         .expect("run node analyst_page.mjs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -388,10 +439,37 @@ fn the_analyst_page_shows_what_the_campaign_did() {
         options.contains(&json!(CAMPAIGN)) && options.contains(&json!(OTHER)),
         "the picker offers both campaigns with rows: {options:?}"
     );
+    assert!(
+        !options.contains(&json!(RIVAL_CAMPAIGN)),
+        "another namespace's campaign is not offered: {options:?}"
+    );
+    assert_eq!(
+        page["loggedInAs"],
+        "Logged in as demo-client (namespace demo)."
+    );
     assert!(page["status"]
         .as_str()
         .unwrap()
         .starts_with(&format!("Showing campaign {CAMPAIGN}")));
+    // The other namespace's client: only its campaign, its namespace named.
+    let rival = &page["rival"];
+    assert_eq!(
+        rival["campaignOptions"],
+        json!([RIVAL_CAMPAIGN]),
+        "{rival:#}"
+    );
+    assert_eq!(
+        rival["loggedInAs"],
+        "Logged in as rival-client (namespace rival)."
+    );
+    assert_eq!(rival["namespace"], RIVAL_NS);
+    let text = rival["text"].as_str().unwrap();
+    for theirs in [CAMPAIGN, OTHER, "P-A", "P-Z", "P-B", "P-O"] {
+        assert!(
+            !text.contains(theirs),
+            "the rival's page shows demo's '{theirs}': {text}"
+        );
+    }
 
     // The video funnel: counts and rates over plays.
     let funnel: Vec<(String, f64, Value, String)> = page["funnel"]

@@ -294,18 +294,19 @@ fn token_endpoint_answers_each_rfc_6749_case() {
         "invalid_scope",
     );
 
-    // Repeated failures for one client are rate-limited; other clients are not.
+    // Repeated failures for one client from one address are rate-limited; other
+    // clients are not (tests/auth_limits.rs covers addresses and unknown ids).
     for _ in 0..3 {
         let r = token_request(
             api,
-            &[("Authorization", &basic("victim", "guess")), FORM],
+            &[("Authorization", &basic("demo-operator", "guess")), FORM],
             "grant_type=client_credentials",
         );
         err(&r, 401, "invalid_client");
     }
     let limited = token_request(
         api,
-        &[("Authorization", &basic("victim", "guess")), FORM],
+        &[("Authorization", &basic("demo-operator", "guess")), FORM],
         "grant_type=client_credentials",
     );
     err(&limited, 429, "slow_down");
@@ -459,14 +460,23 @@ fn segments_produce_every_listed_status() {
     let body = json!({"segment": {"id": "s-1", "name": "Runners", "category": ["sport"], "description": "Runs", "retailerTeamId": "t1", "segmentId": "ext-1", "sourceId": "crm"}});
     let r = call(api, "POST", "/v1/segments", Some(&tok), &body);
     assert_eq!(r.status, 200);
-    assert_eq!(r.json(), body);
+    let mut created = body.clone();
+    created["segment"]["namespaceId"] = json!("demo");
+    assert_eq!(r.json(), created, "created in the caller's namespace");
     assert_status(
         &call(api, "POST", "/v1/segments", Some(&tok), &body),
         409,
         6,
     );
+    // The `segments` scope creates segments; without it, 403.
     assert_status(
         &call(api, "POST", "/v1/segments", Some(&seg_only), &body),
+        409,
+        6,
+    );
+    let reports_only = token(api, "demo-client", "demo-secret", Some("reports"));
+    assert_status(
+        &call(api, "POST", "/v1/segments", Some(&reports_only), &body),
         403,
         7,
     );
@@ -759,8 +769,16 @@ fn campaign_approval_returns_the_full_record_and_enforces_the_rules() {
         409,
         6,
     );
+    // The `campaigns` scope creates campaigns (in its own namespace); a token without
+    // it may not.
     assert_status(
         &call(api, "POST", "/v3/bannerx-campaigns", Some(&camp_only), &new),
+        409,
+        6,
+    );
+    let ads_only = token(api, "demo-client", "demo-secret", Some("ads"));
+    assert_status(
+        &call(api, "POST", "/v3/bannerx-campaigns", Some(&ads_only), &new),
         403,
         7,
     );

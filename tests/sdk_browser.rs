@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 use common::{get, read_embedded, send, Service};
 use serde_json::Value;
 
-/// `demo-client:demo-secret`, the quick start's OAuth client, in HTTP Basic form.
-const DEMO_BASIC: &str = "Basic ZGVtby1jbGllbnQ6ZGVtby1zZWNyZXQ=";
+/// `demo-operator:demo-operator-secret`, the quick start's operator client (every
+/// namespace: the test's campaign is in none), in HTTP Basic form.
+const DEMO_BASIC: &str = "Basic ZGVtby1vcGVyYXRvcjpkZW1vLW9wZXJhdG9yLXNlY3JldA==";
 
 /// Skips (returns `None`) or, under `RM_REQUIRE_SERVICES=1`, fails.
 fn required_tool(found: bool, what: &str) -> Option<()> {

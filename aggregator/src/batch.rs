@@ -290,10 +290,14 @@ pub fn fold_orders(
             continue;
         }
         stats.new += 1;
-        lines.extend(attribution::lines_of(&r.order).into_iter().map(|l| OrderLine {
-            order_id: id.clone(),
-            ..l
-        }));
+        lines.extend(
+            attribution::lines_of(&r.order)
+                .into_iter()
+                .map(|l| OrderLine {
+                    order_id: id.clone(),
+                    ..l
+                }),
+        );
         taken.insert(id);
     }
     (lines, stats)

@@ -118,8 +118,8 @@ pub async fn create_client(state: &State, body: &[u8]) -> Result<CreatedClient, 
         return Err(ApiError::invalid("clientId", "must not contain ':'"));
     }
     check_namespace(&b.namespace_id)?;
-    let scopes = Scope::parse_list(&b.scopes.join(" "))
-        .map_err(|m| ApiError::invalid("scopes", m))?;
+    let scopes =
+        Scope::parse_list(&b.scopes.join(" ")).map_err(|m| ApiError::invalid("scopes", m))?;
     if scopes.is_empty() {
         return Err(ApiError::invalid("scopes", "at least one scope"));
     }

@@ -18,11 +18,7 @@ pub const MAX_PRODUCTS_PER_REQUEST: usize = 10_000;
 
 /// `POST /v3/bannerx-campaigns`: 409 when the id is taken; the approval starts as
 /// given (pending by default); `updateTime` is set now.
-pub async fn create(
-    state: &State,
-    caller: &Caller,
-    body: &[u8],
-) -> Result<CampaignBody, ApiError> {
+pub async fn create(state: &State, caller: &Caller, body: &[u8]) -> Result<CampaignBody, ApiError> {
     let mut b: CampaignBody = parse_json(body)?;
     let c = &mut b.banner_x_campaign;
     if c.id.is_empty() {
@@ -96,7 +92,8 @@ pub async fn upsert_products(
     }
     for (i, p) in b.products.iter_mut().enumerate() {
         let field = format!("products[{i}]");
-        p.namespace_id = caller.acting_in(Some(&p.namespace_id), &format!("{field}.namespaceId"))?;
+        p.namespace_id =
+            caller.acting_in(Some(&p.namespace_id), &format!("{field}.namespaceId"))?;
         p.validate(&field)?;
     }
     state.put_products(&b.products).await?;

@@ -163,7 +163,10 @@ mod tests {
         let c = state.client("demo-client").await.unwrap().unwrap();
         assert!(secret::verify("demo-secret", &c.secret_hash));
         assert_eq!(c.namespace, NAMESPACE);
-        assert!(!c.scopes.contains(&Scope::Admin), "the partner client is no operator");
+        assert!(
+            !c.scopes.contains(&Scope::Admin),
+            "the partner client is no operator"
+        );
         let op = state.client("demo-operator").await.unwrap().unwrap();
         assert_eq!(op.scopes, vec![Scope::Admin]);
         for c in state.campaigns().await.unwrap() {

@@ -47,9 +47,9 @@ pub(crate) struct Call {
 impl Call {
     /// The caller of a route with access `Bearer` or `ApiKey`.
     pub fn caller(&self) -> Result<&crate::tenancy::Caller, ApiError> {
-        self.caller
-            .as_ref()
-            .ok_or_else(|| ApiError::Internal("a route without access rule reads its caller".into()))
+        self.caller.as_ref().ok_or_else(|| {
+            ApiError::Internal("a route without access rule reads its caller".into())
+        })
     }
 }
 

@@ -3,7 +3,9 @@
 //
 // - POST /v1/oauth2/token (OAuth 2.0 client credentials, HTTP Basic with the
 //   form-urlencoded client id and secret); the token is kept in sessionStorage until
-//   it expires or a report answers 401.
+//   it expires or a report answers 401. The answer's namespace_id is shown beside the
+//   client: every report, and so the campaign picker, holds only that namespace's
+//   campaigns.
 // - GET /v1/reports/campaigns for the campaign picker when the api has it; otherwise
 //   the campaign ids found in the video-funnel, products, carts/campaigns and sales
 //   rows.
@@ -18,6 +20,7 @@
   const TOKEN_KEY = 'rm-reports-token';
   const CAMPAIGN_KEY = 'rm-reports-campaign';
   const CLIENT_KEY = 'rm-reports-client';
+  const NAMESPACE_KEY = 'rm-reports-namespace';
   const MILESTONES = [
     ['creativeViews', 'Creative views'],
     ['plays', 'Plays'],
@@ -97,6 +100,8 @@
     const token = { value: b.access_token, expiresAt: Date.now() + 1000 * (b.expires_in || 300) };
     sessionStorage.setItem(TOKEN_KEY, JSON.stringify(token));
     sessionStorage.setItem(CLIENT_KEY, clientId);
+    // The token's namespace: every report and the campaign picker show only its data.
+    sessionStorage.setItem(NAMESPACE_KEY, b.namespace_id || '');
     return token.value;
   }
 
@@ -378,7 +383,11 @@
     for (const e of document.querySelectorAll('.login-field')) e.hidden = yes;
     const who = $('logged-in-as');
     who.hidden = !yes;
-    who.textContent = yes ? `Logged in as ${sessionStorage.getItem(CLIENT_KEY) || 'a client'}.` : '';
+    const ns = sessionStorage.getItem(NAMESPACE_KEY);
+    who.textContent = yes
+      ? `Logged in as ${sessionStorage.getItem(CLIENT_KEY) || 'a client'}${ns ? ` (namespace ${ns})` : ''}.`
+      : '';
+    document.body.dataset.namespace = yes ? ns || '' : '';
     if (!yes) $('reports').hidden = true;
   }
 

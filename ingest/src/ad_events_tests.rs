@@ -90,7 +90,11 @@ async fn a_signed_click_redirects_even_when_the_log_is_down() {
         ))
         .await;
     assert_eq!(r.status(), 503);
-    let report = crate::inspector_report::report(&inspector, "s-1", &rm_schemas::namespace::Viewer::Operator);
+    let report = crate::inspector_report::report(
+        &inspector,
+        "s-1",
+        &rm_schemas::namespace::Viewer::Operator,
+    );
     let events = report["events"].as_array().expect("events");
     assert_eq!(events.len(), 3, "{report}");
     assert!(

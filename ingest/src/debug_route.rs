@@ -36,25 +36,27 @@ impl<L: EventLog> Edge<L> {
             .and_then(|v| v.to_str().ok());
         let viewer = match bearer.check(auth).await {
             Ok(v) => v,
-            Err(denied) => return match denied {
-                Denied::Unauthenticated(m) => {
-                    let mut r = response::error(Code::Unauthenticated, "unauthenticated", m);
-                    r.headers_mut().insert(
-                        header::WWW_AUTHENTICATE,
-                        HeaderValue::from_static("Bearer realm=\"retail-media\""),
-                    );
-                    r
+            Err(denied) => {
+                return match denied {
+                    Denied::Unauthenticated(m) => {
+                        let mut r = response::error(Code::Unauthenticated, "unauthenticated", m);
+                        r.headers_mut().insert(
+                            header::WWW_AUTHENTICATE,
+                            HeaderValue::from_static("Bearer realm=\"retail-media\""),
+                        );
+                        r
+                    }
+                    Denied::Forbidden(m) => response::error(Code::PermissionDenied, "forbidden", m),
+                    Denied::Unavailable(m) => {
+                        tracing::warn!(error = %m, "jwks unavailable");
+                        response::unavailable(
+                            "jwks_unavailable",
+                            "the token cannot be verified right now; retry later",
+                            5,
+                        )
+                    }
                 }
-                Denied::Forbidden(m) => response::error(Code::PermissionDenied, "forbidden", m),
-                Denied::Unavailable(m) => {
-                    tracing::warn!(error = %m, "jwks unavailable");
-                    response::unavailable(
-                        "jwks_unavailable",
-                        "the token cannot be verified right now; retry later",
-                        5,
-                    )
-                }
-            },
+            }
         };
         let query = req.uri().query().unwrap_or("");
         let tracking_id = rm_schemas::query::decode_query(query)

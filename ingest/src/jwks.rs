@@ -6,7 +6,11 @@
 //! matched by `kid` when the token has one), the configured issuer and audience, not
 //! expired (30 s leeway), and a `scope` claim (space-separated) holding `reports` or
 //! `admin`. The set is cached for five minutes and fetched again early when a token
-//! names an unknown `kid` (at most once every ten seconds).
+//! names an unknown `kid` (at most once every ten seconds). A token of a client the
+//! api removed is refused: the api publishes removed clients beside the set
+//! (`revoked-clients.json`: SHA-256 of each id and the time), reread every ten
+//! seconds. A tenant's token (`reports`) sees its namespace only (the `ns` claim);
+//! `admin` is an operator.
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +27,9 @@ const CACHE_FOR: Duration = Duration::from_secs(300);
 const REFETCH_AFTER: Duration = Duration::from_secs(10);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_JWKS_BYTES: usize = 256 * 1024;
+/// How often the list of removed clients is reread (well under the 60 s a removed
+/// client's token may keep working).
+const REVOCATIONS_EVERY: Duration = Duration::from_secs(10);
 
 /// Why a request is not let in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +62,32 @@ struct Claims {
     /// The client's namespace (tokens of this version always carry it).
     #[serde(default)]
     ns: Option<String>,
+    /// The client id.
+    #[serde(default)]
+    sub: String,
+    /// Issued at (Unix seconds).
+    #[serde(default)]
+    iat: i64,
+}
+
+/// `/.well-known/revoked-clients.json`: SHA-256 (hex) of each removed client id, and
+/// the Unix seconds of its removal.
+#[derive(Deserialize)]
+struct RevokedDoc {
+    revoked: Vec<RevokedEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RevokedEntry {
+    client_id_sha256: String,
+    revoked_at: i64,
+}
+
+#[derive(Default)]
+struct Revoked {
+    at: std::collections::HashMap<String, i64>,
+    fetched: Option<Instant>,
 }
 
 struct Cache {
@@ -69,6 +102,8 @@ pub struct BearerVerifier {
     audience: String,
     client: Client<HttpConnector, Empty<Bytes>>,
     cache: tokio::sync::Mutex<Cache>,
+    revoked_url: Option<hyper::Uri>,
+    revoked: tokio::sync::Mutex<Revoked>,
 }
 
 /// The Ed25519 keys of a JWK set document.
@@ -97,7 +132,13 @@ impl BearerVerifier {
                 "RM_INGEST_JWKS_URL '{url}' must be an http:// URL (put TLS in front of the api's internal address, or run the inspector on the api)"
             ));
         }
+        // The api publishes removed clients beside its key set.
+        let revoked_url = url
+            .strip_suffix("jwks.json")
+            .and_then(|base| format!("{base}revoked-clients.json").parse().ok());
         Ok(Self {
+            revoked_url,
+            revoked: tokio::sync::Mutex::new(Revoked::default()),
             url: uri,
             issuer: issuer.to_owned(),
             audience: audience.to_owned(),
@@ -109,21 +150,58 @@ impl BearerVerifier {
         })
     }
 
-    async fn fetch(&self) -> Result<Vec<(Option<String>, DecodingKey)>, String> {
-        let get = self.client.get(self.url.clone());
+    async fn get_doc(&self, url: &hyper::Uri, what: &str) -> Result<Bytes, String> {
+        let get = self.client.get(url.clone());
         let resp = tokio::time::timeout(FETCH_TIMEOUT, get)
             .await
-            .map_err(|_| "the JWK set did not answer in time".to_owned())?
-            .map_err(|e| format!("the JWK set could not be fetched: {e}"))?;
+            .map_err(|_| format!("the {what} did not answer in time"))?
+            .map_err(|e| format!("the {what} could not be fetched: {e}"))?;
         if !resp.status().is_success() {
-            return Err(format!("the JWK set answered {}", resp.status()));
+            return Err(format!("the {what} answered {}", resp.status()));
         }
-        let body = Limited::new(resp.into_body(), MAX_JWKS_BYTES)
+        Ok(Limited::new(resp.into_body(), MAX_JWKS_BYTES)
             .collect()
             .await
-            .map_err(|e| format!("the JWK set could not be read: {e}"))?
-            .to_bytes();
-        keys_of(&body)
+            .map_err(|e| format!("the {what} could not be read: {e}"))?
+            .to_bytes())
+    }
+
+    async fn fetch(&self) -> Result<Vec<(Option<String>, DecodingKey)>, String> {
+        keys_of(&self.get_doc(&self.url, "JWK set").await?)
+    }
+
+    /// When the client `sub` was removed, from the api's list, reread every
+    /// [`REVOCATIONS_EVERY`]. A list that cannot be read keeps the last one (and,
+    /// never read, counts as empty: the api may predate it), with a warning.
+    async fn revoked_at(&self, sub: &str) -> Option<i64> {
+        let url = self.revoked_url.as_ref()?;
+        let mut r = self.revoked.lock().await;
+        if r.fetched.is_none_or(|t| t.elapsed() > REVOCATIONS_EVERY) {
+            let doc = self
+                .get_doc(url, "revoked clients list")
+                .await
+                .and_then(|b| {
+                    serde_json::from_slice::<RevokedDoc>(&b)
+                        .map_err(|e| format!("the revoked clients list is not valid: {e}"))
+                });
+            match doc {
+                Ok(d) => {
+                    r.at = d
+                        .revoked
+                        .into_iter()
+                        .map(|e| (e.client_id_sha256, e.revoked_at))
+                        .collect();
+                }
+                Err(e) => tracing::warn!(error = %e, "revoked clients: keeping the last list"),
+            }
+            r.fetched = Some(Instant::now());
+        }
+        use sha2::Digest as _;
+        let digest: String = sha2::Sha256::digest(sub.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        r.at.get(&digest).copied()
     }
 
     /// The key for `kid`, fetching the set when it is stale or does not know `kid`.
@@ -193,6 +271,13 @@ impl BearerVerifier {
                 })
             })?
             .claims;
+        if self
+            .revoked_at(&claims.sub)
+            .await
+            .is_some_and(|at| claims.iat <= at)
+        {
+            return Err(unauth("the token's client was removed"));
+        }
         let scopes = || claims.scope.split(' ');
         if scopes().any(|s| s == "admin") {
             return Ok(Viewer::Operator);

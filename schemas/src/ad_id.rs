@@ -347,9 +347,16 @@ mod tests {
         assert_eq!(k.verify(&moved, 0), Verdict::BadSignature);
         let old = k.mint("camp-1", "p", 2_000).unwrap();
         assert_eq!(namespace_of(&old), Some("default"));
-        assert_eq!(k.mint_in("default", "c", "p", 1).unwrap().get(..4), Some("rm1."));
+        assert_eq!(
+            k.mint_in("default", "c", "p", 1).unwrap().get(..4),
+            Some("rm1.")
+        );
         assert!(k.mint_in("Bad.NS", "c", "p", 1).is_none());
-        assert_eq!(namespace_of("rm2.default.c.x.1.n.s"), None, "default is never rm2");
+        assert_eq!(
+            namespace_of("rm2.default.c.x.1.n.s"),
+            None,
+            "default is never rm2"
+        );
         assert_eq!(namespace_of("ad-1"), None);
     }
 

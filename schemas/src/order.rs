@@ -711,7 +711,10 @@ mod tests {
         assert!(text_acme.contains(r#""namespaceId":"acme""#), "{text_acme}");
         assert_eq!(parse_record(&acme).expect("acme").namespace_id, "acme");
         let bad = text_acme.replace(r#""namespaceId":"acme""#, r#""namespaceId":"A B""#);
-        assert_eq!(parse_record(bad.as_bytes()).expect_err("bad ns").field, "namespaceId");
+        assert_eq!(
+            parse_record(bad.as_bytes()).expect_err("bad ns").field,
+            "namespaceId"
+        );
         let v2 = text.replacen(r#""v":1"#, r#""v":2"#, 1);
         assert_eq!(parse_record(v2.as_bytes()).expect_err("v2").field, "v");
         assert_eq!(parse_record(b"[]").expect_err("array").field, "record");

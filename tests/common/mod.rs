@@ -101,9 +101,10 @@ pub fn token(api: SocketAddr, client_id: &str, secret: &str, scope: Option<&str>
     r.json()["access_token"].as_str().unwrap().to_owned()
 }
 
-/// The demo client's token with every scope.
+/// The quick start's operator token (`demo-operator`, scope `admin`): every
+/// operation, every namespace (tests of one namespace's view use their own clients).
 pub fn demo_token(api: SocketAddr) -> String {
-    token(api, "demo-client", "demo-secret", None)
+    token(api, "demo-operator", "demo-operator-secret", None)
 }
 
 fn parse_response(data: &[u8]) -> std::io::Result<HttpResponse> {

@@ -4,12 +4,15 @@
 // page shows (funnel counts and rates, product rows, cart rows, sales rows and total),
 // sorts the product table by clicking its headers, downloads each table's CSV through
 // the page's button, saves a screenshot, then checks the failure paths (a refused
-// token, the network down). Prints `RESULT {json}` as its last line for
+// token, the network down); then logs out and in as a second client of another
+// namespace (--rival-client, --rival-secret) and reads its picker. Prints
+// `RESULT {json}` as its last line for
 // tests/analyst_page.rs, which compares the numbers with what it fired; exits 1 when
 // the page itself misbehaved (a script error, a missing element).
 //
 // Usage: node analyst_page.mjs --api http://127.0.0.1:PORT --campaign ID
 //        --screenshot FILE [--chromium /usr/bin/chromium] [--secret demo-secret]
+//        [--rival-client ID --rival-secret SECRET]
 
 import { readFile } from 'node:fs/promises';
 import { chromium } from 'playwright-core';
@@ -23,6 +26,8 @@ const campaign = arg('campaign');
 const screenshot = arg('screenshot');
 const chromiumPath = arg('chromium', '/usr/bin/chromium');
 const secret = arg('secret', 'demo-secret');
+const rivalClient = arg('rival-client');
+const rivalSecret = arg('rival-secret');
 if (!api || !campaign || !screenshot) {
   console.error('usage: node analyst_page.mjs --api URL --campaign ID --screenshot FILE [--chromium PATH]');
   process.exit(2);
@@ -71,6 +76,7 @@ try {
   await page.click('#login-button');
   await page.waitForFunction(() => document.body.dataset.loaded);
   result.campaignOptions = await page.$$eval('#campaign option', (os) => os.map((o) => o.value));
+  result.loggedInAs = await page.locator('#logged-in-as').textContent();
 
   // Pick the campaign the test fired (and make sure the page reloaded for it).
   await page.evaluate(() => { delete document.body.dataset.loaded; });
@@ -157,6 +163,23 @@ try {
   await page.click('#show-button');
   result.offlineStatus = await waitStatus(/network down/);
   await context.setOffline(false);
+
+  // Another namespace's client: its own campaigns only, and the page says which.
+  if (rivalClient) {
+    await page.click('#logout-button');
+    await page.evaluate(() => { delete document.body.dataset.loaded; });
+    await page.fill('#client-id', rivalClient);
+    await page.fill('#client-secret', rivalSecret);
+    await page.click('#login-button');
+    await page.waitForFunction(() => document.body.dataset.loaded && document.body.dataset.namespace);
+    result.rival = {
+      campaignOptions: await page.$$eval('#campaign option', (os) => os.map((o) => o.value)),
+      loggedInAs: await page.locator('#logged-in-as').textContent(),
+      namespace: await page.evaluate(() => document.body.dataset.namespace),
+      status: await statusText(),
+      text: await page.locator('#reports').innerText(),
+    };
+  }
 } catch (e) {
   failures.push(`driver: ${e.stack || e.message}`);
 } finally {

@@ -246,7 +246,9 @@ mod tests {
     async fn issued_tokens_verify_and_carry_claims() {
         let dir = tempfile::tempdir().unwrap();
         let (_s, t) = tokens(dir.path(), "iss-1").await;
-        let tok = t.issue("c1", "acme", &[Scope::Ads, Scope::Reports]).unwrap();
+        let tok = t
+            .issue("c1", "acme", &[Scope::Ads, Scope::Reports])
+            .unwrap();
         let c = t.verify(&tok).unwrap();
         assert_eq!(c.sub, "c1");
         assert_eq!(c.ns, "acme");

@@ -46,7 +46,9 @@ pub async fn run(state: &State) -> Result<usize, StateError> {
     let mut n = 0;
     if version < 1 {
         n += rewrite::<Client>(state, Ns::Clients, |c| {
-            c.namespace.is_empty().then(|| c.namespace = DEFAULT.to_owned());
+            c.namespace
+                .is_empty()
+                .then(|| c.namespace = DEFAULT.to_owned());
         })
         .await?;
         n += rewrite::<ApiKey>(state, Ns::ApiKeys, |k| {
@@ -88,7 +90,15 @@ async fn rewrite<T: Serialize + DeserializeOwned>(
     let rows = kv.scan(ns).await?;
     let mut out = Vec::with_capacity(rows.len());
     for (k, v) in rows {
-        let mut t: T = decode(ns, &k, &v)?;
+        // A value that does not decode is left as it is (reading it answers what it
+        // answered before); it must not keep the api from starting.
+        let mut t: T = match decode(ns, &k, &v) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "api state conversion: left an unreadable value as it was");
+                continue;
+            }
+        };
         change(&mut t);
         out.push((k, encode(&t)));
     }
@@ -120,7 +130,10 @@ mod tests {
     async fn a_state_written_before_namespaces_is_converted_to_default() {
         let (_dir, state) = previous_version();
         let rewritten = run(&state).await.expect("converts");
-        assert!(rewritten >= 8, "every record is rewritten once: {rewritten}");
+        assert!(
+            rewritten >= 8,
+            "every record is rewritten once: {rewritten}"
+        );
 
         let partner = state.client("partner-a").await.unwrap().expect("kept");
         assert_eq!(partner.namespace, DEFAULT);
@@ -133,10 +146,16 @@ mod tests {
             .await
             .unwrap()
             .expect("kept");
-        assert_eq!((key.key_id.as_str(), key.namespace.as_str()), ("erp", DEFAULT));
+        assert_eq!(
+            (key.key_id.as_str(), key.namespace.as_str()),
+            ("erp", DEFAULT)
+        );
 
         let camp = state.campaign("legacy-camp").await.unwrap().expect("kept");
-        assert_eq!(camp.namespace_id, DEFAULT, "was 'retailer-1', a free label then");
+        assert_eq!(
+            camp.namespace_id, DEFAULT,
+            "was 'retailer-1', a free label then"
+        );
         assert!(state
             .campaigns()
             .await
@@ -169,10 +188,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_unreadable_value_does_not_stop_the_conversion() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = State::open_embedded(dir.path()).expect("opens");
+        state
+            .kv()
+            .put(Ns::Segments, "junk", b"1".to_vec())
+            .await
+            .unwrap();
+        let good = Segment {
+            id: "s".into(),
+            ..Segment::default()
+        };
+        state
+            .kv()
+            .put(Ns::Segments, "s", encode(&good))
+            .await
+            .unwrap();
+        assert_eq!(run(&state).await.unwrap(), 1);
+        assert_eq!(
+            state.segment("s").await.unwrap().unwrap().namespace_id,
+            DEFAULT
+        );
+        assert_eq!(
+            state.kv().get(Ns::Segments, "junk").await.unwrap().unwrap(),
+            b"1"
+        );
+    }
+
+    #[tokio::test]
     async fn a_newer_state_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = State::open_embedded(dir.path()).expect("opens");
-        assert_eq!(run(&state).await.unwrap(), 0, "a new state has nothing to convert");
+        assert_eq!(
+            run(&state).await.unwrap(),
+            0,
+            "a new state has nothing to convert"
+        );
         state
             .kv()
             .put(Ns::Meta, FORMAT_KEY, encode(&(FORMAT + 1)))

@@ -373,7 +373,11 @@ impl State {
     /// name); whether one was removed.
     pub async fn remove_api_key_id(&self, key_id: &str) -> Result<bool, StateError> {
         for k in self.api_keys().await? {
-            let id = if k.key_id.is_empty() { &k.name } else { &k.key_id };
+            let id = if k.key_id.is_empty() {
+                &k.name
+            } else {
+                &k.key_id
+            };
             if id == key_id {
                 return self.kv.remove(Ns::ApiKeys, &k.lookup).await;
             }

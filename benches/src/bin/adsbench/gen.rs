@@ -29,6 +29,9 @@ use super::rng::Rng;
 
 /// Leaves of the category tree (10 x 10 x 10).
 pub const LEAVES: u64 = 1000;
+/// The namespace the generated catalog and campaigns belong to: the demo client's,
+/// which the load run authenticates as.
+pub const NAMESPACE: &str = "demo";
 
 /// What to generate.
 #[derive(Debug, Clone)]
@@ -62,7 +65,7 @@ pub fn product(shape: &Shape, i: u64) -> Product {
         }
     }
     Product {
-        namespace_id: String::new(),
+        namespace_id: NAMESPACE.into(),
         catalog_id: shape.catalog.clone(),
         product_code: format!("p{i:07}"),
         name: format!("Product {i}"),
@@ -132,7 +135,7 @@ pub fn campaign(shape: &Shape, j: u64) -> BannerXCampaign {
     let mut c = BannerXCampaign {
         id: format!("bench-{j:05}"),
         name: format!("Bench campaign {j}"),
-        namespace_id: String::new(),
+        namespace_id: NAMESPACE.into(),
         manager_team_id: "bench-manager".into(),
         team_id: format!("team-{}", j % 50),
         seller_id: format!("seller-{}", j % 500),

@@ -58,7 +58,7 @@ pub fn run(shape: &Shape, campaigns: u64, requests: usize, seed: u64) -> anyhow:
             .validate()
             .map_err(|e| anyhow::anyhow!("request {seq}: {e:?}"))?;
         let t1 = Instant::now();
-        let (ads, banners) = ix.decide(&d);
+        let (ads, banners) = ix.decide_in(super::gen::NAMESPACE, &d);
         let t2 = Instant::now();
         let out = response::build(&serving, &d, &ads, &banners)
             .map_err(|e| anyhow::anyhow!("request {seq}: {e:?}"))?;
