@@ -16,13 +16,16 @@
 //! its campaigns, are in the answer; a `campaignId` of another namespace is a 404,
 //! as if it did not exist.
 //!
-//! Query parameters (all optional): `campaignId`, `adId`, `catalogId`, `from` and
-//! `to` (inclusive UTC days, `YYYY-MM-DD`), `namespaceId` (operators), `format`
-//! (`json`, the default, or `csv`;
-//! `Accept: text/csv` works too). JSON answers `{"rows": [...]}` with camelCase
-//! fields; CSV has a header row with the same names, and a string cell that a
-//! spreadsheet would read as a formula is prefixed with `'` ([`to_csv`]). The query is decoded leniently,
-//! as `serde_urlencoded` would (`rm_schemas::percent`, `Rules::LENIENT_FORM`). A bad
+//! Query parameters (all optional; [`query`]): `campaignId`, `adId`, `catalogId`,
+//! `from` and `to` (inclusive UTC days, `YYYY-MM-DD`, at most 400 days, the last 400
+//! by default), `namespaceId` (operators), `pageSize` and `pageToken` ([`page`]:
+//! JSON answers 1,000 rows a page by default and adds `nextPageToken` when there are
+//! more), `format` (`json`, the default, or `csv`; `Accept: text/csv` works too).
+//! JSON answers `{"rows": [...]}` with camelCase fields; CSV has a header row with
+//! the same names, is streamed in chunks, and a string cell that a spreadsheet would
+//! read as a formula is prefixed with `'` ([`to_csv`]). The query is decoded
+//! leniently, as `serde_urlencoded` would (`rm_schemas::percent`,
+//! `Rules::LENIENT_FORM`). A bad
 //! parameter is a 400 naming it, a store failure a 503 (`ApiError`).
 //!
 //! **Sales** are attributed when the report is read (last click within the click
@@ -61,18 +64,20 @@
 //! unknown) and `roas` is revenue / spend (`null` when spend is `null` or 0).
 
 use http::{header, HeaderMap, HeaderValue, StatusCode};
-use rm_schemas::percent::{self, Rules};
 use rm_service::{response, Response};
 use rm_store::model::attribution::{SalesReportRow, Windows};
-use rm_store::model::parse_day;
-use rm_store::{campaign_report, ReportFilter, ReportStore, StoreError, Tenant};
+use rm_store::{campaign_report, ReportStore, StoreError, Tenant};
 use serde::Serialize;
 
 use crate::error::ApiError;
 use crate::routes::QueryParam;
 
 mod csv;
+pub mod page;
+pub mod query;
 pub use csv::{to_csv, FORMULA_STARTS};
+pub use query::namespace_param;
+use query::Format;
 
 /// The report routes.
 pub const ROUTES: [&str; 7] = [
@@ -86,7 +91,7 @@ pub const ROUTES: [&str; 7] = [
 ];
 
 /// The query parameters every report route reads.
-pub const QUERY: [QueryParam; 7] = [
+pub const QUERY: [QueryParam; 9] = [
     param("campaignId", r#"{"type": "string"}"#),
     param("namespaceId", r#"{"type": "string"}"#),
     param("adId", r#"{"type": "string"}"#),
@@ -94,6 +99,11 @@ pub const QUERY: [QueryParam; 7] = [
     param("from", r#"{"type": "string", "format": "date"}"#),
     param("to", r#"{"type": "string", "format": "date"}"#),
     param("format", r#"{"type": "string", "enum": ["json", "csv"]}"#),
+    param(
+        "pageSize",
+        r#"{"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}"#,
+    ),
+    param("pageToken", r#"{"type": "string"}"#),
 ];
 
 const fn param(name: &'static str, schema: &'static str) -> QueryParam {
@@ -177,90 +187,50 @@ impl SalesRow {
     }
 }
 
-enum Format {
-    Json,
-    Csv,
-}
-
-fn parse_query(query: &str, headers: &HeaderMap) -> Result<(ReportFilter, Format), ApiError> {
-    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
-        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
-    let mut f = ReportFilter::default();
-    let wants_csv = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/csv"));
-    let mut format = if wants_csv { Format::Csv } else { Format::Json };
-    for (k, v) in pairs {
-        let day = |v: &str| {
-            parse_day(v)
-                .ok_or_else(|| ApiError::invalid(&k, format!("'{v}' is not a date YYYY-MM-DD")))
-        };
-        match k.as_str() {
-            "campaignId" => f.campaign_id = Some(v),
-            // Read by `namespace_param` before the filter.
-            "namespaceId" => {}
-            "adId" => f.ad_id = Some(v),
-            "catalogId" => f.catalog_id = Some(v),
-            "from" => f.from_day = Some(day(&v)?),
-            "to" => f.to_day = Some(day(&v)?),
-            "format" => {
-                format = match v.as_str() {
-                    "json" => Format::Json,
-                    "csv" => Format::Csv,
-                    other => {
-                        return Err(ApiError::invalid(
-                            "format",
-                            format!("'{other}' is not json or csv"),
-                        ))
-                    }
-                }
-            }
-            other => {
-                return Err(ApiError::invalid(
-                    other,
-                    "unknown parameter; expected campaignId, adId, catalogId, from, to, namespaceId, format",
-                ))
-            }
-        }
-    }
-    if let (Some(a), Some(b)) = (f.from_day, f.to_day) {
-        if a > b {
-            return Err(ApiError::invalid("from", "from is after to"));
-        }
-    }
-    Ok((f, format))
-}
-
-/// The `namespaceId` a report query names, if any.
-pub fn namespace_param(query: &str) -> Result<Option<String>, ApiError> {
-    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
-        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
-    Ok(pairs
-        .into_iter()
-        .find(|(k, _)| k == "namespaceId")
-        .map(|(_, v)| v))
-}
-
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         ApiError::ReportStore(e.to_string())
     }
 }
 
-fn render<T: Serialize>(rows: &[T], format: &Format) -> Response {
-    match format {
+/// Bytes of CSV per streamed chunk, and chunks waiting for a slow reader.
+const CSV_CHUNK_BYTES: usize = 64 * 1024;
+const CSV_CHUNKS_WAITING: usize = 4;
+
+fn render<T: Serialize + Send + 'static>(rows: Vec<T>, q: &query::ReportQuery) -> Response {
+    let (rows, next) = q.page.apply(rows);
+    match q.format {
         Format::Json => {
-            let body = serde_json::to_vec(&serde_json::json!({ "rows": rows })).unwrap_or_default();
+            let mut v = serde_json::json!({ "rows": rows });
+            if let Some(t) = next {
+                v["nextPageToken"] = t.into();
+            }
+            let body = serde_json::to_vec(&v).unwrap_or_default();
             response::json(StatusCode::OK, body)
         }
         Format::Csv => {
-            let mut r =
-                response::with_body(StatusCode::OK, "text/csv; charset=utf-8", to_csv(rows));
+            // Written as it is produced: the text of a large download is never held
+            // whole.
+            let (tx, body) = rm_service::Body::channel(CSV_CHUNKS_WAITING);
+            tokio::spawn(async move {
+                for chunk in csv::CsvChunks::new(rows.into_iter(), CSV_CHUNK_BYTES) {
+                    if tx.send(chunk.into()).await.is_err() {
+                        break; // the client went away
+                    }
+                }
+            });
+            let mut r = http::Response::new(body);
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/csv; charset=utf-8"),
+            );
             r.headers_mut().insert(
                 header::CONTENT_DISPOSITION,
                 HeaderValue::from_static("attachment"),
             );
+            if let Some(t) = next.and_then(|t| HeaderValue::from_str(&t).ok()) {
+                r.headers_mut().insert("x-next-page-token", t);
+            }
             r
         }
     }
@@ -314,15 +284,17 @@ async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
     query: &str,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (mut f, format) = parse_query(query, headers)?;
-    if let (Some(t), Some(c)) = (&tenant, &f.campaign_id) {
+    let today = rm_store::model::day_of(chrono::Utc::now().timestamp_millis());
+    let mut q = query::parse(path, query, headers, today)?;
+    if let (Some(t), Some(c)) = (&tenant, &q.filter.campaign_id) {
         if !t.campaigns.contains(c) {
             return Err(ApiError::NotFound(format!(
                 "no banner X campaign has id '{c}'"
             )));
         }
     }
-    f.tenant = tenant;
+    q.filter.tenant = tenant;
+    let f = q.filter.clone();
     if path == "/v1/reports/campaigns" {
         for (field, set) in [
             ("adId", f.ad_id.is_some()),
@@ -336,22 +308,22 @@ async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
         }
     }
     Ok(match path {
-        "/v1/reports/ads" => render(&store.ads(&f).await?, &format),
+        "/v1/reports/ads" => render(store.ads(&f).await?, &q),
         "/v1/reports/campaigns" => render(
-            &campaign_report(store, &f, windows, |c| costs.max_bid(c)).await?,
-            &format,
+            campaign_report(store, &f, windows, |c| costs.max_bid(c)).await?,
+            &q,
         ),
-        "/v1/reports/video-funnel" => render(&store.funnel(&f).await?, &format),
-        "/v1/reports/products" => render(&store.products(&f).await?, &format),
-        "/v1/reports/carts" => render(&store.carts(&f).await?, &format),
+        "/v1/reports/video-funnel" => render(store.funnel(&f).await?, &q),
+        "/v1/reports/products" => render(store.products(&f).await?, &q),
+        "/v1/reports/carts" => render(store.carts(&f).await?, &q),
         "/v1/reports/sales" => {
             let rows: Vec<SalesRow> = (store.sales(&f, windows).await?)
                 .into_iter()
                 .map(|r| SalesRow::new(r, costs))
                 .collect();
-            render(&rows, &format)
+            render(rows, &q)
         }
-        _ => render(&store.cart_campaigns(&f).await?, &format),
+        _ => render(store.cart_campaigns(&f).await?, &q),
     })
 }
 
@@ -578,19 +550,5 @@ mod tests {
             "productCode,ctr,value\r\n\"a,b\",0.5,\r\n\"q\"\"x\",0.0,1.25\r\n"
         );
         assert_eq!(to_csv::<Row>(&[]), "");
-    }
-
-    #[test]
-    fn filters_parse_and_bad_dates_name_the_field() {
-        let (f, _) = parse_query(
-            "campaignId=c1&from=2026-11-01&to=2026-11-02",
-            &HeaderMap::new(),
-        )
-        .expect("parses");
-        assert_eq!(f.campaign_id.as_deref(), Some("c1"));
-        assert_eq!(f.to_day.zip(f.from_day).map(|(t, fr)| t - fr), Some(1));
-        assert!(parse_query("from=2026-13-01", &HeaderMap::new()).is_err());
-        assert!(parse_query("nope=1", &HeaderMap::new()).is_err());
-        assert!(parse_query("from=2026-11-03&to=2026-11-01", &HeaderMap::new()).is_err());
     }
 }

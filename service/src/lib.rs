@@ -1,10 +1,12 @@
 //! Plumbing shared by the edge, the aggregator and the api, so each service is only
 //! its own routes: the HTTP accept loop with graceful shutdown ([`mod@serve`]), the
 //! `/healthz`, `/readyz` and `/metrics` endpoints ([`ops`]), response helpers
-//! ([`response`]), the process-wide Prometheus recorder ([`telemetry`]), the
-//! shutdown signal ([`shutdown`]) and every listener's timeouts and connection cap
-//! ([`listener`], enforced per connection by `watchdog`).
+//! ([`response`]) and the body they carry, whole or streamed ([`body`]), the
+//! process-wide Prometheus recorder ([`telemetry`]), the shutdown signal
+//! ([`shutdown`]) and every listener's timeouts and connection cap ([`listener`],
+//! enforced per connection by `watchdog`).
 
+pub mod body;
 pub mod listener;
 pub mod ops;
 pub mod response;
@@ -16,7 +18,6 @@ mod watchdog;
 pub use serve::{serve, ServeError};
 pub use tokio_util::sync::CancellationToken;
 
-/// The body type every service answers with.
-pub type Body = http_body_util::Full<bytes::Bytes>;
+pub use body::Body;
 /// A response of any service.
 pub type Response = http::Response<Body>;

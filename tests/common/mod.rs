@@ -126,12 +126,37 @@ fn parse_response(data: &[u8]) -> std::io::Result<HttpResponse> {
             l.split_once(':')
                 .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         })
-        .collect();
+        .collect::<Vec<(String, String)>>();
+    let raw = &data[end + 4..];
+    let chunked = headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
+    });
+    let body = if chunked {
+        dechunk(raw).ok_or_else(|| bad("bad chunked body"))?
+    } else {
+        raw.to_vec()
+    };
     Ok(HttpResponse {
         status,
         headers,
-        body: data[end + 4..].to_vec(),
+        body,
     })
+}
+
+/// The data of a `Transfer-Encoding: chunked` body.
+fn dechunk(mut raw: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = raw.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = std::str::from_utf8(&raw[..line_end]).ok()?;
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(raw.get(..size)?);
+        raw = raw.get(size + 2..)?;
+    }
 }
 
 /// `GET` of a path (with query) that is already well-formed.

@@ -149,8 +149,9 @@ impl AdsEngine {
     }
 }
 
-/// Spend per campaign: billable ad clicks (the ads report of the store) times
-/// the campaign's `maxBid`, today and in all. A store that cannot answer yields no
+/// Spend per campaign with a spend limit: billable ad clicks (the ads report of
+/// the store, narrowed to those campaigns) times the campaign's `maxBid`, today and
+/// in all. A store that cannot answer yields no
 /// spend (campaigns keep serving; the failure is logged).
 pub async fn spend(
     store: &AnyStore,
@@ -166,7 +167,16 @@ pub async fn spend(
     if limited.is_empty() {
         return HashMap::new();
     }
-    let rows = match store.ads(&ReportFilter::default()).await {
+    // Only the limited campaigns' rows (ClickHouse narrows its query to them), not
+    // the whole ads report.
+    let narrow = ReportFilter {
+        tenant: Some(rm_store::Tenant {
+            namespace: String::new(),
+            campaigns: Arc::new(limited.iter().map(|c| c.id.clone()).collect()),
+        }),
+        ..ReportFilter::default()
+    };
+    let rows = match store.ads(&narrow).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "ads: spend unknown, the report store did not answer");

@@ -19,32 +19,64 @@ pub const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 /// never prefixed, so a negative number stays a number (`-1.5`); only string cells
 /// come from beacons.
 pub fn to_csv<T: Serialize>(rows: &[T]) -> String {
-    let values: Vec<serde_json::Map<String, serde_json::Value>> = rows
-        .iter()
-        .filter_map(|r| match serde_json::to_value(r) {
-            Ok(serde_json::Value::Object(m)) => Some(m),
-            _ => None,
-        })
-        .collect();
-    let Some(first) = values.first() else {
-        return String::new();
-    };
-    let names: Vec<&String> = first.keys().collect();
-    let mut out = names.iter().map(|n| text(n)).collect::<Vec<_>>().join(",");
-    out.push_str("\r\n");
-    for m in &values {
-        let line: Vec<String> = names
-            .iter()
-            .map(|n| match m.get(*n) {
-                Some(serde_json::Value::String(s)) => text(s),
-                Some(serde_json::Value::Null) | None => String::new(),
-                Some(v) => v.to_string(),
-            })
-            .collect();
-        out.push_str(&line.join(","));
-        out.push_str("\r\n");
+    let mut out = String::new();
+    for chunk in CsvChunks::new(rows.iter(), usize::MAX) {
+        out.push_str(&chunk);
     }
     out
+}
+
+/// CSV text of rows in chunks of about `chunk_bytes` (the header first, with the
+/// first row), for streaming a large download; together they are [`to_csv`].
+pub struct CsvChunks<I> {
+    rows: I,
+    names: Option<Vec<String>>,
+    chunk_bytes: usize,
+}
+
+impl<I> CsvChunks<I> {
+    /// Chunks of `rows`.
+    pub fn new(rows: I, chunk_bytes: usize) -> Self {
+        CsvChunks {
+            rows,
+            names: None,
+            chunk_bytes,
+        }
+    }
+}
+
+impl<T: Serialize, I: Iterator<Item = T>> Iterator for CsvChunks<I> {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        let mut out = String::new();
+        for r in self.rows.by_ref() {
+            let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&r) else {
+                continue;
+            };
+            let names = self.names.get_or_insert_with(|| {
+                let names: Vec<String> = m.keys().cloned().collect();
+                let header: Vec<String> = names.iter().map(|n| text(n)).collect();
+                out.push_str(&header.join(","));
+                out.push_str("\r\n");
+                names
+            });
+            let line: Vec<String> = names
+                .iter()
+                .map(|n| match m.get(n) {
+                    Some(serde_json::Value::String(s)) => text(s),
+                    Some(serde_json::Value::Null) | None => String::new(),
+                    Some(v) => v.to_string(),
+                })
+                .collect();
+            out.push_str(&line.join(","));
+            out.push_str("\r\n");
+            if out.len() >= self.chunk_bytes {
+                break;
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    }
 }
 
 /// A string cell: neutralised if it would be a formula, then quoted as needed.
@@ -127,6 +159,13 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn chunks_join_to_the_whole(codes in proptest::collection::vec("[a-z,\"]{0,6}", 0..40), size in 1usize..64) {
+            let rows: Vec<Row> = codes.iter().map(|c| row(c, 1.0)).collect();
+            let joined: String = CsvChunks::new(rows.iter(), size).collect();
+            prop_assert_eq!(joined, to_csv(&rows));
+        }
+
         #[test]
         fn no_string_cell_opens_as_a_formula(
             codes in proptest::collection::vec("[=+@\\-\t\r\n,\"a-z0-9 ]{0,8}", 1..8),

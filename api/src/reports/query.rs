@@ -1,0 +1,204 @@
+//! A report request's query string: the filter, the format, the page, and the date
+//! range every report is bounded by.
+//!
+//! **Dates.** `from` and `to` are inclusive UTC days. A report covers at most
+//! [`MAX_RANGE_DAYS`] days: a longer range is a 400 naming `from`. Without `from`,
+//! the range starts [`MAX_RANGE_DAYS`] - 1 days before `to` (or before tomorrow,
+//! without `to`: events may carry a timestamp slightly ahead); without `to`, it ends
+//! [`MAX_RANGE_DAYS`] - 1 days after `from` (capped at tomorrow). So no request reads
+//! more than that span of rows, whatever it asks.
+
+use http::{header, HeaderMap};
+use rm_schemas::percent::{self, Rules};
+use rm_store::model::parse_day;
+use rm_store::ReportFilter;
+
+use super::page::PageRequest;
+use crate::error::ApiError;
+
+/// Most days one report covers.
+pub const MAX_RANGE_DAYS: i32 = 400;
+
+/// JSON or CSV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `{"rows": [...], "nextPageToken": ...}`.
+    Json,
+    /// RFC 4180 with a header row.
+    Csv,
+}
+
+/// A parsed report query.
+#[derive(Debug)]
+pub struct ReportQuery {
+    /// Which rows.
+    pub filter: ReportFilter,
+    /// The answer's format.
+    pub format: Format,
+    /// Which page.
+    pub page: PageRequest,
+}
+
+/// The query parameters a report reads (documented in the OpenAPI document).
+pub const PARAMS: &str =
+    "campaignId, adId, catalogId, from, to, namespaceId, format, pageSize, pageToken";
+
+/// Parses `query` for the report at `path`, `today` being the UTC day now.
+pub fn parse(
+    path: &str,
+    query: &str,
+    headers: &HeaderMap,
+    today: i32,
+) -> Result<ReportQuery, ApiError> {
+    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
+        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
+    let mut f = ReportFilter::default();
+    let wants_csv = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/csv"));
+    let mut format = if wants_csv { Format::Csv } else { Format::Json };
+    let (mut size, mut token) = (None, None);
+    for (k, v) in pairs {
+        let day = |v: &str| {
+            parse_day(v)
+                .ok_or_else(|| ApiError::invalid(&k, format!("'{v}' is not a date YYYY-MM-DD")))
+        };
+        match k.as_str() {
+            "campaignId" => f.campaign_id = Some(v),
+            // Read by `namespace_param` before the filter.
+            "namespaceId" => {}
+            "adId" => f.ad_id = Some(v),
+            "catalogId" => f.catalog_id = Some(v),
+            "from" => f.from_day = Some(day(&v)?),
+            "to" => f.to_day = Some(day(&v)?),
+            "pageSize" => size = Some(v),
+            "pageToken" => token = Some(v),
+            "format" => {
+                format = match v.as_str() {
+                    "json" => Format::Json,
+                    "csv" => Format::Csv,
+                    other => {
+                        return Err(ApiError::invalid(
+                            "format",
+                            format!("'{other}' is not json or csv"),
+                        ))
+                    }
+                }
+            }
+            other => {
+                return Err(ApiError::invalid(
+                    other,
+                    format!("unknown parameter; expected {PARAMS}"),
+                ))
+            }
+        }
+    }
+    bound_range(&mut f, today)?;
+    let page = PageRequest::parse(path, &f, format, size.as_deref(), token.as_deref())?;
+    Ok(ReportQuery {
+        filter: f,
+        format,
+        page,
+    })
+}
+
+/// Fills in and checks the date range (module header).
+fn bound_range(f: &mut ReportFilter, today: i32) -> Result<(), ApiError> {
+    let span = MAX_RANGE_DAYS - 1;
+    let latest = today + 1;
+    let (from, to) = match (f.from_day, f.to_day) {
+        (Some(a), Some(b)) => (a, b),
+        (Some(a), None) => (a, (a + span).min(latest).max(a)),
+        (None, Some(b)) => (b - span, b),
+        (None, None) => (latest - span, latest),
+    };
+    if from > to {
+        return Err(ApiError::invalid("from", "from is after to"));
+    }
+    let days = to - from + 1;
+    if days > MAX_RANGE_DAYS {
+        return Err(ApiError::invalid(
+            "from",
+            format!("the range spans {days} days; a report covers at most {MAX_RANGE_DAYS} (ask for several ranges)"),
+        ));
+    }
+    f.from_day = Some(from);
+    f.to_day = Some(to);
+    Ok(())
+}
+
+/// The `namespaceId` a report query names, if any.
+pub fn namespace_param(query: &str) -> Result<Option<String>, ApiError> {
+    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
+        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
+    Ok(pairs
+        .into_iter()
+        .find(|(k, _)| k == "namespaceId")
+        .map(|(_, v)| v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const TODAY: i32 = 20_000;
+
+    fn q(s: &str) -> Result<ReportQuery, ApiError> {
+        parse("/v1/reports/ads", s, &HeaderMap::new(), TODAY)
+    }
+
+    #[test]
+    fn filters_parse_and_bad_dates_name_the_field() {
+        let r = q("campaignId=c1&from=2026-11-01&to=2026-11-02").expect("parses");
+        assert_eq!(r.filter.campaign_id.as_deref(), Some("c1"));
+        let f = &r.filter;
+        assert_eq!(f.to_day.zip(f.from_day).map(|(t, fr)| t - fr), Some(1));
+        assert!(q("from=2026-13-01").is_err());
+        assert!(q("nope=1").is_err());
+        assert!(q("from=2026-11-03&to=2026-11-01").is_err());
+    }
+
+    #[test]
+    fn ranges_default_to_the_last_400_days_and_longer_ones_are_refused() {
+        let f = q("").unwrap().filter;
+        assert_eq!(
+            (f.from_day, f.to_day),
+            (Some(TODAY + 1 - 399), Some(TODAY + 1))
+        );
+        let f = q("to=2026-01-10").unwrap().filter;
+        assert_eq!(
+            f.to_day.zip(f.from_day).map(|(t, fr)| t - fr + 1),
+            Some(400)
+        );
+        let f = q("from=2000-01-01").unwrap().filter;
+        assert_eq!(
+            f.to_day.zip(f.from_day).map(|(t, fr)| t - fr + 1),
+            Some(400)
+        );
+        let e = q("from=2020-01-01&to=2026-01-01").unwrap_err();
+        assert!(e.to_string().contains("at most 400"), "{e}");
+        assert!(matches!(e, ApiError::InvalidArgument { ref field, .. } if field == "from"));
+        assert!(
+            q("from=2025-01-01&to=2026-02-04").is_ok(),
+            "400 days exactly"
+        );
+        assert!(q("from=2025-01-01&to=2026-02-05").is_err(), "401 days");
+    }
+
+    proptest! {
+        #[test]
+        fn every_accepted_range_is_within_the_bound(a in 0i32..40_000, b in 0i32..40_000, which in 0u8..4) {
+            let mut f = ReportFilter {
+                from_day: (which & 1 == 1).then_some(a),
+                to_day: (which & 2 == 2).then_some(b),
+                ..ReportFilter::default()
+            };
+            if bound_range(&mut f, TODAY).is_ok() {
+                let (from, to) = (f.from_day.unwrap(), f.to_day.unwrap());
+                prop_assert!(from <= to && to - from < MAX_RANGE_DAYS);
+            }
+        }
+    }
+}
