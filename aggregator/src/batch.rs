@@ -17,8 +17,9 @@
 //! [`AdIdStatus`] (see [`rm_store::model::status`]); unverified events are counted
 //! by verdict in [`FoldStats::unverified`].
 //!
-//! Product impressions, product clicks and creative clicks are also stored as
-//! attribution touches (one per shopper id, keyed by shopper and dedup key), and the
+//! Product impressions, product clicks and creative clicks whose ad id verified are
+//! also stored as attribution touches (one per shopper id, keyed by shopper and dedup
+//! key; an unverified or expired ad id never credits an order), and the
 //! orders of the `orders` topic as order lines ([`fold_orders`]): sales are attributed
 //! from those two sets when the report is read (see
 //! [`rm_store::model::attribution`]).
@@ -161,9 +162,14 @@ pub fn fold(
         let key = r.dedup_key.0;
         let status = AdIdStatus::of(r.ad_id_verdict);
         let campaign_id = campaign_str(&r.event.ad_id);
-        write
-            .touches
-            .extend(attribution::touches_of(&r.event, key, campaign_id, time_ms));
+        // Only a verified ad id may credit an order: a forged or expired one naming a
+        // real shopper's id would otherwise send that shopper's orders to a campaign
+        // of the forger's choice.
+        if r.ad_id_verdict.is_none() {
+            write
+                .touches
+                .extend(attribution::touches_of(&r.event, key, campaign_id, time_ms));
+        }
         let fresh = match entity(r) {
             Entity::View(k) => {
                 let fact = ViewFact {
@@ -343,6 +349,24 @@ mod tests {
 
     fn uuid_of(ms: i64) -> uuid::Uuid {
         uuid::Uuid::from_u128(ms as u128)
+    }
+
+    #[test]
+    fn only_verified_ad_ids_become_attribution_touches() {
+        let click = |v: Option<UnverifiedAdId>| {
+            let mut r = record(InteractionType::ProductClick, 0, 1, 0, v);
+            r.event.customer_id = Some("victim".into());
+            r.event.catalog_id = Some("cat".into());
+            r.event.product_code = Some("p".into());
+            r
+        };
+        let genuine = fold(&[click(None)], &mut EntitySets::default(), &Policy::default()).0;
+        assert_eq!(genuine.touches.len(), 2, "its session and customer id");
+        for v in UnverifiedAdId::ALL {
+            let (w, _) = fold(&[click(Some(v))], &mut EntitySets::default(), &Policy::default());
+            assert!(w.touches.is_empty(), "{v:?} credits nothing");
+            assert_eq!(w.product_facts.len(), 1, "but is still counted, flagged");
+        }
     }
 
     proptest! {
