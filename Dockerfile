@@ -9,6 +9,13 @@
 # the binary only, running as an unprivileged user. The image sets the listen addresses
 # to 0.0.0.0 and the data directory to a volume; everything else is an RM_* variable
 # (`retail-media <sub> --help` lists them).
+#
+# Safe defaults, unlike the quick start (`cargo run --release`): no demo data (its
+# clients have published secrets; RM_API_DEMO=true to try the image out), the
+# integration inspector on 1% of tracking ids, and /healthz, /readyz with the reasons
+# and /metrics on the operations listener, port 8090, which is for probes and
+# Prometheus only: do not publish it. The public ports answer /healthz and /readyz
+# (ready or not, never why) and no /metrics.
 
 FROM rust:1-bookworm AS build
 RUN apt-get update \
@@ -36,12 +43,15 @@ COPY --from=build /out/retail-media /usr/local/bin/retail-media
 ENV RM_DATA_DIR=/var/lib/retail-media \
     RM_INGEST_ADDR=0.0.0.0:8080 \
     RM_API_ADDR=0.0.0.0:8081 \
-    RM_AGGREGATOR_ADDR=0.0.0.0:8082
+    RM_AGGREGATOR_ADDR=0.0.0.0:8082 \
+    RM_OPS_ADDR=0.0.0.0:8090 \
+    RM_API_DEMO=false \
+    RM_INGEST_INSPECTOR=0.01
 VOLUME ["/var/lib/retail-media"]
 WORKDIR /var/lib/retail-media
 USER 10001:10001
-# edge, api, aggregator (each also serves /healthz, /readyz and /metrics)
-EXPOSE 8080 8081 8082
+# edge, api, aggregator; 8090 the operations listener (health, readiness, metrics)
+EXPOSE 8080 8081 8082 8090
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/retail-media"]
 CMD ["all"]

@@ -54,7 +54,8 @@ cleanup() {
 trap cleanup EXIT
 
 log "retail-media api --data-dir $DATA on 127.0.0.1:$PORT (log: $WORK/api.log)"
-RM_API_ADDR=127.0.0.1:$PORT RM_LOG=${RM_LOG:-warn} "$BIN/retail-media" api --data-dir "$DATA" >"$WORK/api.log" 2>&1 &
+# The demo data (client demo-client, campaigns) is what the load generator asks for.
+RM_API_ADDR=127.0.0.1:$PORT RM_API_DEMO=true RM_LOG=${RM_LOG:-warn} "$BIN/retail-media" api --data-dir "$DATA" >"$WORK/api.log" 2>&1 &
 PID=$!
 API=http://127.0.0.1:$PORT
 "$BIN/adsbench" wait --api "$API"

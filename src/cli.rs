@@ -6,6 +6,7 @@
 //! `brokers = "..."` in a `[kafka]` table, both set `RM_KAFKA_BROKERS`. An unknown
 //! key in the file is an error that names it.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
@@ -171,6 +172,18 @@ pub struct Settings {
         default_value_t = rm_schemas::video_funnel::DEFAULT_DEBOUNCE_MS
     )]
     pub control_debounce_ms: i64,
+    /// Address of the operations listener: `/healthz`, `/readyz` with the reasons a
+    /// service is not ready, and `/metrics`, for probes and Prometheus inside the
+    /// cluster. Set, the public ports stop serving `/metrics`. Unset (the quick
+    /// start), every port serves `/metrics`; public `/readyz` never says why.
+    #[arg(long = "ops-addr", env = "RM_OPS_ADDR")]
+    pub ops_addr: Option<SocketAddr>,
+    /// Load the api's demo data set (clients `demo-client` and `demo-operator` with
+    /// published secrets, orders key, catalog, campaigns, segment) at start, without
+    /// overwriting. Default: on for `retail-media all` (the quick start), off for
+    /// `retail-media api`.
+    #[arg(long = "api-demo", env = "RM_API_DEMO", action = clap::ArgAction::Set)]
+    pub api_demo: Option<bool>,
     /// Timeouts and connection cap of every HTTP listener.
     #[command(flatten)]
     pub http: ListenerConfig,
@@ -195,6 +208,12 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Whether the api loads the demo data: as set, else only in the quick start
+    /// (`all`, which `cargo run --release` runs).
+    pub fn demo(&self, quick_start: bool) -> bool {
+        self.api_demo.unwrap_or(quick_start)
+    }
+
     /// The video funnel's control debounce, shared by the aggregator and the edge.
     pub fn debounce(&self) -> rm_schemas::video_funnel::Debounce {
         rm_schemas::video_funnel::Debounce::from_ms(self.control_debounce_ms)
@@ -313,6 +332,28 @@ mod tests {
             };
             assert_eq!(s.control_debounce_ms, 1_000);
         }
+    }
+
+    #[test]
+    fn demo_data_only_by_default_in_the_quick_start() {
+        if std::env::var_os("RM_API_DEMO").is_some() {
+            return;
+        }
+        let settings = |args: &[&str]| match Cli::try_parse_from(args).expect("parses").command {
+            None => panic!("no subcommand"),
+            Some(
+                Command::All(s) | Command::Api(s) | Command::Ingest(s) | Command::Aggregate(s),
+            ) => s,
+            Some(other) => panic!("{other:?}"),
+        };
+        assert_eq!(settings(&["retail-media", "all"]).api_demo, None);
+        assert!(Cli::try_parse_from(["retail-media"])
+            .expect("parses")
+            .settings
+            .demo(true));
+        assert!(!settings(&["retail-media", "api"]).demo(false));
+        assert!(settings(&["retail-media", "api", "--api-demo", "true"]).demo(false));
+        assert!(!settings(&["retail-media", "all", "--api-demo=false"]).demo(true));
     }
 
     #[test]

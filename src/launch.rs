@@ -5,6 +5,10 @@
 //! aggregator and the api share one store. Run as separate processes, the services
 //! need Kafka and ClickHouse (the embedded files are locked by the process that
 //! opens them).
+//!
+//! With `RM_OPS_ADDR` the process also serves its operations listener
+//! ([`rm_service::ops_listener`]) until every service has drained, and the public
+//! ports stop serving `/metrics`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +71,10 @@ async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListe
 pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     // The recorder first: services register their series as they start.
     rm_service::telemetry::install();
+    if settings.ops_addr.is_some() {
+        // Before any service builds its ops endpoints: /metrics moves off their ports.
+        rm_service::ops_listener::enable();
+    }
     let shutdown = rm_service::shutdown::on_signal();
     let serve = settings
         .http
@@ -83,6 +91,10 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     let inspector = rm_ingest::Inspector::from_config(&settings.ingest, settings.debounce());
 
     // Bind first, so a port conflict fails fast before any state is opened.
+    let ops_listener = match settings.ops_addr {
+        Some(addr) => Some(bind(addr, "operations listener").await?),
+        None => None,
+    };
     let edge_listener = if runs_edge {
         Some(bind(settings.ingest.addr, "edge").await?)
     } else {
@@ -123,6 +135,20 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         None
     };
 
+    // The operations listener outlives the services: probes and scrapes see the drain.
+    let ops_stop = rm_service::CancellationToken::new();
+    let ops_task = ops_listener.map(|listener| {
+        let expected = [runs_edge, runs_aggregator, runs_api]
+            .iter()
+            .filter(|r| **r)
+            .count();
+        tokio::spawn(rm_service::ops_listener::run(
+            listener,
+            expected,
+            ops_stop.clone(),
+            serve,
+        ))
+    });
     let mut tasks = tokio::task::JoinSet::new();
     if let (Some(listener), Some(log)) = (edge_listener, log.clone()) {
         let backend = log.backend();
@@ -158,7 +184,8 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     }
     if let (Some(listener), Some(store)) = (api_listener, store) {
         let stop = shutdown.clone();
-        let cfg = settings.api.clone();
+        let mut cfg = settings.api.clone();
+        cfg.demo = settings.demo(service == Service::All);
         let state = match cfg.database_url.as_deref().filter(|u| !u.trim().is_empty()) {
             Some(url) => rm_api::state::State::connect_postgres(url).await,
             None => rm_api::state::State::open_embedded(&settings.data_dir),
@@ -194,6 +221,14 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         } else if !shutdown.is_cancelled() {
             // A service ended on its own: stop the others too.
             shutdown.cancel();
+        }
+    }
+    ops_stop.cancel();
+    if let Some(task) = ops_task {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "operations listener did not drain"),
+            Err(e) => tracing::warn!(error = %e, "operations listener panicked"),
         }
     }
     result

@@ -8,6 +8,9 @@
 //!   termination fit the services;
 //! - every `RM_*` variable that compose, the Kubernetes ConfigMap/Deployments or the
 //!   Dockerfile set is one the binary reads (from `retail-media <sub> --help`);
+//! - safe defaults: the image, compose and Kubernetes load no demo data, sample the
+//!   integration inspector, and run an operations listener (`RM_OPS_ADDR`) that the
+//!   probes and Prometheus use and no Service or host port exposes;
 //! - `deploy/clickhouse/cluster.sql` is exactly what [`cluster_sql`] generates from
 //!   `rm_schemas::tables::ALL` (`RM_BLESS=1` rewrites it), so the two cannot drift;
 //! - `promtool check rules`, `promtool test rules` and `promtool check config` pass;
@@ -226,6 +229,16 @@ fn kubernetes_deployments_fit_the_services() {
         default_of("--drain-deadline-secs"),
         "ConfigMap drain deadline is not the binary's default"
     );
+    let ops_port = addr_port(data["RM_OPS_ADDR"].as_str().expect("RM_OPS_ADDR"));
+    for service in kind("Service") {
+        for p in service["spec"]["ports"].as_array().unwrap() {
+            assert!(
+                p["port"] != ops_port && p["targetPort"] != "ops" && p["targetPort"] != ops_port,
+                "Service {}: exposes the ops port",
+                service["metadata"]["name"]
+            );
+        }
+    }
     let port_var = BTreeMap::from([
         ("ingest", "RM_INGEST_ADDR"),
         ("aggregate", "RM_AGGREGATOR_ADDR"),
@@ -244,12 +257,23 @@ fn kubernetes_deployments_fit_the_services() {
         );
         assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz", "{name}");
         assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz", "{name}");
+        // Probes and Prometheus use the operations listener, which no Service exposes.
+        let ops = c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "ops")
+            .unwrap_or_else(|| panic!("{name}: no port named ops"));
+        assert_eq!(ops["containerPort"], ops_port, "{name}: ops port");
         for probe in ["readinessProbe", "livenessProbe"] {
-            assert_eq!(
-                c[probe]["httpGet"]["port"], c["ports"][0]["name"],
-                "{name}: {probe} port"
-            );
+            assert_eq!(c[probe]["httpGet"]["port"], "ops", "{name}: {probe} port");
         }
+        let scrape = &dep["spec"]["template"]["metadata"]["annotations"];
+        assert_eq!(
+            scrape["prometheus.io/port"],
+            ops_port.to_string(),
+            "{name}: Prometheus scrapes the ops port"
+        );
         for r in ["requests", "limits"] {
             for what in ["cpu", "memory"] {
                 assert!(
@@ -568,6 +592,94 @@ fn compose_file_validates_against_the_compose_spec() {
         "{}",
         text(&out)
     );
+}
+
+// ---------------------------------------------------------------------------------
+// Safe defaults: no demo data, the inspector sampled, an operations listener
+
+/// An `RM_INGEST_INSPECTOR` value that does not record every shopper: `off` or a
+/// fraction below 1.
+fn inspector_sampled(v: &str) -> bool {
+    v == "off" || v.parse::<f64>().is_ok_and(|f| f > 0.0 && f < 1.0)
+}
+
+/// `RM_*` variables the Dockerfile's `ENV` instructions set, with their values.
+fn dockerfile_env(text: &str) -> BTreeMap<String, String> {
+    text.split_whitespace()
+        .filter_map(|t| t.split_once('='))
+        .filter(|(k, _)| k.starts_with("RM_"))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+        .collect()
+}
+
+#[test]
+fn the_image_runs_without_demo_data_and_with_an_ops_listener() {
+    let env = dockerfile_env(&read("Dockerfile"));
+    assert_eq!(env["RM_API_DEMO"], "false", "{env:?}");
+    assert!(inspector_sampled(&env["RM_INGEST_INSPECTOR"]), "{env:?}");
+    let ops = addr_port(&env["RM_OPS_ADDR"]);
+    for public in ["RM_INGEST_ADDR", "RM_API_ADDR", "RM_AGGREGATOR_ADDR"] {
+        assert_ne!(addr_port(&env[public]), ops, "{public}");
+    }
+    assert!(inspector_sampled("0.001") && inspector_sampled("off"));
+    assert!(!inspector_sampled("on") && !inspector_sampled("1") && !inspector_sampled("0"));
+}
+
+#[test]
+fn compose_and_kubernetes_run_without_demo_data_and_scrape_only_the_ops_listener() {
+    let Some(docs) = yaml_docs(&[
+        "deploy/compose.yaml",
+        "deploy/k8s/configmap.yaml",
+        "deploy/prometheus/prometheus.yml",
+    ]) else {
+        return;
+    };
+    let data = &docs["deploy/k8s/configmap.yaml"][0]["data"];
+    assert_eq!(data["RM_API_DEMO"], "false", "ConfigMap");
+    assert!(
+        inspector_sampled(data["RM_INGEST_INSPECTOR"].as_str().unwrap()),
+        "ConfigMap inspector"
+    );
+    let s = &docs["deploy/compose.yaml"][0]["services"];
+    assert_eq!(s["api"]["environment"]["RM_API_DEMO"], "false");
+    assert!(
+        inspector_sampled(
+            s["edge"]["environment"]["RM_INGEST_INSPECTOR"]
+                .as_str()
+                .unwrap()
+        ),
+        "compose edge inspector"
+    );
+    let mut ops_ports = BTreeSet::new();
+    for svc in ["edge", "aggregator", "api"] {
+        let env = &s[svc]["environment"];
+        let ops = addr_port(env["RM_OPS_ADDR"].as_str().expect("RM_OPS_ADDR"));
+        // The ops listener stays on the compose network: no host port maps to it.
+        for mapping in s[svc]["ports"].as_array().unwrap() {
+            let container = mapping.as_str().unwrap().rsplit(':').next().unwrap();
+            assert_ne!(container, ops.to_string(), "{svc} publishes the ops port");
+        }
+        ops_ports.insert((svc.to_string(), ops));
+    }
+    // Prometheus scrapes each service on its ops listener, nothing else.
+    let mut scraped = BTreeSet::new();
+    for job in docs["deploy/prometheus/prometheus.yml"][0]["scrape_configs"]
+        .as_array()
+        .unwrap()
+    {
+        let name = job["job_name"].as_str().unwrap().to_string();
+        for sd in job["dns_sd_configs"].as_array().into_iter().flatten() {
+            scraped.insert((name.clone(), sd["port"].as_u64().unwrap()));
+        }
+        for sc in job["static_configs"].as_array().into_iter().flatten() {
+            for t in sc["targets"].as_array().unwrap() {
+                let t = t.as_str().unwrap();
+                assert!(t.starts_with(&format!("{name}:")), "job {name} scrapes {t}");
+                scraped.insert((name.clone(), addr_port(t)));
+            }
+        }
+    }
+    assert_eq!(scraped, ops_ports);
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! banner X video campaign with two video creatives, a banner, sponsored products,
 //! one awaiting approval) and a segment.
 //!
-//! Loaded at start when `RM_API_DEMO` is on (the default), without overwriting:
+//! Loaded at start when `RM_API_DEMO` is on (by default only in `retail-media all`,
+//! the quick start), without overwriting:
 //! entries that exist (for instance a demo campaign someone approved or rejected)
 //! are left as they are. Turn it off, and remove the demo client and key with
 //! `retail-media clients remove demo-client` / `retail-media keys remove demo-orders`,

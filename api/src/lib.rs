@@ -92,13 +92,10 @@ pub struct ApiConfig {
     #[arg(long = "api-max-body-bytes", env = "RM_API_MAX_BODY_BYTES", default_value_t = 4 << 20)]
     pub max_body_bytes: usize,
     /// Load the demo data set (demo client, orders key, catalog, campaigns, segment)
-    /// at start, without overwriting. Turn off in production.
-    #[arg(
-        long = "api-demo",
-        env = "RM_API_DEMO",
-        default_value_t = true,
-        action = clap::ArgAction::Set
-    )]
+    /// at start, without overwriting. Set by the binary from `--api-demo` /
+    /// `RM_API_DEMO`, whose default depends on the subcommand (on only for the quick
+    /// start's `retail-media all`); off unless set.
+    #[arg(skip)]
     pub demo: bool,
     /// Base URL of the beacon edge that served ads and VAST tags point at.
     #[arg(

@@ -1,6 +1,7 @@
 //! Plumbing shared by the edge, the aggregator and the api, so each service is only
 //! its own routes: the HTTP accept loop with graceful shutdown ([`mod@serve`]), the
-//! `/healthz`, `/readyz` and `/metrics` endpoints ([`ops`]), response helpers
+//! `/healthz`, `/readyz` and `/metrics` endpoints of each port ([`ops`]) and of the
+//! process's operations listener ([`ops_listener`]), response helpers
 //! ([`response`]) and the body they carry, whole or streamed ([`body`]), the
 //! process-wide Prometheus recorder ([`telemetry`]), the shutdown signal
 //! ([`shutdown`]) and every listener's timeouts and connection cap ([`listener`],
@@ -9,6 +10,7 @@
 pub mod body;
 pub mod listener;
 pub mod ops;
+pub mod ops_listener;
 pub mod response;
 pub mod serve;
 pub mod shutdown;

@@ -228,6 +228,8 @@ impl Service {
         cmd.env("RM_API_ADDR", format!("127.0.0.1:{api}"))
             .env("RM_AGGREGATOR_ADDR", format!("127.0.0.1:{aggregator}"))
             .env("RM_LOG", "info")
+            // Tests use the demo clients; `retail-media api` loads them only when asked.
+            .env("RM_API_DEMO", "true")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
