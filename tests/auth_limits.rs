@@ -6,6 +6,8 @@
 //! budget is spent; orders API key guesses are limited per address; a burst beyond
 //! the hashing queue is answered 503 at once instead of waiting.
 
+#![allow(clippy::unwrap_used, missing_docs)]
+
 mod common;
 
 use std::net::{Ipv4Addr, SocketAddr};

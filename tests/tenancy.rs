@@ -477,8 +477,7 @@ fn matrix(api: SocketAddr, me: &Tenant, other: &Tenant) -> usize {
             for r in &responses {
                 assert!(
                     expect.contains(&r.status),
-                    "{} as {} on {}'s ids: {} {}",
-                    format!("{method} {target}"),
+                    "{method} {target} as {} on {}'s ids: {} {}",
                     me.ns,
                     other.ns,
                     r.status,
