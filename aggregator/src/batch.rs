@@ -360,10 +360,19 @@ mod tests {
             r.event.product_code = Some("p".into());
             r
         };
-        let genuine = fold(&[click(None)], &mut EntitySets::default(), &Policy::default()).0;
+        let genuine = fold(
+            &[click(None)],
+            &mut EntitySets::default(),
+            &Policy::default(),
+        )
+        .0;
         assert_eq!(genuine.touches.len(), 2, "its session and customer id");
         for v in UnverifiedAdId::ALL {
-            let (w, _) = fold(&[click(Some(v))], &mut EntitySets::default(), &Policy::default());
+            let (w, _) = fold(
+                &[click(Some(v))],
+                &mut EntitySets::default(),
+                &Policy::default(),
+            );
             assert!(w.touches.is_empty(), "{v:?} credits nothing");
             assert_eq!(w.product_facts.len(), 1, "but is still counted, flagged");
         }
