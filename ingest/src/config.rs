@@ -3,6 +3,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// Default of `--click-window-secs`.
+pub const DEFAULT_CLICK_WINDOW_SECS: u64 = 30;
+
 /// The edge's settings.
 #[derive(Debug, Clone, clap::Args)]
 pub struct IngestConfig {
@@ -35,6 +38,17 @@ pub struct IngestConfig {
         default_value_t = 300
     )]
     pub dedup_ttl_secs: u64,
+    /// A click (adClick, productClick, creativeClick) by the same shopper on the same
+    /// ad and product or creative within this many seconds of the first is the same
+    /// click, whatever its timestamp: the edge answers it 200 without writing it (a
+    /// first line, per edge process; the window is kept at most this long, so the
+    /// edge never drops a click counted later). 0 turns it off.
+    #[arg(
+        long = "click-window-secs",
+        env = "RM_CLICK_WINDOW_SECS",
+        default_value_t = DEFAULT_CLICK_WINDOW_SECS
+    )]
+    pub click_window_secs: u64,
     /// Most dedup keys remembered (memory bound; 29 to 57 bytes a key).
     #[arg(
         long = "dedup-max-keys",

@@ -67,6 +67,8 @@ const REJECTED_QUERY_MAX: usize = 2048;
 pub struct Edge<L> {
     log: Arc<L>,
     dedup: DedupWindow,
+    /// Clicks seen within the click window, by click key (`None`: off).
+    clicks: Option<DedupWindow>,
     pub(crate) metrics: EdgeMetrics,
     inflight: Semaphore,
     pub(crate) config: IngestConfig,
@@ -125,6 +127,16 @@ impl<L: EventLog> Edge<L> {
                 config.dedup_max_keys,
                 shards,
             ),
+            // Generations of half the window: a click key is remembered between half
+            // the window and the window, never longer, so the edge only drops a click
+            // the click window makes the same as an earlier one.
+            clicks: (config.click_window_secs > 0).then(|| {
+                DedupWindow::new(
+                    (config.click_window_secs * 1000 / 2).max(1),
+                    config.dedup_max_keys / 4,
+                    shards,
+                )
+            }),
             inflight: Semaphore::new(config.max_inflight.max(1)),
             log,
             metrics,
@@ -253,6 +265,17 @@ impl<L: EventLog> Edge<L> {
         let interaction_type = record.event.interaction_type;
         let key = record.dedup_key.0;
         let now_ms = self.epoch.elapsed().as_millis() as u64;
+        // A click re-fired within the click window (any timestamp) is the same click.
+        let click = self
+            .clicks
+            .as_ref()
+            .zip(rm_schemas::dedup_key::click_key(&record.event))
+            .map(|(w, k)| (w, k.0, w.check(k.0, now_ms)));
+        if let Some((_, _, Seen::Durable)) = click {
+            self.metrics.duplicates.increment(1);
+            self.metrics.click_window.increment(1);
+            return Written::Duplicate;
+        }
         let seen = self.dedup.check(key, now_ms);
         if seen == Seen::Durable {
             self.metrics.duplicates.increment(1);
@@ -261,6 +284,9 @@ impl<L: EventLog> Edge<L> {
         let forget = || {
             if seen == Seen::New {
                 self.dedup.forget(key);
+            }
+            if let Some((w, k, Seen::New)) = click {
+                w.forget(k);
             }
         };
         let Ok(_permit) = self.inflight.try_acquire() else {
@@ -288,6 +314,9 @@ impl<L: EventLog> Edge<L> {
         match outcome {
             Ok(Ok(())) => {
                 self.dedup.mark_durable(key);
+                if let Some((w, k, _)) = click {
+                    w.mark_durable(k);
+                }
                 self.metrics.accepted(interaction_type);
                 Written::Durable
             }

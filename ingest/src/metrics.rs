@@ -8,6 +8,7 @@
 //! | `ingest_events_accepted_total` | counter | `interaction_type` (15 + adImpression, adClick) |
 //! | `ingest_events_rejected_total` | counter | `reason` (fixed set) |
 //! | `ingest_events_duplicate_total` | counter | |
+//! | `ingest_clicks_in_window_total` | counter | |
 //! | `ingest_log_write_seconds` | histogram | `backend` |
 //! | `ingest_log_errors_total` | counter | `kind` (backpressure, unavailable, refused, closed, timeout) |
 //! | `ingest_inflight_requests` | gauge | |
@@ -29,6 +30,9 @@ pub const ACCEPTED: &str = "ingest_events_accepted_total";
 pub const REJECTED: &str = "ingest_events_rejected_total";
 /// Duplicates answered 200 without a write.
 pub const DUPLICATES: &str = "ingest_events_duplicate_total";
+/// Clicks answered 200 without a write because an earlier one of the same click key
+/// was within the click window (also counted in [`DUPLICATES`]).
+pub const CLICK_WINDOW: &str = "ingest_clicks_in_window_total";
 /// Time from handing a record to the log to its durable acknowledgement.
 pub const LOG_WRITE: &str = "ingest_log_write_seconds";
 /// Failed log writes by kind.
@@ -98,6 +102,8 @@ pub struct EdgeMetrics {
     rejected: Vec<(RejectReason, Counter)>,
     /// Duplicates.
     pub duplicates: Counter,
+    /// Clicks within the click window of an earlier one.
+    pub click_window: Counter,
     /// Log write latency.
     pub log_write: Histogram,
     log_errors: Vec<(&'static str, Counter)>,
@@ -156,6 +162,7 @@ impl EdgeMetrics {
             accepted,
             rejected,
             duplicates: counter!(DUPLICATES),
+            click_window: counter!(CLICK_WINDOW),
             log_write: histogram!(LOG_WRITE, "backend" => backend),
             log_errors,
             inflight: gauge!(INFLIGHT),

@@ -23,6 +23,12 @@
 //! click (a new time) counts again.
 //! The key is XXH3-128 of that form (stable across versions and platforms), written as
 //! 32 lower-case hex digits. Changing the form changes every key: bump `v1` if ever.
+//!
+//! **Click windows.** A click (`adClick`, `productClick`, `creativeClick`) also has a
+//! [`click_key`]: the same form without `timestamp`, `units` and `conversionValue`,
+//! naming the click by type, ad, tracking id and what was clicked (catalog and
+//! product, or creative). Clicks of one click key within the click window are one
+//! click, whatever their timestamps (`ingest`'s click window).
 
 use std::fmt::{self, Write as _};
 
@@ -75,6 +81,29 @@ pub fn canonical_form(e: &InteractionEvent) -> String {
     out
 }
 
+/// The click key of a click event (module header); `None` for any other type.
+pub fn click_key(e: &InteractionEvent) -> Option<DedupKey> {
+    use InteractionType::{AdClick, CreativeClick, ProductClick};
+    if !matches!(e.interaction_type, AdClick | ProductClick | CreativeClick) {
+        return None;
+    }
+    let mut out = String::with_capacity(160);
+    out.push_str("click1;");
+    push_field(&mut out, "interactionType", e.interaction_type.as_str());
+    push_field(&mut out, "adId", &e.ad_id);
+    push_field(&mut out, "trackingId", e.tracking_id());
+    for (name, value) in [
+        ("catalogId", &e.catalog_id),
+        ("productCode", &e.product_code),
+        ("creativeId", &e.creative_id),
+    ] {
+        if let Some(v) = value {
+            push_field(&mut out, name, v);
+        }
+    }
+    Some(DedupKey(xxhash_rust::xxh3::xxh3_128(out.as_bytes())))
+}
+
 impl DedupKey {
     /// The key of an event.
     pub fn of(e: &InteractionEvent) -> Self {
@@ -106,5 +135,56 @@ impl<'de> Deserialize<'de> for DedupKey {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         Self::from_hex(&s).ok_or_else(|| serde::de::Error::custom("dedupKey must be 32 hex digits"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn click(kind: InteractionType, ms: i64, session: &str, product: &str) -> InteractionEvent {
+        InteractionEvent {
+            ad_id: "rm1.c.ad".into(),
+            interaction_type: kind,
+            timestamp: chrono::DateTime::from_timestamp_millis(ms)
+                .expect("time")
+                .fixed_offset(),
+            session_id: Some(session.into()),
+            customer_id: None,
+            dtm_token: None,
+            video_id: None,
+            product_code: Some(product.into()),
+            catalog_id: Some("cat".into()),
+            creative_id: None,
+            units: None,
+            conversion_value: None,
+            iab_consent_string: None,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_click_key_ignores_the_timestamp_and_names_what_was_clicked(a in 0i64..4_000_000_000_000, b in 0i64..4_000_000_000_000) {
+            let k = |ms, s: &str, p: &str| click_key(&click(InteractionType::ProductClick, ms, s, p));
+            prop_assert_eq!(k(a, "s", "p"), k(b, "s", "p"));
+            prop_assert_ne!(k(a, "s", "p"), k(a, "s2", "p"));
+            prop_assert_ne!(k(a, "s", "p"), k(a, "s", "p2"));
+            prop_assert_ne!(k(a, "s", "p"), click_key(&click(InteractionType::AdClick, a, "s", "p")));
+            if a != b {
+                prop_assert_ne!(
+                    DedupKey::of(&click(InteractionType::ProductClick, a, "s", "p")),
+                    DedupKey::of(&click(InteractionType::ProductClick, b, "s", "p")),
+                    "the event's own key keeps its time"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_clicks_have_a_click_key() {
+        assert!(click_key(&click(InteractionType::AdImpression, 0, "s", "p")).is_none());
+        assert!(click_key(&click(InteractionType::ProductImpression, 0, "s", "p")).is_none());
+        assert!(click_key(&click(InteractionType::CreativeClick, 0, "s", "p")).is_some());
     }
 }
