@@ -95,22 +95,27 @@ fn now_rfc3339(offset_ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// Creates a client as the operator (201): the answer, its secret shown once.
+fn new_client(api: SocketAddr, operator: &str, id: &str, ns: &str, scopes: &[&str]) -> Value {
+    let body = json!({"clientId": id, "namespaceId": ns, "scopes": scopes});
+    let r = call(api, "POST", "/v1/admin/clients", operator, Some(&body));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let v = r.json();
+    assert_eq!(v["namespaceId"], ns);
+    v
+}
+
 /// Creates the tenant's client and key (as the operator), then its catalog,
 /// campaign and segment (as itself).
 fn set_up(api: SocketAddr, operator: &str, ns: &'static str) -> Tenant {
     let client = format!("{ns}-client");
-    let created = ok(
-        &call(
-            api,
-            "POST",
-            "/v1/admin/clients",
-            operator,
-            Some(&json!({"clientId": client, "namespaceId": ns,
-                         "scopes": ["ads", "segments", "campaigns", "reports"]})),
-        ),
-        "create client",
+    let created = new_client(
+        api,
+        operator,
+        &client,
+        ns,
+        &["ads", "segments", "campaigns", "reports"],
     );
-    assert_eq!(created["namespaceId"], ns);
     let secret = created["clientSecret"].as_str().unwrap().to_owned();
     let key = ok(
         &call(
@@ -702,16 +707,7 @@ fn operators_manage_clients_and_a_removed_clients_tokens_stop_working() {
     let svc = Service::start("api", dir.path(), &[]);
     let api = svc.api;
     let operator = token(api, "demo-operator", "demo-operator-secret", None);
-    let created = ok(
-        &call(
-            api,
-            "POST",
-            "/v1/admin/clients",
-            &operator,
-            Some(&json!({"clientId": "partner-x", "namespaceId": "px", "scopes": ["reports"]})),
-        ),
-        "create",
-    );
+    let created = new_client(api, &operator, "partner-x", "px", &["reports"]);
     let r = call(
         api,
         "POST",
@@ -816,16 +812,7 @@ fn a_removal_reaches_another_api_instance_sharing_postgres() {
     let one = Service::start("api", d1.path(), &env);
     let two = Service::start("api", d2.path(), &env);
     let operator = token(one.api, "demo-operator", "demo-operator-secret", None);
-    let created = ok(
-        &call(
-            one.api,
-            "POST",
-            "/v1/admin/clients",
-            &operator,
-            Some(&json!({"clientId": "shared-x", "namespaceId": "sx", "scopes": ["reports"]})),
-        ),
-        "create",
-    );
+    let created = new_client(one.api, &operator, "shared-x", "sx", &["reports"]);
     let tok = token(
         two.api,
         "shared-x",
@@ -879,16 +866,7 @@ fn an_edge_verifying_tokens_itself_refuses_a_removed_clients_token() {
     let api: SocketAddr = ([127, 0, 0, 1], api_port).into();
     svc.wait_ready(api, Duration::from_secs(60));
     let operator = token(api, "demo-operator", "demo-operator-secret", None);
-    let created = ok(
-        &call(
-            api,
-            "POST",
-            "/v1/admin/clients",
-            &operator,
-            Some(&json!({"clientId": "edge-x", "namespaceId": "ex", "scopes": ["reports"]})),
-        ),
-        "create",
-    );
+    let created = new_client(api, &operator, "edge-x", "ex", &["reports"]);
     let tok = token(
         api,
         "edge-x",
