@@ -1,0 +1,223 @@
+//! The report routes' tests: sales ROAS, ads and campaign summaries in JSON and CSV,
+//! CSV quoting, over an embedded store.
+
+use super::*;
+use rm_store::embedded::EmbeddedStore;
+use rm_store::model::attribution::{shopper, OrderLine, ShopperId, Touch, TouchKind};
+use rm_store::{BatchWrite, WriteStore};
+
+const ORDER_AT: i64 = 1_795_000_000_000; // 2026-11-18
+
+fn line(order: &str, product: &str, quantity: u64, revenue: f64) -> OrderLine {
+    OrderLine {
+        order_id: order.into(),
+        line: 0,
+        customer_id: "c1".into(),
+        session_id: String::new(),
+        time_ms: ORDER_AT,
+        catalog_id: "cat".into(),
+        product_code: product.into(),
+        quantity,
+        revenue,
+        ad_id: String::new(),
+        order_ad_ids: Vec::new(),
+    }
+}
+
+async fn body(r: Response) -> (StatusCode, String) {
+    use http_body_util::BodyExt as _;
+    let status = r.status();
+    let bytes = r.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).expect("utf-8"))
+}
+
+#[test]
+fn roas_needs_a_positive_cost_and_a_campaign() {
+    let r = |campaign: &str| SalesReportRow {
+        campaign_id: campaign.into(),
+        catalog_id: "cat".into(),
+        product_code: "p".into(),
+        day: "2026-11-18".into(),
+        orders: 1,
+        units: 1,
+        revenue: 5.0,
+        click_attributions: 1,
+        view_attributions: 0,
+    };
+    let costs = |c: &str| match c {
+        "paid" => Some(2.0),
+        "free" => Some(0.0),
+        _ => Some(1.0),
+    };
+    assert_eq!(SalesRow::new(r("paid"), &costs).roas, Some(2.5));
+    assert_eq!(
+        SalesRow::new(r("free"), &costs).roas,
+        None,
+        "no division by 0"
+    );
+    assert_eq!(SalesRow::new(r(""), &costs).roas, None, "unattributed");
+    assert_eq!(SalesRow::new(r("paid"), &NoCosts).roas, None);
+}
+
+#[tokio::test]
+async fn sales_rows_carry_roas_where_the_cost_is_known() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    let write = BatchWrite {
+        touches: vec![Touch {
+            shopper: shopper(ShopperId::Customer, "c1"),
+            dedup_key: 1,
+            kind: TouchKind::ProductClick,
+            ad_id: "rm1.camp-1.ad".into(),
+            campaign_id: "camp-1".into(),
+            catalog_id: "cat".into(),
+            product_code: "p1".into(),
+            time_ms: ORDER_AT - 3_600_000,
+        }],
+        order_lines: vec![line("o1", "p1", 2, 30.0), line("o2", "p2", 1, 5.5)],
+        ..BatchWrite::default()
+    };
+    store.write(&write).await.expect("write");
+    let costs = |c: &str| (c == "camp-1").then_some(10.0);
+    let w = Windows::default();
+    let h = HeaderMap::new();
+    let (status, json) =
+        body(answer_with(&store, &costs, &w, "/v1/reports/sales", "", &h).await).await;
+    assert_eq!(status, StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(
+        v,
+        serde_json::json!({"rows": [
+            {"campaignId": "", "catalogId": "cat", "productCode": "p2", "day": "2026-11-18",
+             "orders": 1, "units": 1, "revenue": 5.5, "clickAttributions": 0, "viewAttributions": 0, "roas": null},
+            {"campaignId": "camp-1", "catalogId": "cat", "productCode": "p1", "day": "2026-11-18",
+             "orders": 1, "units": 2, "revenue": 30.0, "clickAttributions": 1, "viewAttributions": 0, "roas": 3.0},
+        ]})
+    );
+    let (_, csv) = body(
+        answer_with(
+            &store,
+            &costs,
+            &w,
+            "/v1/reports/sales",
+            "campaignId=camp-1&format=csv",
+            &h,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        csv,
+        "campaignId,catalogId,productCode,day,orders,units,revenue,clickAttributions,viewAttributions,roas\r\n\
+         camp-1,cat,p1,2026-11-18,1,2,30.0,1,0,3.0\r\n"
+    );
+    let (_, none) = body(answer(&store, "/v1/reports/sales", "from=2026-11-19", &h).await).await;
+    assert_eq!(none, r#"{"rows":[]}"#);
+    let (status, _) = body(answer(&store, "/v1/reports/sales", "from=yesterday", &h).await).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn ads_and_campaigns_answer_json_and_csv() {
+    use rm_store::model::ads::{AdAction, AdFact};
+    use rm_store::model::status::AdIdStatus;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    let copy = |action, key, hours: i64, status| AdFact {
+        campaign_id: "camp-1".into(),
+        ad_id: "rm1.camp-1.ad".into(),
+        action,
+        dedup_key: key,
+        time_ms: ORDER_AT + hours * 3_600_000,
+        status,
+    };
+    let write = BatchWrite {
+        ad_facts: vec![
+            copy(AdAction::Impression, 1, 0, AdIdStatus::Verified),
+            // The same impression re-fired the next day after expiry: nothing new.
+            copy(AdAction::Impression, 1, 24, AdIdStatus::Expired),
+            copy(AdAction::Impression, 2, 1, AdIdStatus::Verified),
+            copy(AdAction::Impression, 3, 1, AdIdStatus::BadSignature),
+            copy(AdAction::Click, 4, 2, AdIdStatus::Verified),
+        ],
+        ..BatchWrite::default()
+    };
+    store.write(&write).await.expect("write");
+    let h = HeaderMap::new();
+    let (status, json) = body(answer(&store, "/v1/reports/ads", "", &h).await).await;
+    assert_eq!(status, StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(
+        v,
+        serde_json::json!({"rows": [
+            {"campaignId": "camp-1", "adId": "rm1.camp-1.ad", "day": "2026-11-18",
+             "impressions": 2, "clicks": 1, "ctr": 0.5, "notBillableImpressions": 1,
+             "notBillableClicks": 0, "adIdStatus": "bad_signature"},
+        ]})
+    );
+    let costs = KnownCosts {
+        max_bid: [("camp-1".to_owned(), 0.5)].into(),
+        ..KnownCosts::default()
+    };
+    let w = Windows::default();
+    let (status, csv) = body(
+        answer_with(
+            &store,
+            &costs,
+            &w,
+            "/v1/reports/campaigns",
+            "format=csv",
+            &h,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        csv,
+        "campaignId,day,impressions,clicks,ctr,videoPlays,completionRate,productImpressions,\
+         productClicks,cartsAdded,attributedOrders,revenue,spend,roas\r\n\
+         camp-1,2026-11-18,2,1,0.5,0,0.0,0,0,0,0,0.0,0.5,0.0\r\n"
+    );
+    let (_, unknown_bid) =
+        body(answer(&store, "/v1/reports/campaigns", "campaignId=camp-1", &h).await).await;
+    let v: serde_json::Value = serde_json::from_str(&unknown_bid).expect("json");
+    assert_eq!(v["rows"][0]["spend"], serde_json::Value::Null);
+    assert_eq!(v["rows"][0]["roas"], serde_json::Value::Null);
+    for q in ["adId=x", "catalogId=c"] {
+        let (status, err) = body(answer(&store, "/v1/reports/campaigns", q, &h).await).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{q}");
+        let field = q.split('=').next().unwrap_or_default();
+        assert!(err.contains(&format!("\"field\":\"{field}\"")), "{err}");
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Row {
+    product_code: String,
+    ctr: f64,
+    value: Option<f64>,
+}
+
+#[test]
+fn csv_quotes_and_keeps_field_order() {
+    let rows = vec![
+        Row {
+            product_code: "a,b".into(),
+            ctr: 0.5,
+            value: None,
+        },
+        Row {
+            product_code: "q\"x".into(),
+            ctr: 0.0,
+            value: Some(1.25),
+        },
+    ];
+    let csv = to_csv(&rows);
+    assert_eq!(
+        csv,
+        "productCode,ctr,value\r\n\"a,b\",0.5,\r\n\"q\"\"x\",0.0,1.25\r\n"
+    );
+    assert_eq!(to_csv::<Row>(&[]), "");
+}
