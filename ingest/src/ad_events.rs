@@ -7,7 +7,8 @@
 //! error status object, 503 when not durable. Records go to the same topic with
 //! `interactionType` `adImpression` / `adClick`. An impression counts once per
 //! realised ad id and tracking id (its dedup key leaves the timestamp out); a click
-//! re-fired identically counts once.
+//! re-fired identically counts once. Invalid traffic is answered the same, its record
+//! flagged ([`crate::traffic`]).
 //!
 //! A click with `dest` and a valid `sig` answers `302 Found` with `Location: dest`
 //! after the click is durable. When the log cannot make it durable the shopper is
@@ -19,6 +20,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, StatusCode};
 use rm_eventlog::EventLog;
 use rm_schemas::ad_event::{check_destination, parse_ad_beacon};
+use rm_schemas::agent::Traffic;
 use rm_schemas::inspect::{Endpoint, Outcome};
 use rm_schemas::{EventRecord, InteractionType, RejectReason, Rejection};
 use rm_service::{response, Response};
@@ -26,8 +28,9 @@ use rm_service::{response, Response};
 use crate::edge::{pixel, Edge, Written};
 
 impl<L: EventLog> Edge<L> {
-    /// Handles one impression (`AdImpression`) or click (`AdClick`) query string.
-    pub async fn ad_event(&self, kind: InteractionType, query: &str) -> Response {
+    /// Handles one impression (`AdImpression`) or click (`AdClick`) query string sent
+    /// with `traffic`'s headers.
+    pub async fn ad_event(&self, kind: InteractionType, query: &str, traffic: Traffic) -> Response {
         let endpoint = if kind == InteractionType::AdClick {
             Endpoint::Click
         } else {
@@ -67,6 +70,7 @@ impl<L: EventLog> Edge<L> {
         };
         let mut record = EventRecord::new(beacon.event, uuid::Uuid::now_v7(), chrono::Utc::now());
         record.ad_id_verdict = verdict;
+        record.set_traffic(traffic);
         let written = self.write(record).await;
         let message = match (&written, &location) {
             (Written::Failed(_), Some(_)) => {

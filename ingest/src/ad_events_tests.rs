@@ -9,6 +9,7 @@ use std::time::Duration;
 use rm_eventlog::{EventLog, LogError};
 use rm_schemas::ad_event::click_signature;
 use rm_schemas::ad_id::AdIdKeys;
+use rm_schemas::agent::Traffic;
 use rm_schemas::InteractionType;
 use rm_service::ops::Ops;
 
@@ -73,21 +74,25 @@ async fn a_signed_click_redirects_even_when_the_log_is_down() {
         "adId={ad}&timestamp={TS}&sessionId=s-1&dest={}&sig={sig}",
         "https%3A%2F%2Fshop.example%2Fcta%3Fx%3D1"
     );
-    let r = edge.ad_event(InteractionType::AdClick, &q).await;
+    let r = edge
+        .ad_event(InteractionType::AdClick, &q, Traffic::BROWSER)
+        .await;
     assert_eq!(r.status(), 302);
     assert_eq!(r.headers()["location"], dest);
     let r = edge
         .ad_event(
             InteractionType::AdImpression,
             &format!("adId={ad}&timestamp={TS}&sessionId=s-1"),
+            Traffic::BROWSER,
         )
         .await;
     assert_eq!(r.status(), 503);
     assert!(r.headers().contains_key("retry-after"));
     let r = edge
-        .beacon(&format!(
-            "adId={ad}&interactionType=videoPlay&videoId=v&timestamp={TS}&sessionId=s-1"
-        ))
+        .beacon(
+            &format!("adId={ad}&interactionType=videoPlay&videoId=v&timestamp={TS}&sessionId=s-1"),
+            Traffic::BROWSER,
+        )
         .await;
     assert_eq!(r.status(), 503);
     let report = crate::inspector_report::report(
@@ -114,7 +119,9 @@ async fn a_forged_click_never_redirects() {
     let (edge, _) = edge(&keys);
     let q =
         format!("adId=a&timestamp={TS}&sessionId=s&dest=https%3A%2F%2Fevil.example%2F&sig=AAAA");
-    let r = edge.ad_event(InteractionType::AdClick, &q).await;
+    let r = edge
+        .ad_event(InteractionType::AdClick, &q, Traffic::BROWSER)
+        .await;
     assert_eq!(r.status(), 400);
     assert!(!r.headers().contains_key("location"));
 }

@@ -6,7 +6,10 @@
 //! ([`rm_schemas::ad_id::AdIdKeys::verify`]): one that does not verify is accepted and
 //! marked `adIdVerdict` in its record, or refused with 400 `unverified_ad_id` when
 //! `RM_INGEST_REQUIRE_VALID_AD_IDS` is on. Every answered event is shown to the
-//! integration inspector ([`crate::inspector`]).
+//! integration inspector ([`crate::inspector`]). Every event's record carries its
+//! traffic class from the request headers ([`crate::traffic`]): invalid traffic
+//! (bots, non-browsers, prefetches) is answered and written like any other, flagged
+//! in the record and counted by reason (`ingest_events_invalid_total`).
 //!
 //! `GET /v1/events/ad/interaction?<query>` answers:
 //! - 200 with a 1x1 GIF once the event is durable (or is a duplicate of one);
@@ -29,6 +32,7 @@ use http::{header, HeaderValue, Method, StatusCode};
 use hyper::body::Incoming;
 use rm_eventlog::EventLog;
 use rm_schemas::ad_id::AdIdKeys;
+use rm_schemas::agent::Traffic;
 use rm_schemas::inspect::{Endpoint, Outcome};
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::rpc_status::{Code, RpcStatus};
@@ -119,6 +123,8 @@ impl<L: EventLog> Edge<L> {
         ops: Ops,
         shared: Shared,
     ) -> Self {
+        // The bot patterns compile here, not on the first beacon.
+        rm_schemas::agent::warm();
         let shards =
             (std::thread::available_parallelism().map_or(4, |n| n.get()) * 16).next_power_of_two();
         Self {
@@ -186,16 +192,17 @@ impl<L: EventLog> Edge<L> {
                 if query.len() > self.config.max_query_bytes {
                     too_long(self.config.max_query_bytes)
                 } else {
+                    let traffic = crate::traffic::of(req.headers());
                     match route {
                         Route::Impression => {
-                            self.ad_event(rm_schemas::InteractionType::AdImpression, query)
-                                .await
+                            use rm_schemas::InteractionType::AdImpression;
+                            self.ad_event(AdImpression, query, traffic).await
                         }
                         Route::Click => {
-                            self.ad_event(rm_schemas::InteractionType::AdClick, query)
-                                .await
+                            use rm_schemas::InteractionType::AdClick;
+                            self.ad_event(AdClick, query, traffic).await
                         }
-                        _ => self.beacon(query).await,
+                        _ => self.beacon(query, traffic).await,
                     }
                 }
             }
@@ -205,8 +212,8 @@ impl<L: EventLog> Edge<L> {
         (route, r)
     }
 
-    /// Handles one beacon query string.
-    pub async fn beacon(&self, query: &str) -> Response {
+    /// Handles one beacon query string sent with `traffic`'s headers.
+    pub async fn beacon(&self, query: &str, traffic: Traffic) -> Response {
         let event = match parse_beacon(query) {
             Ok(e) => e,
             Err(rejection) => return self.reject(Endpoint::Interaction, query, &rejection),
@@ -217,6 +224,7 @@ impl<L: EventLog> Edge<L> {
         };
         let mut record = EventRecord::new(event, uuid::Uuid::now_v7(), Utc::now());
         record.ad_id_verdict = verdict;
+        record.set_traffic(traffic);
         let written = self.write(record).await;
         self.observe(
             Endpoint::Interaction,
@@ -263,6 +271,7 @@ impl<L: EventLog> Edge<L> {
     /// 3 dedup window -> 4 write to the log: durable, duplicate, or the 503 to answer.
     pub(crate) async fn write(&self, record: EventRecord) -> Written {
         let interaction_type = record.event.interaction_type;
+        let invalid = record.invalid_reason();
         let key = record.dedup_key.0;
         let now_ms = self.epoch.elapsed().as_millis() as u64;
         // A click re-fired within the click window (any timestamp) is the same click.
@@ -318,6 +327,9 @@ impl<L: EventLog> Edge<L> {
                     w.mark_durable(k);
                 }
                 self.metrics.accepted(interaction_type);
+                if let Some(reason) = invalid {
+                    self.metrics.invalid(reason);
+                }
                 Written::Durable
             }
             Ok(Err(e)) => {

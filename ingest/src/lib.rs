@@ -7,7 +7,9 @@
 //! [`ad_events`] serves `/v1/events/ad/impression` and `/click` on the same path.
 //! Every answer is shown to the [`inspector`], whose [`inspector_report`] the api (or,
 //! alone, the edge's [`debug_route`] behind [`jwks`]) serves.
-//! [`metrics`] names every series; [`config`] holds the settings.
+//! [`traffic`] reads the headers that classify invalid traffic (flagged in the
+//! record, never refused). [`metrics`] names every series; [`config`] holds the
+//! settings.
 
 pub mod ad_events;
 pub mod config;
@@ -19,6 +21,7 @@ pub mod inspector;
 pub mod inspector_report;
 pub mod jwks;
 pub mod metrics;
+pub mod traffic;
 
 use std::sync::Arc;
 use std::time::Duration;

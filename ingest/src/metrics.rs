@@ -7,6 +7,7 @@
 //! | `ingest_requests_total` | counter | `route` (beacon, impression, click, debug, other), `status` (200, 204, 302, 400, 401, 403, 404, 405, 413, 414, 503) |
 //! | `ingest_events_accepted_total` | counter | `interaction_type` (15 + adImpression, adClick) |
 //! | `ingest_events_rejected_total` | counter | `reason` (fixed set) |
+//! | `ingest_events_invalid_total` | counter | `reason` (known_bot, non_browser, prefetch, unverified_ad_id): written events that are invalid traffic, by their first reason (`rm_schemas::agent`); also counted in `ingest_events_accepted_total` |
 //! | `ingest_events_duplicate_total` | counter | |
 //! | `ingest_clicks_in_window_total` | counter | |
 //! | `ingest_log_write_seconds` | histogram | `backend` |
@@ -19,6 +20,7 @@
 //! | `ingest_inspector_ids` / `ingest_inspector_memory_bytes` | gauge | |
 
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+use rm_schemas::agent::InvalidReason;
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{InteractionType, RejectReason};
 
@@ -28,6 +30,8 @@ pub const REQUESTS: &str = "ingest_requests_total";
 pub const ACCEPTED: &str = "ingest_events_accepted_total";
 /// Rejected beacons by reason.
 pub const REJECTED: &str = "ingest_events_rejected_total";
+/// Written events that are invalid traffic, by reason.
+pub const INVALID: &str = "ingest_events_invalid_total";
 /// Duplicates answered 200 without a write.
 pub const DUPLICATES: &str = "ingest_events_duplicate_total";
 /// Clicks answered 200 without a write because an earlier one of the same click key
@@ -100,6 +104,7 @@ pub struct EdgeMetrics {
     requests: Vec<(u16, [Counter; 5])>,
     accepted: Vec<Counter>,
     rejected: Vec<(RejectReason, Counter)>,
+    invalid: [Counter; 4],
     /// Duplicates.
     pub duplicates: Counter,
     /// Clicks within the click window of an earlier one.
@@ -161,6 +166,7 @@ impl EdgeMetrics {
             requests,
             accepted,
             rejected,
+            invalid: InvalidReason::ALL.map(|r| counter!(INVALID, "reason" => r.as_str())),
             duplicates: counter!(DUPLICATES),
             click_window: counter!(CLICK_WINDOW),
             log_write: histogram!(LOG_WRITE, "backend" => backend),
@@ -205,6 +211,11 @@ impl EdgeMetrics {
         if let Some((_, c)) = self.rejected.iter().find(|(r, _)| *r == reason) {
             c.increment(1);
         }
+    }
+
+    /// Counts one written event that is invalid traffic.
+    pub fn invalid(&self, reason: InvalidReason) {
+        self.invalid[reason as usize].increment(1);
     }
 
     /// Counts one event whose `adId` did not verify.

@@ -10,10 +10,12 @@
 //! [`namespace`]. Text from URLs and forms is percent-decoded in one place
 //! ([`percent`]). The video funnel and control debounce rules of one view
 //! ([`video_funnel`]) are here too, so the inspector ([`inspect`]) and the
-//! aggregator's report judge a view alike.
+//! aggregator's report judge a view alike. Invalid traffic (bots, non-browsers,
+//! prefetches) is classified from request headers in [`agent`].
 
 pub mod ad_event;
 pub mod ad_id;
+pub mod agent;
 pub mod dedup_key;
 pub mod event;
 pub mod inspect;

@@ -27,10 +27,19 @@
 //!   (shaped like ours, signature wrong) or `"foreign"` (not one of ours). Absent means
 //!   the id verified, so records written before the field existed read as before.
 //!   Impressions and clicks with a verdict are not billable.
+//! - `agent`, `prefetch`, `serverSide` (optional, added within version 1): what
+//!   invalid-traffic classification needs, from the request's headers, never its IP
+//!   ([`crate::agent`]). `agent` is the user agent's class, `"browser"`,
+//!   `"known_bot"`, `"non_browser"` or `"missing"` (the device's agent when the
+//!   request came server-side); absent in records written before the field, read as
+//!   valid. `prefetch: true` for a prefetch, prerender or preview (absent = false);
+//!   `serverSide: true` when a server fired it on the device's behalf with
+//!   `X-Device-User-Agent` (absent = false). [`EventRecord::invalid_reason`] reads them.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::agent::{AgentClass, InvalidReason, Traffic};
 use crate::dedup_key::DedupKey;
 use crate::event::InteractionEvent;
 
@@ -53,6 +62,15 @@ pub struct EventRecord {
     /// Why the `adId` did not verify on receipt; `None` when it verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ad_id_verdict: Option<UnverifiedAdId>,
+    /// The user agent's class; `None` in records written before the edge classified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentClass>,
+    /// A prefetch, prerender or preview.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub prefetch: bool,
+    /// Fired by a server on the device's behalf (`X-Device-User-Agent`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub server_side: bool,
     /// The event.
     #[serde(flatten)]
     pub event: InteractionEvent,
@@ -114,8 +132,24 @@ impl EventRecord {
             dedup_key: DedupKey::of(&event),
             received_at,
             ad_id_verdict: None,
+            agent: None,
+            prefetch: false,
+            server_side: false,
             event,
         }
+    }
+
+    /// Records what the edge learnt of the request's traffic.
+    pub fn set_traffic(&mut self, t: Traffic) {
+        self.agent = Some(t.agent);
+        self.prefetch = t.prefetch;
+        self.server_side = t.server_side;
+    }
+
+    /// Why this event is invalid traffic; `None` when valid (a record without `agent`
+    /// is read as a browser's).
+    pub fn invalid_reason(&self) -> Option<InvalidReason> {
+        crate::agent::invalid_reason(self.agent, self.prefetch, self.ad_id_verdict)
     }
 
     /// The JSON bytes written to the log.
@@ -132,6 +166,10 @@ impl EventRecord {
         }
         Ok(r)
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 mod millis {
@@ -153,4 +191,60 @@ mod millis {
 /// Formats a UTC time as the record does.
 pub fn format_received_at(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentClass;
+
+    /// A record as the version before invalid-traffic classification wrote it.
+    const OLD: &str = concat!(
+        r#"{"v":1,"eventId":"019a4f5e-0000-7000-8000-000000000001","#,
+        r#""dedupKey":"9f2c0000000000000000000000000001","receivedAt":"2026-11-22T10:15:30.251Z","#,
+        r#""adId":"ad-1","interactionType":"videoPlay","timestamp":"2026-11-22T11:15:30.250+01:00","#,
+        r#""sessionId":"s-1","videoId":"v-1"}"#
+    );
+
+    #[test]
+    fn a_record_written_before_classification_reads_as_valid() {
+        let r = EventRecord::from_bytes(OLD.as_bytes()).expect("old record reads");
+        assert_eq!((r.agent, r.prefetch, r.server_side), (None, false, false));
+        assert_eq!(r.invalid_reason(), None);
+        // Written again unclassified, it carries none of the new fields.
+        let json = String::from_utf8(r.to_bytes()).unwrap_or_default();
+        for field in ["agent", "prefetch", "serverSide"] {
+            assert!(!json.contains(field), "{json}");
+        }
+    }
+
+    #[test]
+    fn traffic_fields_round_trip() {
+        let old = EventRecord::from_bytes(OLD.as_bytes()).expect("old record reads");
+        for agent in AgentClass::ALL {
+            for (prefetch, server_side) in [(false, false), (true, false), (false, true)] {
+                let mut r = old.clone();
+                r.set_traffic(Traffic {
+                    agent,
+                    prefetch,
+                    server_side,
+                });
+                let bytes = r.to_bytes();
+                let json = String::from_utf8(bytes.clone()).unwrap_or_default();
+                assert!(
+                    json.contains(&format!(r#""agent":"{}""#, agent.as_str())),
+                    "{json}"
+                );
+                assert_eq!(json.contains(r#""prefetch":true"#), prefetch, "{json}");
+                assert_eq!(json.contains(r#""serverSide":true"#), server_side, "{json}");
+                assert_eq!(EventRecord::from_bytes(&bytes).expect("reads"), r);
+            }
+        }
+        let mut bot = old;
+        bot.set_traffic(Traffic {
+            agent: AgentClass::KnownBot,
+            ..Traffic::BROWSER
+        });
+        assert_eq!(bot.invalid_reason(), Some(InvalidReason::KnownBot));
+    }
 }
