@@ -17,7 +17,10 @@
 //! - `known_bot`: matches the `isbot` crate's bot patterns (`Bots::default()`, about
 //!   350 patterns validated by that project against 12k bot and 180k browser agents:
 //!   crawlers and spiders such as Googlebot, bingbot, AhrefsBot, headless browsers,
-//!   uptime monitors, feed readers, link previewers);
+//!   uptime monitors, feed readers, link previewers). The crate (MIT) is small and
+//!   documented but its list was last updated in 2022; its generic patterns (`bot`,
+//!   `crawler`, `spider`, `http://` in the agent) catch most crawlers named since
+//!   (`GPTBot`, `ClaudeBot`, `Bytespider`);
 //! - `missing`: no agent, an empty one, or one that is not UTF-8: invalid for the
 //!   same reason as `non_browser` (a browser always sends one);
 //! - `browser`: anything else, including in-app players (`AppleCoreMedia`, `Dalvik`,
