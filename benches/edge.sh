@@ -11,6 +11,11 @@
 # and writes it to benches/results/edge-<date>.md and .json.
 #
 # Usage: benches/edge.sh            (from anywhere; builds release binaries first)
+#        PIN=1 benches/edge.sh      pinned mode (issue 17's method): each server on CPU
+#                                   SERVER_CPU (0), the load generator on LOADGEN_CPU (1),
+#                                   ROUNDS (5) closed-loop runs per target alternating
+#                                   the targets, the median run kept; the open-loop run at
+#                                   RATE_FRACTION x that median
 # Settings (environment):
 #   CONNECTIONS=64 DURATION=15 WARMUP=3 RATE_DURATION=15 RATE_FRACTION=0.5
 #   RATE_CONNECTIONS=$CONNECTIONS   connections of the open-loop run (each holds one
@@ -37,6 +42,21 @@ RATE_DURATION=${RATE_DURATION:-15}
 RATE_FRACTION=${RATE_FRACTION:-0.5}
 RATE_CONNECTIONS=${RATE_CONNECTIONS:-$CONNECTIONS}
 LOADGEN_THREADS=${LOADGEN_THREADS:-1}
+PIN=${PIN:-0}
+SERVER_CPU=${SERVER_CPU:-0}
+LOADGEN_CPU=${LOADGEN_CPU:-1}
+if [ "$PIN" = 1 ]; then ROUNDS=${ROUNDS:-5}; else ROUNDS=${ROUNDS:-1}; fi
+PIN_NOTE=""
+# The edge as `retail-media ingest` starts it in pinned mode (issue 17 measures the
+# defaults, inspector included); otherwise the inspector off unless set.
+if [ -n "${RM_INGEST_INSPECTOR:-}" ]; then
+    INSPECTOR_ENV=(RM_INGEST_INSPECTOR="$RM_INGEST_INSPECTOR")
+elif [ "$PIN" = 1 ]; then
+    INSPECTOR_ENV=()
+else
+    INSPECTOR_ENV=(RM_INGEST_INSPECTOR=off)
+fi
+[ "$PIN" = 1 ] && PIN_NOTE=" (pinned: server CPU $SERVER_CPU, load generator CPU $LOADGEN_CPU)"
 TARGETS=${TARGETS:-"edge-embedded edge-kafka bare-hyper nginx-empty-gif"}
 KAFKA_BROKERS=${RM_KAFKA_BROKERS:-127.0.0.1:9092}
 PORT_BASE=${PORT_BASE:-18080}
@@ -46,7 +66,7 @@ RESULTS_DIR=${RESULTS_DIR:-$ROOT/benches/results}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 DATE=$(date -u +%Y-%m-%d)
 COMMAND="benches/edge.sh${*:+ $*}"
-for v in CONNECTIONS DURATION WARMUP RATE_DURATION RATE_FRACTION RATE_CONNECTIONS LOADGEN_THREADS; do
+for v in CONNECTIONS DURATION WARMUP RATE_DURATION RATE_FRACTION RATE_CONNECTIONS LOADGEN_THREADS ROUNDS PIN; do
     COMMAND="$v=${!v} $COMMAND"
 done
 # RM_* settings passed through to the edge belong to the command too.
@@ -117,6 +137,16 @@ broker_pid() {
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# Command prefixes that put a server (or the load generator) on its CPU in pinned
+# mode: arrays, not functions, so a backgrounded server's $! is the server itself
+# (taskset and env exec it).
+ON_SERVER_CPU=()
+ON_LOADGEN_CPU=()
+if [ "$PIN" = 1 ]; then
+    ON_SERVER_CPU=(taskset -c "$SERVER_CPU")
+    ON_LOADGEN_CPU=(taskset -c "$LOADGEN_CPU")
+fi
+
 # Waits until GET $1 answers 200 while process $PID lives.
 wait_http() {
     local url=$1 i code
@@ -149,22 +179,22 @@ start_target() {
     port_busy "$port" && die "port $port is in use (set PORT_BASE)"
     case "$name" in
     edge-embedded)
-        env -u RM_KAFKA_BROKERS -u RM_CONFIG \
-            RM_INGEST_INSPECTOR="${RM_INGEST_INSPECTOR:-off}" RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
+        "${ON_SERVER_CPU[@]}" env -u RM_KAFKA_BROKERS -u RM_CONFIG \
+            "${INSPECTOR_ENV[@]}" RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
             "$RM_BIN" ingest >"$dir/server.log" 2>&1 &
         PID=$!
         READY_PATH=/readyz
         ;;
     edge-kafka)
-        env -u RM_CONFIG \
+        "${ON_SERVER_CPU[@]}" env -u RM_CONFIG \
             RM_KAFKA_BROKERS="$KAFKA_BROKERS" RM_INGEST_TOPIC="bench-$STAMP" \
-            RM_INGEST_INSPECTOR="${RM_INGEST_INSPECTOR:-off}" RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
+            "${INSPECTOR_ENV[@]}" RM_DATA_DIR="$dir/data" RM_INGEST_ADDR="127.0.0.1:$port" RM_LOG="${RM_LOG:-info}" NO_COLOR=1 \
             "$RM_BIN" ingest >"$dir/server.log" 2>&1 &
         PID=$!
         READY_PATH=/readyz
         ;;
     bare-hyper)
-        "$BARE" --addr "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
+        "${ON_SERVER_CPU[@]}" "$BARE" --addr "127.0.0.1:$port" >"$dir/server.log" 2>&1 &
         PID=$!
         READY_PATH=/v1/events/ad/interaction
         ;;
@@ -177,7 +207,7 @@ start_target() {
         sed -e "s|@PREFIX@|$prefix|g" -e "s|@ADDR@|127.0.0.1:$port|g" -e "s|@USER@|$user|g" \
             "$ROOT/benches/nginx/empty_gif.conf.template" >"$prefix/nginx.conf"
         "$NGINX" -t -q -p "$prefix" -c "$prefix/nginx.conf" || die "nginx -t failed"
-        "$NGINX" -p "$prefix" -c "$prefix/nginx.conf" >"$dir/server.log" 2>&1 &
+        "${ON_SERVER_CPU[@]}" "$NGINX" -p "$prefix" -c "$prefix/nginx.conf" >"$dir/server.log" 2>&1 &
         PID=$!
         READY_PATH=/v1/events/ad/interaction
         ;;
@@ -197,9 +227,11 @@ echo "$COMMAND"
 
 RUNS=()
 NOTES=()
+ACTIVE=()
+declare -A PORT
 i=0
 for name in $TARGETS; do
-    port=$((PORT_BASE + i))
+    PORT[$name]=$((PORT_BASE + i))
     i=$((i + 1))
     if [ "$name" = edge-kafka ]; then
         host=${KAFKA_BROKERS%%,*}
@@ -209,43 +241,96 @@ for name in $TARGETS; do
             continue
         fi
     fi
-    log "$name: starting on 127.0.0.1:$port"
-    start_target "$name" "$port"
-    url=http://127.0.0.1:$port
-    common=(--name "$name" --url "$url" --warmup "$WARMUP"
+    ACTIVE+=("$name")
+done
+[ ${#ACTIVE[@]} -gt 0 ] || die "no target to run"
+
+# The load generator's arguments for target $1 (the server is $PID).
+loadgen_args() {
+    local name=$1
+    LG=(--name "$name" --url "http://127.0.0.1:${PORT[$name]}" --warmup "$WARMUP"
         --threads "$LOADGEN_THREADS" --server-pid "$PID")
     if [ "$name" = edge-kafka ]; then
+        local broker
         broker=$(broker_pid)
-        if [ -n "$broker" ]; then
-            common+=(--aux-pid "$broker")
-        fi
+        [ -n "$broker" ] && LG+=(--aux-pid "$broker")
     fi
-    log "$name: max throughput, $CONNECTIONS connections, ${WARMUP}s warm-up + ${DURATION}s"
-    "$LOADGEN" "${common[@]}" --connections "$CONNECTIONS" --duration "$DURATION" \
-        --json "$WORK/$name-max.json"
-    sleep 1
-    log "$name: open loop at $RATE_FRACTION x max, $RATE_CONNECTIONS connections, ${RATE_DURATION}s"
-    "$LOADGEN" "${common[@]}" --connections "$RATE_CONNECTIONS" --duration "$RATE_DURATION" \
-        --rate-from "$WORK/$name-max.json" --rate-fraction "$RATE_FRACTION" \
-        --json "$WORK/$name-rate.json"
-    RUNS+=("$WORK/$name-max.json" "$WORK/$name-rate.json")
-    stop_target
+    return 0
+}
+
+# Notes on target $1 after its runs (its log's warnings, its data).
+target_notes() {
+    local name=$1
     case "$name" in
     nginx-empty-gif)
         NOTES+=("- $name: access log $(wc -l <"$WORK/$name/nginx/logs/access.log") lines, $(du -h "$WORK/$name/nginx/logs/access.log" | cut -f1)")
         ;;
     edge-embedded)
-        NOTES+=("- $name: embedded log $(du -sh "$WORK/$name/data" | cut -f1) after both runs")
+        NOTES+=("- $name: embedded log $(du -sh "$WORK/$name/data" | cut -f1) after its runs")
         ;;
     edge-kafka)
         NOTES+=("- $name: topic bench-$STAMP on $KAFKA_BROKERS")
         ;;
     esac
     sed -i 's/\x1b\[[0-9;]*m//g' "$WORK/$name/server.log"
+    local errors
     errors=$(grep -c -E '\b(WARN|ERROR)\b' "$WORK/$name/server.log" || true)
     if [ "${errors:-0}" != 0 ]; then
         NOTES+=("- $name: $errors WARN/ERROR lines in its log, first: $(grep -m1 -E '\b(WARN|ERROR)\b' "$WORK/$name/server.log" | cut -c1-200)")
     fi
+    return 0
+}
+
+# Phase 1: closed-loop max runs, ROUNDS of them, the targets' order rotated every
+# round so no target always runs first (or after the same one).
+for round in $(seq 1 "$ROUNDS"); do
+    n=${#ACTIVE[@]}
+    for k in $(seq 0 $((n - 1))); do
+        name=${ACTIVE[$(((k + round - 1) % n))]}
+        log "$name: round $round/$ROUNDS, max throughput, $CONNECTIONS connections, ${WARMUP}s warm-up + ${DURATION}s$PIN_NOTE"
+        start_target "$name" "${PORT[$name]}"
+        loadgen_args "$name"
+        "${ON_LOADGEN_CPU[@]}" "$LOADGEN" "${LG[@]}" --connections "$CONNECTIONS" --duration "$DURATION" \
+            --json "$WORK/$name-max-$round.json"
+        stop_target
+        sleep 1
+    done
+done
+
+# The median run of each target (by throughput), and its spread.
+SPREAD=$(python3 - "$WORK" "$ROUNDS" "${ACTIVE[@]}" <<'PY'
+import json, statistics, sys
+work, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+rows = {}
+for name in names:
+    runs = [json.load(open(f"{work}/{name}-max-{r}.json")) for r in range(1, rounds + 1)]
+    runs.sort(key=lambda r: r["throughput_rps"])
+    med = runs[len(runs) // 2]
+    cpu = [1e6 * r["server_cpu_s"] / max(r["ok"], 1) for r in runs]
+    rows[name] = (med, [r["throughput_rps"] for r in runs], statistics.median(cpu))
+    json.dump(med, open(f"{work}/{name}-max.json", "w"))
+base = rows.get("bare-hyper")
+print("| target | median req/s | runs (req/s) | server CPU per request, median (us) | vs bare hyper (req/s) | vs bare hyper (CPU) |")
+print("|---|---:|---|---:|---:|---:|")
+for name in names:
+    med, all_rps, cpu = rows[name]
+    ratio = f"{med['throughput_rps'] / base[0]['throughput_rps']:.2f}x" if base else "-"
+    cpu_ratio = f"{cpu / base[2]:.2f}x" if base else "-"
+    print(f"| {name} | {med['throughput_rps']:.0f} | {', '.join(f'{x:.0f}' for x in all_rps)} | {cpu:.1f} | {ratio} | {cpu_ratio} |")
+PY
+)
+
+# Phase 2: the open-loop run of each target at RATE_FRACTION x its median max.
+for name in "${ACTIVE[@]}"; do
+    log "$name: open loop at $RATE_FRACTION x median max, $RATE_CONNECTIONS connections, ${RATE_DURATION}s"
+    start_target "$name" "${PORT[$name]}"
+    loadgen_args "$name"
+    "${ON_LOADGEN_CPU[@]}" "$LOADGEN" "${LG[@]}" --connections "$RATE_CONNECTIONS" --duration "$RATE_DURATION" \
+        --rate-from "$WORK/$name-max.json" --rate-fraction "$RATE_FRACTION" \
+        --json "$WORK/$name-rate.json"
+    stop_target
+    RUNS+=("$WORK/$name-max.json" "$WORK/$name-rate.json")
+    target_notes "$name"
     sleep 1
 done
 [ ${#RUNS[@]} -gt 0 ] || die "no target ran"
@@ -269,6 +354,15 @@ TABLE=$("$LOADGEN" report --json "$base.json" "${RUNS[@]}")
     echo
     echo "$MACHINE"
     echo
+    if [ "$PIN" = 1 ]; then
+        echo "Pinned: every server on CPU $SERVER_CPU (\`taskset\`), the load generator on CPU $LOADGEN_CPU;" \
+            "$ROUNDS closed-loop runs per target, targets alternating, the median run below."
+        echo
+    fi
+    echo "Medians over $ROUNDS round(s):"
+    echo
+    echo "$SPREAD"
+    echo
     echo "Closed loop: $CONNECTIONS keep-alive connections, ${WARMUP}s warm-up + ${DURATION}s;" \
         "open loop: $RATE_FRACTION x the target's max over $RATE_CONNECTIONS connections for ${RATE_DURATION}s" \
         "(after ${WARMUP}s), latency corrected for coordinated omission (from the scheduled send" \
@@ -283,6 +377,8 @@ TABLE=$("$LOADGEN" report --json "$base.json" "${RUNS[@]}")
 } >"$base.md"
 echo
 echo "$MACHINE"
+echo
+echo "$SPREAD"
 echo
 echo "$TABLE"
 printf '%s\n' "${NOTES[@]}"
