@@ -44,7 +44,14 @@ fn metric(metrics: &str, series: &str) -> f64 {
 fn an_impression_counts_once_per_ad_id_and_a_click_once_per_firing() {
     let dir = tempfile::tempdir().unwrap();
     let (key, keys) = keys();
-    let svc = Service::start("ingest", dir.path(), &[("RM_AD_ID_KEYS", key)]);
+    // The dedup key alone, without the click window (tests/click_window.rs has it):
+    // with the window, the click re-fired below with a new time would be the same
+    // click.
+    let svc = Service::start(
+        "ingest",
+        dir.path(),
+        &[("RM_AD_ID_KEYS", key), ("RM_CLICK_WINDOW_SECS", "0".into())],
+    );
     let ad = keys.mint("camp-1", "banner", later()).unwrap();
     let ad2 = keys.mint("camp-1", "banner", later()).unwrap();
     let t1 = "2026-11-22T10:15:30.250Z";

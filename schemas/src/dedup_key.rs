@@ -19,8 +19,9 @@
 //! An `adImpression` (the impression endpoint) leaves `timestamp` out: an impression
 //! counts once per realised ad id and tracking id, however often and whenever the
 //! impression URL is fired (ad ids are unique per served ad). Every other type,
-//! `adClick` included, keeps it: a click re-fired identically counts once, a new
-//! click (a new time) counts again.
+//! `adClick` included, keeps it: a click re-fired identically counts once, and a
+//! click with a new time is another event (within the click window of an earlier one
+//! by the same shopper, the edge answers it without writing it: [`click_key`]).
 //! The key is XXH3-128 of that form (stable across versions and platforms), written as
 //! 32 lower-case hex digits. Changing the form changes every key: bump `v1` if ever.
 //!

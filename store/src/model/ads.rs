@@ -5,7 +5,8 @@
 //! impression's key (adId, tracking id) without its timestamp, so an impression
 //! re-fired on every re-render, at any time, is one fact: **an impression counts once
 //! per realised ad id and shopper**. A click's key keeps its timestamp: a click
-//! re-fired identically counts once, a new click counts again.
+//! re-fired identically counts once, a new click counts again (a click re-fired with a
+//! new time within the click window never reaches the log: the edge's click window).
 //!
 //! The store keeps every distinct **copy** of a fact (its event time and its
 //! [`AdIdStatus`] may differ between copies of an impression) and [`resolve`] makes
