@@ -18,8 +18,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use clap::Parser;
-use http::header::{HeaderMap, HeaderName, HeaderValue, USER_AGENT};
-use rm_schemas::agent::{classify, AgentClass, AgentHeaders, Traffic};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use rm_schemas::agent::{AgentClass, Traffic};
 
 /// The allocator `retail-media` itself uses (see `src/main.rs`).
 #[global_allocator]
@@ -141,24 +141,9 @@ fn request(kind: Kind, rng: &mut Rng) -> HeaderMap {
     }
 }
 
-/// What the edge does per request (`rm_ingest::traffic::of`, which `rm-benches` does
-/// not link).
+/// What the edge does per request: its own header reading and classification.
 fn traffic_of(headers: &HeaderMap) -> Traffic {
-    let get = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
-    };
-    classify(&AgentHeaders {
-        user_agent: headers
-            .get(USER_AGENT)
-            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok()),
-        device_user_agent: get("x-device-user-agent"),
-        sec_purpose: get("sec-purpose"),
-        purpose: get("purpose"),
-        x_purpose: get("x-purpose"),
-        x_moz: get("x-moz"),
-    })
+    rm_ingest::traffic::of(headers)
 }
 
 /// Median, min and max of the runs, in ns per classification.
