@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use rm_eventlog::embedded::EmbeddedLog;
+use rm_eventlog::embedded::legacy::RedbLog;
 use rm_eventlog::{EmbeddedLogConfig, EventLog};
 
 /// A record naming its topic and index, padded to about 400 bytes like an edge record.
@@ -28,7 +28,7 @@ async fn main() {
         retention_check_secs: 3600,
         ..EmbeddedLogConfig::default()
     };
-    let log = EmbeddedLog::open(&path, &cfg).expect("open");
+    let log = RedbLog::open(&path, &cfg).expect("open");
     for (topic, batches) in [("events", 12usize), ("orders", 3)] {
         for b in 0..batches {
             // Ten concurrent appends: one group commit of (usually) ten records.
@@ -48,7 +48,10 @@ async fn main() {
     log.commit("slow/reader", "events", 100).expect("commit");
     let removed = log.enforce_retention().expect("retention");
     for (topic, r) in removed {
-        let st = log.retention_status(&topic).expect("status").expect("topic");
+        let st = log
+            .retention_status(&topic)
+            .expect("status")
+            .expect("topic");
         println!(
             "{topic}: removed {} records in {} segments; first {} end {} retained {} bytes",
             r.records, r.segments, st.first_offset, st.end_offset, st.retained_bytes

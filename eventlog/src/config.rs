@@ -153,7 +153,7 @@ pub struct EmbeddedLogConfig {
         default_value_t = DEFAULT_LOG_QUEUE_MAX
     )]
     pub queue_max: usize,
-    /// Segments older than this many hours are removed once every consumer group
+    /// Group commits older than this many hours are removed once every consumer group
     /// reading the topic has committed past them (0: no time limit).
     #[arg(
         long = "log-retention-hours",
@@ -180,9 +180,11 @@ pub struct EmbeddedLogConfig {
 }
 
 impl EmbeddedLogConfig {
-    /// Where the embedded log lives under a data directory.
+    /// Where the embedded log lives under a data directory: the directory
+    /// `<data-dir>/log` (segment files and `offsets.redb`; a previous version's
+    /// `events.redb` there is converted at open).
     pub fn path(data_dir: &std::path::Path) -> PathBuf {
-        data_dir.join("log").join("events.redb")
+        data_dir.join("log")
     }
 }
 

@@ -7,10 +7,10 @@
 //!   brokers are configured. Records are keyed by the caller (the edge uses the tracking
 //!   id, so one shopper's events stay ordered in one partition and one aggregator
 //!   writes them).
-//! - [`embedded::EmbeddedLog`]: an append-only log in a local redb database with
-//!   group commit (one fsync per batch); the default, for one machine. Retention
-//!   removes old segments by age and size, never past a consumer group's committed
-//!   offset ([`embedded::retention`]).
+//! - [`embedded::EmbeddedLog`]: append-only segment files per topic with CRC32C
+//!   framing and group commit (one write and one `fdatasync` per batch); the default,
+//!   for one machine. Retention removes old group commits by age and size, never past
+//!   a consumer group's committed offset ([`embedded::retention`]).
 //!
 //! The log is mechanism only: topic, key and value are decided upstream. `append`
 //! resolves `Ok` only once the record is durable (fsynced locally, or acknowledged by

@@ -136,7 +136,7 @@ fn run_and_kill(path: &Path, round: u32, min_acks: usize, min_time: Duration) ->
 #[test]
 fn kill_9_keeps_every_acknowledged_record_once_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("log.redb");
+    let path = dir.path().join("log");
     let mut acked = Acked::new();
     for round in 0..3 {
         let got = run_and_kill(&path, round, 500, Duration::from_millis(1300));

@@ -1,65 +1,104 @@
-//! The embedded event log: an append-only log per topic in one redb database.
+//! The embedded event log: append-only segment files per topic, in the log directory
+//! `<data-dir>/log/`.
 //!
-//! Why redb: a pure-Rust, well-kept, crash-safe B-tree store with ACID transactions
-//! and a stable file format, so no hand-written file format or recovery code is
-//! needed here. Each topic is a table `log/<topic>`: one row per group commit, keyed
-//! by the offset of its first record, holding the records as a **segment**: a `u32`
-//! count, then per record a `u32` length and the bytes (little-endian). One row per
-//! commit rather than one per record keeps the B-tree pages a commit rewrites (and
-//! fsyncs) few: the measured write amplification of a row per record was about 10x.
-//! Every record still has its own offset (first offset + position in the segment).
-//! Consumer offsets are a table `"group/topic" -> next offset`. The tables and their
-//! encoding are in `format.rs`.
+//! ```text
+//! <data-dir>/log/
+//!   topics/t-<topic>/00000000000000000000.log   segment files, named by first offset
+//!   topics/t-<topic>/00000000000004194304.log
+//!   offsets.redb                                consumer offsets, first retained offsets
+//!   events.redb.migrated                        the previous format, once converted
+//! ```
 //!
-//! **Group commit.** Appends go through a bounded queue to one writer thread, which
-//! takes everything waiting (up to `batch_max`), inserts it in one write transaction
-//! and commits with `Durability::Immediate` (fsync), then acknowledges every append
-//! of the batch. One fsync per batch, not per event, and an append is acknowledged
-//! only after its batch is on disk: a `kill -9` loses no acknowledged record. A full
-//! queue is back-pressure, refused at once (`writer.rs`). Each commit also writes the
-//! segment's commit time and the topic's high-water mark and byte count (two small
-//! rows), which retention needs.
+//! **Format** ([`frame`]): one frame per group commit and topic, `u32` length, `u32`
+//! CRC32C, then the first offset, the commit time and the records (count, then
+//! length-prefixed bytes), little-endian. Every record has its own offset (first
+//! offset + position in the frame). A segment file is rolled once it passes an eighth
+//! of the retention byte budget (between 1 and 64 MiB); its name is the offset of its
+//! first record, so the last one also holds the next offset when retention emptied
+//! the topic. The index (per group commit: offset, position, length, time; 32 bytes)
+//! is in memory, rebuilt at open by reading every retained frame once ([`topic`]).
 //!
-//! **Retention** ([`retention`]) removes whole segments from the front of a topic once
-//! they are past the age or size limit **and** every consumer group that committed on
-//! the topic has committed past them; a topic no group has committed on keeps
-//! everything.
+//! **Group commit** ([`writer`]): appends go through a bounded queue to one writer
+//! thread, which takes everything waiting (up to `batch_max`), writes one frame per
+//! topic with one positioned `write`, `fdatasync`s, then publishes the frames to
+//! readers and acknowledges every append of the batch. An append is acknowledged only
+//! after its frame is on disk: a `kill -9` loses no acknowledged record. A full queue
+//! is back-pressure, refused at once.
 //!
-//! The database file is locked by the process that opens it: services sharing the
-//! embedded log run in one process (`retail-media all`); separate processes use Kafka.
+//! **Recovery**: frames are written in order and acknowledged after their sync, so a
+//! crash can only leave a torn frame at the end of the last segment, never an
+//! acknowledged one; the open truncates the last segment after its last whole frame
+//! (length fits, CRC matches, offsets continue) and logs what it dropped.
+//!
+//! **Retention** ([`retention`]) removes whole group commits from the front of a topic
+//! once they are past the age or size limit **and** every consumer group that
+//! committed on the topic has committed past them; a topic no group has committed on
+//! keeps everything. Consumer offsets and the first retained offsets live in a tiny
+//! redb database ([`state`]): small, rare, atomic writes.
+//!
+//! **Why not redb for the records** (as before, [`legacy`]): a B-tree commit rewrote
+//! and fsynced about 48 KB of pages per group commit for a few KB of records; a frame
+//! appended to a file is written once, plus the file's size in the `fdatasync`.
+//! `benches/src/bin/logbench.rs` measures both (BENCHMARKS.md). A log written by the
+//! previous version is converted at open, offsets preserved ([`migrate`]).
+//!
+//! The directory is locked by the process that opens it (through `offsets.redb`):
+//! services sharing the embedded log run in one process (`retail-media all`);
+//! separate processes use Kafka.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use redb::{Database, ReadableDatabase};
 use tokio::sync::{oneshot, Notify};
 
 use crate::config::EmbeddedLogConfig;
 use crate::{EventLog, LogError};
 
-mod format;
+mod frame;
+pub mod legacy;
+pub mod migrate;
 pub mod retention;
+mod state;
+mod topic;
 mod writer;
 
 #[cfg(test)]
 mod crash_tests;
 #[cfg(test)]
+mod migration_tests;
+#[cfg(test)]
 mod retention_tests;
+#[cfg(test)]
+mod torn_tail_tests;
 
-use format::{decode_segment, log_name, log_table, offset_key, TopicMeta, OFFSETS, TOPICS};
 pub use retention::{Removed, RetentionStatus};
+use state::State;
+use topic::Topic;
 use writer::{Append, Command, Writer};
 
-/// Time of one group commit (insert + fsync).
+/// Time of one group commit (write + fdatasync).
 pub const COMMIT_SECONDS: &str = "eventlog_commit_seconds";
 /// Records per group commit.
 pub const COMMIT_RECORDS: &str = "eventlog_commit_records";
 
+/// Largest segment file before the next one is started.
+const MAX_SEGMENT_BYTES: u64 = 64 << 20;
+/// Smallest segment size retention rolls at.
+const MIN_SEGMENT_BYTES: u64 = 1 << 20;
+/// Bytes read per `pread` at most.
+const READ_CHUNK: u64 = 4 << 20;
+
 pub(crate) struct Shared {
-    pub db: Database,
+    pub dir: PathBuf,
+    pub topics: Mutex<HashMap<String, Topic>>,
+    pub state: State,
+    pub segment_bytes: u64,
+    /// Held by a retention pass.
+    pub retention: Mutex<()>,
     pub healthy: AtomicBool,
     pub last_error: Mutex<Option<String>>,
     pub appended: Notify,
@@ -77,23 +116,64 @@ pub(crate) fn unavailable(e: impl std::fmt::Display) -> LogError {
     LogError::Unavailable(e.to_string())
 }
 
+/// Locks a mutex, also when a thread panicked holding it (the data stays consistent:
+/// every critical section is a few assignments).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The segment size for a configuration: an eighth of the byte budget, 1 to 64 MiB.
+fn segment_bytes(config: &EmbeddedLogConfig) -> u64 {
+    match config.retention_bytes {
+        0 => MAX_SEGMENT_BYTES,
+        b => (b / 8).clamp(MIN_SEGMENT_BYTES, MAX_SEGMENT_BYTES),
+    }
+}
+
 impl EmbeddedLog {
-    /// Opens (or creates) the log at `path` and starts its writer and retention
-    /// threads. A log written before retention existed is adopted (one scan of each
-    /// topic, once).
+    /// Opens (or creates) the log in the directory `path` (see
+    /// [`EmbeddedLogConfig::path`]) and starts its writer and retention threads. A
+    /// torn tail is truncated; an `events.redb` of the previous version in the
+    /// directory is converted first ([`migrate`]). Fails while another handle (in this
+    /// or another process) has the directory open.
     pub fn open(path: &Path, config: &EmbeddedLogConfig) -> Result<Self, LogError> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| unavailable(format!("{}: {e}", dir.display())))?;
+        Self::open_with(path, config, segment_bytes(config))
+    }
+
+    /// As [`Self::open`], rolling segments at `segment_bytes` (tests).
+    pub(crate) fn open_with(
+        path: &Path,
+        config: &EmbeddedLogConfig,
+        segment_bytes: u64,
+    ) -> Result<Self, LogError> {
+        if path.is_file() {
+            return Err(unavailable(format!(
+                "{} is a file: the embedded log is a directory (its previous redb file is converted when found as events.redb inside it)",
+                path.display()
+            )));
         }
-        let db =
-            Database::create(path).map_err(|e| unavailable(format!("{}: {e}", path.display())))?;
-        let w = db.begin_write().map_err(unavailable)?;
-        w.open_table(OFFSETS).map_err(unavailable)?;
-        retention::adopt_topics(&w)?;
-        w.commit().map_err(unavailable)?;
+        std::fs::create_dir_all(path)
+            .map_err(|e| unavailable(format!("{}: {e}", path.display())))?;
+        let state = State::open(path)?;
+        migrate::run_if_needed(path, &state, segment_bytes)?;
+        let mut topics = HashMap::new();
+        let root = path.join("topics");
+        if root.exists() {
+            for entry in std::fs::read_dir(&root).map_err(unavailable)? {
+                let entry = entry.map_err(unavailable)?;
+                let Some(name) = topic::topic_name(&entry.file_name().to_string_lossy()) else {
+                    continue;
+                };
+                let start = state.start(&name)?;
+                topics.insert(name, Topic::open(entry.path(), start)?);
+            }
+        }
         let shared = Arc::new(Shared {
-            db,
+            dir: path.to_owned(),
+            topics: Mutex::new(topics),
+            state,
+            segment_bytes: segment_bytes.max(1),
+            retention: Mutex::new(()),
             healthy: AtomicBool::new(true),
             last_error: Mutex::new(None),
             appended: Notify::new(),
@@ -117,72 +197,40 @@ impl EmbeddedLog {
     /// Reads up to `max` records of `topic` starting at offset `from`. When retention
     /// removed `from`, reading starts at the earliest retained record (as Kafka's
     /// `auto.offset.reset=earliest`): the returned offsets say where it resumed.
-    /// Blocking: call it from a blocking context.
+    /// Only acknowledged (synced) records are read. Blocking: call it from a blocking
+    /// context.
     pub fn read(
         &self,
         topic: &str,
         from: u64,
         max: usize,
     ) -> Result<Vec<(u64, Vec<u8>)>, LogError> {
-        let r = self.shared.db.begin_read().map_err(unavailable)?;
-        let name = log_name(topic);
-        let table = match r.open_table(log_table(&name)) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(unavailable(e)),
+        let (plan, from) = {
+            let topics = lock(&self.shared.topics);
+            let Some(t) = topics.get(topic) else {
+                return Ok(Vec::new());
+            };
+            (t.plan(from, max, READ_CHUNK), from.max(t.start))
         };
-        let mut out = Vec::with_capacity(max.min(4096));
-        // The segment holding `from` starts at or before it; when there is none,
-        // `from` was removed (or never written) and the range starts at the earliest.
-        let first = match table.range(..=from).map_err(unavailable)?.next_back() {
-            Some(row) => row.map_err(unavailable)?.0.value(),
-            None => from,
-        };
-        for row in table.range(first..).map_err(unavailable)? {
-            let (k, v) = row.map_err(unavailable)?;
-            for (i, rec) in decode_segment(v.value())?.into_iter().enumerate() {
-                let off = k.value() + i as u64;
-                if off >= from {
-                    if out.len() >= max {
-                        return Ok(out);
-                    }
-                    out.push((off, rec.to_vec()));
-                }
-            }
-        }
-        Ok(out)
+        topic::read_planned(&plan, from, max)
     }
 
     /// The offset the next appended record of `topic` will get (0 when never written).
     /// It never decreases, also when retention removed every record.
     pub fn end_offset(&self, topic: &str) -> Result<u64, LogError> {
-        let r = self.shared.db.begin_read().map_err(unavailable)?;
-        let t = r.open_table(TOPICS).map_err(unavailable)?;
-        Ok(t.get(topic)
-            .map_err(unavailable)?
-            .map_or(0, |m| TopicMeta::from_row(m.value()).next))
+        Ok(lock(&self.shared.topics).get(topic).map_or(0, |t| t.next))
     }
 
     /// The next offset consumer `group` will read from `topic` (0 when it never committed).
     pub fn committed(&self, group: &str, topic: &str) -> Result<u64, LogError> {
-        let r = self.shared.db.begin_read().map_err(unavailable)?;
-        let t = r.open_table(OFFSETS).map_err(unavailable)?;
-        Ok(t.get(offset_key(group, topic).as_str())
-            .map_err(unavailable)?
-            .map_or(0, |v| v.value()))
+        self.shared.state.committed(group, topic)
     }
 
     /// Durably stores the next offset consumer `group` will read from `topic`. From
     /// then on the group bounds retention on `topic`: nothing at or above its committed
     /// offset is removed.
     pub fn commit(&self, group: &str, topic: &str, next: u64) -> Result<(), LogError> {
-        let w = self.shared.db.begin_write().map_err(unavailable)?;
-        {
-            let mut t = w.open_table(OFFSETS).map_err(unavailable)?;
-            t.insert(offset_key(group, topic).as_str(), next)
-                .map_err(unavailable)?;
-        }
-        w.commit().map_err(unavailable)
+        self.shared.state.commit(group, topic, next)
     }
 
     /// Resolves after the next group commit (for consumers waiting on new records).
@@ -212,13 +260,13 @@ impl EmbeddedLog {
     /// Where retention stands on `topic` (`None` for a topic never written).
     /// Blocking: call it from a blocking context.
     pub fn retention_status(&self, topic: &str) -> Result<Option<RetentionStatus>, LogError> {
-        retention::status(&self.shared.db, topic)
+        retention::status(&self.shared, topic)
     }
 
     /// Runs one retention pass now (the retention thread runs one every check
     /// interval) and returns what it removed per topic. Blocking.
     pub fn enforce_retention(&self) -> Result<Vec<(String, Removed)>, LogError> {
-        self.enforce_retention_at(format::now_ms())
+        self.enforce_retention_at(retention::now_ms())
     }
 
     /// As [`Self::enforce_retention`], as if the clock read `now_ms` (tests).
@@ -226,7 +274,7 @@ impl EmbeddedLog {
         &self,
         now_ms: u64,
     ) -> Result<Vec<(String, Removed)>, LogError> {
-        Ok(retention::enforce(&self.shared.db, &self.policy, now_ms)?
+        Ok(retention::enforce(&self.shared, &self.policy, now_ms)?
             .into_iter()
             .map(|(topic, removed, _)| (topic, removed))
             .collect())
@@ -278,7 +326,7 @@ mod tests {
     #[tokio::test]
     async fn appends_are_read_back_in_order_and_survive_reopen() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("log.redb");
+        let path = dir.path().join("log");
         {
             let log = EmbeddedLog::open(&path, &EmbeddedLogConfig::default()).expect("open");
             let mut tasks = Vec::new();
