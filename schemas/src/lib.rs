@@ -20,6 +20,7 @@ pub mod dedup_key;
 pub mod event;
 pub mod inspect;
 pub mod interaction;
+pub mod money;
 pub mod namespace;
 pub mod order;
 pub mod percent;
