@@ -197,7 +197,13 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             state: Arc::new(state),
             log: log.clone(),
             ad_keys: ad_keys.clone(),
-            windows: settings.store.attribution(),
+            windows: rm_store::model::attribution::Windows {
+                // The reports window clicks as the edge does (`RM_CLICK_WINDOW_SECS`).
+                billable_clicks: rm_store::model::traffic::ClickWindow::secs(
+                    settings.ingest.click_window_secs,
+                ),
+                ..settings.store.attribution()
+            },
             inspector: runs_edge.then(|| {
                 let i = inspector.clone();
                 Arc::new(move |id: &str, v: &rm_schemas::namespace::Viewer| {

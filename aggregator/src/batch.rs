@@ -17,15 +17,23 @@
 //! [`AdIdStatus`] (see [`rm_store::model::status`]); unverified events are counted
 //! by verdict in [`FoldStats::unverified`].
 //!
-//! Product impressions, product clicks and creative clicks whose ad id verified are
-//! also stored as attribution touches (one per shopper id, keyed by shopper and dedup
-//! key; an unverified or expired ad id never credits an order), and the
+//! Product and ad facts also keep the traffic class the edge decided (`agent`,
+//! `prefetch`: [`TrafficClass`]), the shopper and the receive time, which the reports
+//! need to flag invalid traffic by reason and to apply the click window
+//! ([`rm_store::model::traffic`]); invalid events are counted by reason in
+//! [`FoldStats::invalid`].
+//!
+//! Product impressions, product clicks and creative clicks of valid traffic whose ad
+//! id verified are also stored as attribution touches (one per shopper id, keyed by
+//! shopper and dedup key; an unverified or expired ad id, a bot, a non-browser or a
+//! prefetch never credits an order), and the
 //! orders of the `orders` topic as order lines ([`fold_orders`]): sales are attributed
 //! from those two sets when the report is read (see
 //! [`rm_store::model::attribution`]).
 
 use std::collections::{HashMap, HashSet};
 
+use rm_schemas::agent::InvalidReason;
 use rm_schemas::order::OrderRecord;
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{EventRecord, InteractionType};
@@ -38,6 +46,7 @@ use rm_store::model::day_of;
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
 use rm_store::model::status::AdIdStatus;
+use rm_store::model::traffic::{shopper_hash, TrafficClass};
 use rm_store::{BatchWrite, EntitySets, FastSet};
 
 /// Default of `--late-horizon-hours` (30 days).
@@ -86,6 +95,9 @@ pub struct FoldStats {
     pub dropped: HashMap<Dropped, u64>,
     /// Events aggregated whose ad id did not verify, by verdict.
     pub unverified: HashMap<UnverifiedAdId, u64>,
+    /// Events aggregated that are invalid traffic, by reason (the click window is
+    /// decided when reports are read, so it is not among them).
+    pub invalid: HashMap<InvalidReason, u64>,
 }
 
 /// The entities a batch touches.
@@ -162,10 +174,13 @@ pub fn fold(
         let key = r.dedup_key.0;
         let status = AdIdStatus::of(r.ad_id_verdict);
         let campaign_id = campaign_str(&r.event.ad_id);
-        // Only a verified ad id may credit an order: a forged or expired one naming a
-        // real shopper's id would otherwise send that shopper's orders to a campaign
-        // of the forger's choice.
-        if r.ad_id_verdict.is_none() {
+        let invalid = r.invalid_reason();
+        let traffic = TrafficClass::of(invalid);
+        // Only a verified ad id of valid traffic may credit an order: a forged or
+        // expired one naming a real shopper's id would otherwise send that shopper's
+        // orders to a campaign of the forger's choice, and a crawler's would credit
+        // sales to traffic no person saw.
+        if invalid.is_none() {
             write
                 .touches
                 .extend(attribution::touches_of(&r.event, key, campaign_id, time_ms));
@@ -222,6 +237,9 @@ pub fn fold(
                     dedup_key: key,
                     status,
                     time_ms,
+                    traffic,
+                    shopper: shopper_hash(e.tracking_id()),
+                    received_ms,
                 });
                 true
             }
@@ -233,6 +251,9 @@ pub fn fold(
                     dedup_key: key,
                     time_ms,
                     status,
+                    traffic,
+                    shopper: shopper_hash(r.event.tracking_id()),
+                    received_ms,
                 });
                 true
             }
@@ -242,6 +263,9 @@ pub fn fold(
             *stats.by_type.entry(r.event.interaction_type).or_default() += 1;
             if let Some(v) = r.ad_id_verdict {
                 *stats.unverified.entry(v).or_default() += 1;
+            }
+            if let Some(why) = invalid {
+                *stats.invalid.entry(why).or_default() += 1;
             }
             write.newest_event_ms = write.newest_event_ms.max(Some(time_ms));
         } else {
@@ -313,8 +337,10 @@ pub fn fold_orders(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use rm_schemas::agent::AgentClass;
     use rm_schemas::InteractionEvent;
     use rm_store::model::ads;
+    use rm_store::model::traffic::ClickWindow;
 
     const T0: i64 = 1_795_000_000_000;
 
@@ -378,6 +404,60 @@ mod tests {
         }
     }
 
+    #[test]
+    fn invalid_traffic_is_flagged_and_never_a_touch() {
+        let click = |agent: Option<AgentClass>, prefetch: bool| {
+            let mut r = record(InteractionType::ProductClick, 0, 1, 0, None);
+            r.event.customer_id = Some("victim".into());
+            r.event.catalog_id = Some("cat".into());
+            r.event.product_code = Some("p".into());
+            r.agent = agent;
+            r.prefetch = prefetch;
+            r
+        };
+        let cases = [
+            (Some(AgentClass::Browser), false, TrafficClass::Valid),
+            (None, false, TrafficClass::Valid),
+            (Some(AgentClass::KnownBot), false, TrafficClass::KnownBot),
+            (
+                Some(AgentClass::NonBrowser),
+                false,
+                TrafficClass::NonBrowser,
+            ),
+            (Some(AgentClass::Browser), true, TrafficClass::Prefetch),
+        ];
+        for (agent, prefetch, class) in cases {
+            let (w, stats) = fold(
+                &[click(agent, prefetch)],
+                &mut EntitySets::default(),
+                &Policy::default(),
+            );
+            assert_eq!(w.product_facts.len(), 1, "{agent:?} is kept");
+            let fact = &w.product_facts[0];
+            assert_eq!(fact.traffic, class);
+            assert_eq!(fact.received_ms, T0 + 1_000, "the edge's receive time");
+            assert_eq!(fact.shopper, shopper_hash("victim"), "the tracking id");
+            let valid = class == TrafficClass::Valid;
+            assert_eq!(w.touches.is_empty(), !valid, "{agent:?} {prefetch}");
+            assert_eq!(stats.invalid.values().sum::<u64>(), u64::from(!valid));
+        }
+    }
+
+    #[test]
+    fn a_hundred_clicks_a_millisecond_apart_are_one_billable_click() {
+        let records: Vec<EventRecord> = (0..100)
+            .map(|i| record(InteractionType::AdClick, 0, 1, i, None))
+            .collect();
+        let (w, stats) = fold(&records, &mut EntitySets::default(), &Policy::default());
+        assert_eq!(stats.by_type[&InteractionType::AdClick], 100, "all kept");
+        let rows = ads::report(ads::resolve(&w.ad_facts), |_| true, ClickWindow::default());
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (rows[0].clicks, rows[0].invalid_clicks.click_window),
+            (1, 99)
+        );
+    }
+
     proptest! {
         /// Impressions fired through the pipeline's fold, re-fired at any time, in any
         /// batches and order: one per (ad id, shopper); billable exactly when some copy
@@ -405,7 +485,7 @@ mod tests {
                     copies.extend(w.ad_facts);
                     unverified += stats.unverified.values().sum::<u64>();
                 }
-                (ads::report(ads::resolve(&copies), |_| true), unverified)
+                (ads::report(ads::resolve(&copies), |_| true, ClickWindow::default()), unverified)
             };
             let (whole, unverified) = report(&[&records]);
             let at = split % records.len();

@@ -7,6 +7,7 @@
 //! | `aggregator_events_total` | counter | `interaction_type` |
 //! | `aggregator_duplicates_total` | counter | |
 //! | `aggregator_unverified_events_total` | counter | `verdict` (expired, bad_signature, foreign) |
+//! | `aggregator_invalid_events_total` | counter | `reason` (known_bot, non_browser, prefetch, unverified_ad_id) |
 //! | `aggregator_events_dropped_total` | counter | `reason` (too_late, future, undecodable) |
 //! | `aggregator_rule_violations_total` | counter | `rule` (funnel_gap, repeated_milestone) |
 //! | `aggregator_store_write_seconds` | histogram | `backend` |
@@ -16,6 +17,7 @@
 //! | `aggregator_freshness_seconds` | gauge | |
 
 use metrics::{counter, gauge, histogram};
+use rm_schemas::agent::InvalidReason;
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::InteractionType;
 
@@ -31,6 +33,8 @@ pub const EVENTS: &str = "aggregator_events_total";
 pub const DUPLICATES: &str = "aggregator_duplicates_total";
 /// Events aggregated whose ad id did not verify, by verdict.
 pub const UNVERIFIED: &str = "aggregator_unverified_events_total";
+/// Events aggregated that are invalid traffic, by reason (flagged, not deleted).
+pub const INVALID: &str = "aggregator_invalid_events_total";
 /// Events not aggregated.
 pub const DROPPED: &str = "aggregator_events_dropped_total";
 /// Rule violations seen.
@@ -59,6 +63,9 @@ pub fn register(backend: &'static str) {
     for v in UnverifiedAdId::ALL {
         counter!(UNVERIFIED, "verdict" => v.as_str()).absolute(0);
     }
+    for r in InvalidReason::ALL {
+        counter!(INVALID, "reason" => r.as_str()).absolute(0);
+    }
     for r in ["too_late", "future", "undecodable"] {
         counter!(DROPPED, "reason" => r).absolute(0);
     }
@@ -85,6 +92,9 @@ pub fn batch(records: usize, stats: &FoldStats, gaps: i64, repeats: i64) {
     counter!(DUPLICATES).increment(stats.duplicates);
     for (v, n) in &stats.unverified {
         counter!(UNVERIFIED, "verdict" => v.as_str()).increment(*n);
+    }
+    for (r, n) in &stats.invalid {
+        counter!(INVALID, "reason" => r.as_str()).increment(*n);
     }
     for (d, n) in &stats.dropped {
         let reason = match d {

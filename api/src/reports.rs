@@ -294,6 +294,7 @@ async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
         }
     }
     q.filter.tenant = tenant;
+    q.filter.click_window = windows.billable_clicks;
     let f = q.filter.clone();
     if path == "/v1/reports/campaigns" {
         for (field, set) in [

@@ -74,7 +74,10 @@ CREATE TABLE IF NOT EXISTS retail_media.product_facts_local ON CLUSTER '{cluster
     day Int32,
     action String,
     dedup_key String,
-    ad_id_status UInt8
+    ad_id_status UInt8,
+    traffic UInt8,
+    shopper UInt64,
+    received_ms Int64
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/product_facts', '{replica}')
 ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, ad_id_status);
@@ -149,7 +152,10 @@ CREATE TABLE IF NOT EXISTS retail_media.ad_facts_local ON CLUSTER '{cluster}' (
     dedup_key String,
     time_ms Int64,
     day Int32,
-    ad_id_status UInt8
+    ad_id_status UInt8,
+    traffic UInt8,
+    shopper UInt64,
+    received_ms Int64
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/ad_facts', '{replica}')
 ORDER BY (campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status);

@@ -56,6 +56,16 @@
 //! table created before the column, copies of one event that differ only in status
 //! may be merged to one of them (the status is not in that table's sorting key).
 //!
+//! **Traffic class, shopper, receive time** (issue 15). `product_facts` and `ad_facts`
+//! keep each copy's traffic class as the edge classified it (`traffic`: 0 valid, 1
+//! known bot, 2 non-browser, 3 prefetch; `rm_store::model::traffic`), the shopper (a
+//! 64-bit XXH3 of the tracking id) and the edge's receive time (`received_ms`): the
+//! reports flag invalid traffic by reason and apply the click window on them. They are
+//! in [`ADDED_COLUMNS`]; a row written before reads 0, 0, 0: valid and not windowed,
+//! so it counts as it did. On a cluster, add them with `ALTER TABLE ... ON CLUSTER`
+//! as above. The columns are not in the sorting keys: copies of one event that differ
+//! only in them may be merged to one of them.
+//!
 //! Dedup keys are stored as 32 lower-case hex digits (`format!("{:032x}")`): fixed
 //! width, so their string order is their numeric order. Days are `Int32` days since
 //! 1970-01-01 (UTC), exactly the aggregator's day numbers.
@@ -106,7 +116,10 @@ pub const PRODUCT_FACTS: &str = "CREATE TABLE IF NOT EXISTS product_facts (
     day Int32,
     action String,
     dedup_key String,
-    ad_id_status UInt8
+    ad_id_status UInt8,
+    traffic UInt8,
+    shopper UInt64,
+    received_ms Int64
 ) ENGINE = ReplacingMergeTree
 ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, ad_id_status)";
 
@@ -176,7 +189,10 @@ pub const AD_FACTS: &str = "CREATE TABLE IF NOT EXISTS ad_facts (
     dedup_key String,
     time_ms Int64,
     day Int32,
-    ad_id_status UInt8
+    ad_id_status UInt8,
+    traffic UInt8,
+    shopper UInt64,
+    received_ms Int64
 ) ENGINE = ReplacingMergeTree
 ORDER BY (campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status)";
 
@@ -194,11 +210,17 @@ pub const ALL: [&str; 7] = [
 /// Columns added to a table after it first shipped: (table, column, type). Each is
 /// also in the table's statement above; the store adds the ones a table created
 /// earlier lacks (the type's default fills the old rows).
-pub const ADDED_COLUMNS: [(&str, &str, &str); 4] = [
+pub const ADDED_COLUMNS: [(&str, &str, &str); 10] = [
     ("view_facts", "ad_id_status", "UInt8"),
     ("views", "ad_id_status", "UInt8"),
     ("product_facts", "ad_id_status", "UInt8"),
     ("cart_events", "ad_id_status", "UInt8"),
+    ("product_facts", "traffic", "UInt8"),
+    ("product_facts", "shopper", "UInt64"),
+    ("product_facts", "received_ms", "Int64"),
+    ("ad_facts", "traffic", "UInt8"),
+    ("ad_facts", "shopper", "UInt64"),
+    ("ad_facts", "received_ms", "Int64"),
 ];
 
 #[cfg(test)]

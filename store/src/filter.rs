@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::model::attribution::OrderLine;
+use crate::model::traffic::ClickWindow;
 
 /// Which rows a report covers. Days are inclusive, UTC, days since the epoch.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -33,6 +34,9 @@ pub struct ReportFilter {
     /// tools and the api's own spend query).
     #[serde(skip)]
     pub tenant: Option<Tenant>,
+    /// The click window the report applies (the edge's `RM_CLICK_WINDOW_SECS`).
+    #[serde(skip)]
+    pub click_window: ClickWindow,
 }
 
 /// The namespace a report is read for, and its campaigns.

@@ -41,7 +41,8 @@ fn tagged<T: Serialize>(v: &T) -> Vec<u8> {
 }
 
 fn untag<'a, T: serde::Deserialize<'a>>(b: &'a [u8]) -> T {
-    assert_eq!(b[0], 1, "new rows are postcard");
+    // Tag 1: postcard; tag 2: a product or ad fact with its traffic class.
+    assert!(matches!(b[0], 1 | 2), "new rows are postcard");
     postcard::from_bytes(&b[1..]).expect("postcard row")
 }
 
@@ -100,7 +101,17 @@ pub fn downgrade(path: &Path) {
                 a.time_ms,
                 a.status,
             ));
-            at.insert(k.as_str(), tagged(a).as_slice()).expect("insert");
+            // The previous version's `AdFact`: no traffic class, shopper, receive time.
+            let old = (
+                &a.campaign_id,
+                &a.ad_id,
+                a.action,
+                a.dedup_key,
+                a.time_ms,
+                a.status,
+            );
+            at.insert(k.as_str(), tagged(&old).as_slice())
+                .expect("insert");
         }
         let mut ct = w.open_table(Old::new("carts")).expect("carts");
         for c in &carts {

@@ -9,6 +9,7 @@ use crate::model::attribution::{OrderLine, Touch, TouchKind};
 use crate::model::carts::{CartEventRow, CartFact, CartKey, Transition};
 use crate::model::products::ProductAction;
 use crate::model::status::AdIdStatus;
+use crate::model::traffic::TrafficClass;
 use crate::model::DAY_MS;
 use crate::StoreError;
 
@@ -85,17 +86,41 @@ pub(crate) struct AdFactCh<'a> {
     pub(crate) time_ms: i64,
     pub(crate) day: i32,
     pub(crate) ad_id_status: u8,
+    pub(crate) traffic: u8,
+    pub(crate) shopper: u64,
+    pub(crate) received_ms: i64,
 }
 
-/// Resolved ad facts counted per campaign, ad, day, action and status.
+/// Resolved ad impressions counted per campaign, ad, day, status and traffic class.
 #[derive(Row, Deserialize)]
 pub(crate) struct AdAgg {
     pub(crate) campaign_id: String,
     pub(crate) ad_id: String,
     pub(crate) day: i32,
-    pub(crate) action: String,
     pub(crate) status: u8,
+    pub(crate) traffic: u8,
     pub(crate) facts: u64,
+}
+
+/// One resolved (distinct) click of a report: its group, identity and what the
+/// click window and the invalid reasons need.
+#[derive(Row, Deserialize)]
+pub(crate) struct ClickCh {
+    pub(crate) campaign_id: String,
+    pub(crate) ad_id: String,
+    pub(crate) catalog_id: String,
+    pub(crate) product_code: String,
+    pub(crate) day: i32,
+    pub(crate) dedup_key: String,
+    pub(crate) status: u8,
+    pub(crate) traffic: u8,
+    pub(crate) shopper: u64,
+    pub(crate) received_ms: i64,
+}
+
+/// A stored traffic class code.
+pub(crate) fn parse_traffic(code: u8) -> Result<TrafficClass, StoreError> {
+    TrafficClass::from_code(code).ok_or_else(|| corrupt("traffic class", &code.to_string()))
 }
 
 /// A column name of a table.
@@ -140,6 +165,9 @@ pub(crate) struct ProductFactCh<'a> {
     pub(crate) action: &'a str,
     pub(crate) dedup_key: String,
     pub(crate) ad_id_status: u8,
+    pub(crate) traffic: u8,
+    pub(crate) shopper: u64,
+    pub(crate) received_ms: i64,
 }
 
 /// A row of `cart_events`.
@@ -294,7 +322,7 @@ pub(crate) struct FunnelAgg {
     pub(crate) ad_id_status: u8,
 }
 
-/// A group of the product report, as the server counts it.
+/// Distinct product impressions counted per group, status and traffic class.
 #[derive(Row, Deserialize)]
 pub(crate) struct ProductAgg {
     pub(crate) campaign_id: String,
@@ -302,9 +330,9 @@ pub(crate) struct ProductAgg {
     pub(crate) catalog_id: String,
     pub(crate) product_code: String,
     pub(crate) day: i32,
+    pub(crate) status: u8,
+    pub(crate) traffic: u8,
     pub(crate) impressions: u64,
-    pub(crate) clicks: u64,
-    pub(crate) ad_id_status: u8,
 }
 
 #[cfg(test)]

@@ -157,6 +157,9 @@ impl ClickHouseStore {
                 action: action_str(p.action),
                 dedup_key: dedup_hex(p.dedup_key),
                 ad_id_status: p.status.rank(),
+                traffic: p.traffic.code(),
+                shopper: p.shopper,
+                received_ms: p.received_ms,
             })
             .collect();
         let ad_facts: Vec<AdFactCh<'_>> = b
@@ -170,6 +173,9 @@ impl ClickHouseStore {
                 time_ms: a.time_ms,
                 day: crate::model::day_of(a.time_ms),
                 ad_id_status: a.status.rank(),
+                traffic: a.traffic.code(),
+                shopper: a.shopper,
+                received_ms: a.received_ms,
             })
             .collect();
         let views: Vec<ViewCh<'_>> = b

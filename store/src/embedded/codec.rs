@@ -1,6 +1,10 @@
 //! The embedded store's encoding: binary keys (postcard of the identifying fields,
 //! after an 8-byte event time for facts) and values (postcard behind a one-byte tag;
 //! JSON, the first format, still read). A test pins the bytes.
+//!
+//! Product and ad facts gained their traffic class, shopper and receive time (issue
+//! 15) under tag [`FACT_V2`]; a value under tag [`POSTCARD`] is the layout before it,
+//! read into a fact of valid traffic without receive time (so it counts as it did).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -23,6 +27,78 @@ pub(super) const POSTCARD: u8 = 1;
 
 pub(super) fn val<T: Serialize>(v: &T) -> Vec<u8> {
     postcard::to_extend(v, vec![POSTCARD]).unwrap_or_default()
+}
+
+/// Tag of a product or ad fact with its traffic class, shopper and receive time.
+pub(super) const FACT_V2: u8 = 2;
+
+/// A product or ad fact's value.
+pub(super) fn fact_val<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_extend(v, vec![FACT_V2]).unwrap_or_default()
+}
+
+/// A product fact as stored before traffic classes (tag [`POSTCARD`]).
+#[derive(serde::Deserialize)]
+struct ProductFactV1 {
+    group: crate::model::products::ProductGroup,
+    action: crate::model::products::ProductAction,
+    dedup_key: u128,
+    status: crate::model::status::AdIdStatus,
+    time_ms: i64,
+}
+
+/// An ad fact as stored before traffic classes (tag [`POSTCARD`]).
+#[derive(serde::Deserialize)]
+struct AdFactV1 {
+    campaign_id: String,
+    ad_id: String,
+    action: crate::model::ads::AdAction,
+    dedup_key: u128,
+    time_ms: i64,
+    status: crate::model::status::AdIdStatus,
+}
+
+/// A product fact's value, in any of its layouts.
+pub(crate) fn parse_product_fact(b: &[u8]) -> Result<ProductFact, StoreError> {
+    match b.split_first() {
+        Some((&FACT_V2, rest)) => postcard::from_bytes(rest).map_err(corrupt),
+        Some((&POSTCARD, rest)) => {
+            let p: ProductFactV1 = postcard::from_bytes(rest).map_err(corrupt)?;
+            Ok(ProductFact {
+                group: p.group,
+                action: p.action,
+                dedup_key: p.dedup_key,
+                status: p.status,
+                time_ms: p.time_ms,
+                traffic: Default::default(),
+                shopper: 0,
+                received_ms: 0,
+            })
+        }
+        _ => serde_json::from_slice(b).map_err(corrupt),
+    }
+}
+
+/// An ad fact's value, in any of its layouts.
+pub(crate) fn parse_ad_fact(b: &[u8]) -> Result<AdFact, StoreError> {
+    match b.split_first() {
+        Some((&FACT_V2, rest)) => postcard::from_bytes(rest).map_err(corrupt),
+        Some((&POSTCARD, rest)) => {
+            let a: AdFactV1 = postcard::from_bytes(rest).map_err(corrupt)?;
+            Ok(AdFact {
+                campaign_id: a.campaign_id,
+                ad_id: a.ad_id,
+                action: a.action,
+                dedup_key: a.dedup_key,
+                time_ms: a.time_ms,
+                status: a.status,
+                traffic: Default::default(),
+                shopper: 0,
+                received_ms: 0,
+            })
+        }
+        _ => serde_json::from_slice(b).map_err(corrupt),
+    }
 }
 
 pub(super) fn corrupt(e: impl std::fmt::Display) -> StoreError {
@@ -48,14 +124,32 @@ pub(super) fn timed_key<T: Serialize>(ms: i64, rest: &T) -> Vec<u8> {
 
 /// A product fact's key.
 pub(super) fn product_key(p: &ProductFact) -> Vec<u8> {
-    timed_key(p.time_ms, &(p.dedup_key, p.action, p.status, &p.group))
+    timed_key(
+        p.time_ms,
+        &(
+            p.dedup_key,
+            p.action,
+            p.status,
+            &p.group,
+            p.traffic,
+            p.received_ms,
+        ),
+    )
 }
 
 /// An ad fact's key.
 pub(super) fn ad_key(a: &AdFact) -> Vec<u8> {
     timed_key(
         a.time_ms,
-        &(&a.campaign_id, &a.ad_id, a.action, a.dedup_key, a.status),
+        &(
+            &a.campaign_id,
+            &a.ad_id,
+            a.action,
+            a.dedup_key,
+            a.status,
+            a.traffic,
+            a.received_ms,
+        ),
     )
 }
 

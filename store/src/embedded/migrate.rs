@@ -12,6 +12,7 @@
 
 use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
+use super::codec::{fact_val, parse_ad_fact};
 use super::entities::{self, Index, CARTS, VIEWS};
 use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val, StoreError, Table};
 use super::{AD_FACTS, PRODUCT_FACTS, TOUCHES};
@@ -21,6 +22,7 @@ use crate::model::carts::CartEventRow;
 use crate::model::funnel::{ViewFact, ViewRow};
 use crate::model::products::{ProductAction, ProductFact, ProductGroup};
 use crate::model::status::AdIdStatus;
+use crate::model::traffic::TrafficClass;
 use crate::model::DAY_MS;
 
 /// A product fact as the previous version stored it (no event time).
@@ -102,13 +104,21 @@ pub(super) fn from_json_keys(w: &WriteTransaction) -> Result<u64, StoreError> {
                 action: p.action,
                 dedup_key: p.dedup_key,
                 status: p.status,
+                traffic: TrafficClass::Valid,
+                shopper: 0,
+                received_ms: 0,
             };
-            Some((product_key(&fact), val(&fact)))
+            Some((product_key(&fact), fact_val(&fact)))
         },
     )?;
-    converted += convert(w, &has, OLD_AD_FACTS, AD_FACTS, |a: AdFact| {
-        Some((ad_key(&a), val(&a)))
-    })?;
+    converted += convert_with(
+        w,
+        &has,
+        OLD_AD_FACTS,
+        AD_FACTS,
+        parse_ad_fact,
+        |a: AdFact| Some((ad_key(&a), fact_val(&a))),
+    )?;
     converted += convert(w, &has, OLD_TOUCHES, TOUCHES, |t: Touch| {
         Some((touch_key(&t), val(&t)))
     })?;
@@ -154,6 +164,18 @@ fn convert<T: serde::de::DeserializeOwned>(
     new: Table,
     convert_row: impl Fn(T) -> Option<(Vec<u8>, Vec<u8>)>,
 ) -> Result<u64, StoreError> {
+    convert_with(w, has, old, new, parse, convert_row)
+}
+
+/// [`convert`] with the old values read by `read`.
+fn convert_with<T>(
+    w: &WriteTransaction,
+    has: &impl Fn(Old) -> bool,
+    old: Old,
+    new: Table,
+    read: impl Fn(&[u8]) -> Result<T, StoreError>,
+    convert_row: impl Fn(T) -> Option<(Vec<u8>, Vec<u8>)>,
+) -> Result<u64, StoreError> {
     if !has(old) {
         return Ok(0);
     }
@@ -162,7 +184,7 @@ fn convert<T: serde::de::DeserializeOwned>(
     let mut n = 0;
     for row in from.iter().map_err(err)? {
         let (_, v) = row.map_err(err)?;
-        if let Some((k, v)) = convert_row(parse(v.value())?) {
+        if let Some((k, v)) = convert_row(read(v.value())?) {
             to.insert(k.as_slice(), v.as_slice()).map_err(err)?;
             n += 1;
         }

@@ -9,6 +9,7 @@ use redb::ReadableDatabase;
 
 use super::codec::parse_view_facts;
 use super::entities::{self, Entities, CARTS, VIEWS};
+use super::codec::fact_val;
 use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val};
 use super::{EmbeddedStore, Rows, Table, AD_FACTS, ORDERS, PRODUCT_FACTS, TOUCHES};
 use crate::model::attribution::OrderLine;
@@ -53,9 +54,13 @@ impl Encoded {
         let product_facts: Rows = batch
             .product_facts
             .iter()
-            .map(|p| (product_key(p), val(p)))
+            .map(|p| (product_key(p), fact_val(p)))
             .collect();
-        let ad_facts: Rows = batch.ad_facts.iter().map(|a| (ad_key(a), val(a))).collect();
+        let ad_facts: Rows = batch
+            .ad_facts
+            .iter()
+            .map(|a| (ad_key(a), fact_val(a)))
+            .collect();
         let mut by_cart: std::collections::BTreeMap<&CartKey, Vec<&CartEventRow>> =
             Default::default();
         for r in &batch.cart_rows {

@@ -14,16 +14,20 @@
 //! status of its copies (valid when first received stays billable). Both are set
 //! functions, so arrival order, replays and crashes cannot move a count.
 //!
-//! A fact whose status is not `verified` (the edge's `adIdVerdict`: expired, bad
-//! signature, foreign) is **not billable**: it is counted in `notBillableImpressions`
-//! / `notBillableClicks`, never in `impressions` / `clicks` / `ctr`. The row's
+//! A fact that is not valid ([`super::traffic`]: a bot, a non-browser, a prefetch,
+//! an ad id that did not verify, a click within the click window of the shopper's last
+//! counted click on the ad) is **not billable**: it is counted by reason in
+//! `invalidImpressions` / `invalidClicks` (and in total in `notBillableImpressions` /
+//! `notBillableClicks`), never in `impressions` / `clicks` / `ctr`. The row's
 //! `adIdStatus` is the worst status among its facts ([`super::status`]).
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::products::earliest;
 use super::status::AdIdStatus;
+use super::traffic::{self, ClickWindow, Invalid, InvalidCounts, TrafficClass, WindowedClick};
 use super::{day_of, format_day, rate};
 
 /// Impression or click.
@@ -68,6 +72,15 @@ pub struct AdFact {
     /// How the ad id verified for this copy.
     #[serde(default)]
     pub status: AdIdStatus,
+    /// How the edge classified this copy's traffic.
+    #[serde(default)]
+    pub traffic: TrafficClass,
+    /// The shopper ([`traffic::shopper_hash`] of the tracking id; 0 when unknown).
+    #[serde(default)]
+    pub shopper: u64,
+    /// The edge's receive time of this copy, ms (0 when unknown: stored before).
+    #[serde(default)]
+    pub received_ms: i64,
 }
 
 /// The group a fact counts in.
@@ -81,7 +94,8 @@ pub struct AdGroup {
     pub day: i32,
 }
 
-/// A fact made of its copies: day of the earliest, best status.
+/// A fact made of its copies: day of the earliest, best status and class, earliest
+/// receive time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedAdFact {
     /// Where it counts.
@@ -90,40 +104,67 @@ pub struct ResolvedAdFact {
     pub action: AdAction,
     /// Best status of its copies.
     pub status: AdIdStatus,
+    /// Best traffic class of its copies.
+    pub traffic: TrafficClass,
+    /// Dedup key.
+    pub dedup_key: u128,
+    /// The shopper.
+    pub shopper: u64,
+    /// Earliest receive time of its copies (0 when unknown).
+    pub received_ms: i64,
 }
 
 /// One fact per (action, dedup key) from any number of copies in any order.
 pub fn resolve<'a>(copies: impl IntoIterator<Item = &'a AdFact>) -> Vec<ResolvedAdFact> {
-    let mut by_key: HashMap<(AdAction, u128), (&AdFact, i64, AdIdStatus)> = HashMap::new();
+    struct Best<'a> {
+        first: &'a AdFact,
+        status: AdIdStatus,
+        traffic: TrafficClass,
+        shopper: u64,
+        received_ms: i64,
+    }
+    let mut by_key: HashMap<(AdAction, u128), Best<'_>> = HashMap::new();
     for c in copies {
         by_key
             .entry((c.action, c.dedup_key))
-            .and_modify(|(first, t, s)| {
+            .and_modify(|b| {
                 // Earliest copy wins the time; ties by ad id so the choice is a set function.
-                if (c.time_ms, &c.ad_id) < (*t, &first.ad_id) {
-                    *first = c;
-                    *t = c.time_ms;
+                if (c.time_ms, &c.ad_id) < (b.first.time_ms, &b.first.ad_id) {
+                    b.first = c;
                 }
-                *s = (*s).min(c.status);
+                b.status = b.status.min(c.status);
+                b.traffic = b.traffic.min(c.traffic);
+                b.shopper = b.shopper.max(c.shopper);
+                b.received_ms = earliest(b.received_ms, c.received_ms);
             })
-            .or_insert((c, c.time_ms, c.status));
+            .or_insert(Best {
+                first: c,
+                status: c.status,
+                traffic: c.traffic,
+                shopper: c.shopper,
+                received_ms: c.received_ms,
+            });
     }
     by_key
         .into_iter()
-        .map(|((action, _), (f, t, status))| ResolvedAdFact {
+        .map(|((action, dedup_key), b)| ResolvedAdFact {
             group: AdGroup {
-                campaign_id: f.campaign_id.clone(),
-                ad_id: f.ad_id.clone(),
-                day: day_of(t),
+                campaign_id: b.first.campaign_id.clone(),
+                ad_id: b.first.ad_id.clone(),
+                day: day_of(b.first.time_ms),
             },
             action,
-            status,
+            status: b.status,
+            traffic: b.traffic,
+            dedup_key,
+            shopper: b.shopper,
+            received_ms: b.received_ms,
         })
         .collect()
 }
 
 /// One row of the ad report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AdReportRow {
     /// Campaign.
@@ -138,12 +179,18 @@ pub struct AdReportRow {
     pub clicks: u64,
     /// clicks / impressions, billable only (0 without impressions).
     pub ctr: f64,
-    /// Impressions whose ad id did not verify.
+    /// Impressions that are not billable (every invalid reason).
     pub not_billable_impressions: u64,
-    /// Clicks whose ad id did not verify.
+    /// Clicks that are not billable (every invalid reason).
     pub not_billable_clicks: u64,
     /// The worst status among the row's events.
     pub ad_id_status: AdIdStatus,
+    /// Invalid impressions by reason.
+    #[serde(default)]
+    pub invalid_impressions: InvalidCounts,
+    /// Invalid clicks by reason.
+    #[serde(default)]
+    pub invalid_clicks: InvalidCounts,
 }
 
 /// Counts of one group, by action and status, as both stores produce them.
@@ -159,21 +206,65 @@ pub struct AdCounts {
     pub not_billable_clicks: u64,
     /// Worst status seen.
     pub worst: AdIdStatus,
+    /// Invalid impressions by reason.
+    pub invalid_impressions: InvalidCounts,
+    /// Invalid clicks by reason.
+    pub invalid_clicks: InvalidCounts,
 }
 
 impl AdCounts {
-    /// Adds `n` facts of `action` with `status`.
-    pub fn add(&mut self, action: AdAction, status: AdIdStatus, n: u64) {
-        let slot = match (action, status.is_billable()) {
-            (AdAction::Impression, true) => &mut self.impressions,
-            (AdAction::Click, true) => &mut self.clicks,
-            (AdAction::Impression, false) => &mut self.not_billable_impressions,
-            (AdAction::Click, false) => &mut self.not_billable_clicks,
-        };
-        *slot += n;
+    /// Adds `n` facts of `action` with `status`, invalid for `why` (`None`: valid).
+    pub fn add(&mut self, action: AdAction, status: AdIdStatus, why: Option<Invalid>, n: u64) {
+        match (action, why) {
+            (AdAction::Impression, None) => self.impressions += n,
+            (AdAction::Click, None) => self.clicks += n,
+            (AdAction::Impression, Some(why)) => {
+                self.not_billable_impressions += n;
+                self.invalid_impressions.add(why, n);
+            }
+            (AdAction::Click, Some(why)) => {
+                self.not_billable_clicks += n;
+                self.invalid_clicks.add(why, n);
+            }
+        }
         if n > 0 {
             self.worst = self.worst.max(status);
         }
+    }
+}
+
+/// Adds resolved facts to `groups`: impressions as they are, clicks through the click
+/// window (per group and shopper). Both stores call this with the facts they resolved
+/// one by one (the embedded store all of them, ClickHouse the clicks).
+pub fn count(
+    groups: &mut BTreeMap<AdGroup, AdCounts>,
+    facts: Vec<ResolvedAdFact>,
+    window: ClickWindow,
+) {
+    let valid_clicks: Vec<WindowedClick<(&AdGroup, u64)>> = facts
+        .iter()
+        .filter(|f| f.action == AdAction::Click && traffic::reason(f.traffic, f.status).is_none())
+        .map(|f| WindowedClick {
+            key: (&f.group, f.shopper),
+            received_ms: f.received_ms,
+            dedup_key: f.dedup_key,
+        })
+        .collect();
+    let mut counted = traffic::counted_clicks(&valid_clicks, window).into_iter();
+    let decided: Vec<Option<Invalid>> = facts
+        .iter()
+        .map(|f| match traffic::reason(f.traffic, f.status) {
+            Some(why) => Some(why),
+            None if f.action == AdAction::Impression => None,
+            None if counted.next().unwrap_or(true) => None,
+            None => Some(Invalid::ClickWindow),
+        })
+        .collect();
+    for (f, why) in facts.into_iter().zip(decided) {
+        groups
+            .entry(f.group)
+            .or_default()
+            .add(f.action, f.status, why, 1);
     }
 }
 
@@ -191,6 +282,8 @@ pub fn rows(groups: BTreeMap<AdGroup, AdCounts>) -> Vec<AdReportRow> {
             not_billable_impressions: c.not_billable_impressions,
             not_billable_clicks: c.not_billable_clicks,
             ad_id_status: c.worst,
+            invalid_impressions: c.invalid_impressions,
+            invalid_clicks: c.invalid_clicks,
         })
         .collect()
 }
@@ -199,16 +292,11 @@ pub fn rows(groups: BTreeMap<AdGroup, AdCounts>) -> Vec<AdReportRow> {
 pub fn report(
     facts: impl IntoIterator<Item = ResolvedAdFact>,
     keep: impl Fn(&AdGroup) -> bool,
+    window: ClickWindow,
 ) -> Vec<AdReportRow> {
     let mut groups: BTreeMap<AdGroup, AdCounts> = BTreeMap::new();
-    for f in facts {
-        if keep(&f.group) {
-            groups
-                .entry(f.group)
-                .or_default()
-                .add(f.action, f.status, 1);
-        }
-    }
+    let kept = facts.into_iter().filter(|f| keep(&f.group)).collect();
+    count(&mut groups, kept, window);
     rows(groups)
 }
 
@@ -227,11 +315,48 @@ mod tests {
             dedup_key: key,
             time_ms,
             status,
+            traffic: TrafficClass::Valid,
+            shopper: 0,
+            received_ms: 0,
         }
     }
 
     fn all(copies: &[AdFact]) -> Vec<AdReportRow> {
-        report(resolve(copies), |_| true)
+        report(resolve(copies), |_| true, ClickWindow::default())
+    }
+
+    #[test]
+    fn clicks_within_the_window_and_invalid_traffic_are_not_billable() {
+        let mut copies: Vec<AdFact> = (0..100)
+            .map(|i| {
+                let mut c = copy(
+                    AdAction::Click,
+                    100 + i,
+                    T0 + i as i64,
+                    AdIdStatus::Verified,
+                );
+                c.shopper = 1;
+                c.received_ms = T0 + 1_000 + i as i64;
+                c
+            })
+            .collect();
+        let mut other = copy(AdAction::Click, 7, T0, AdIdStatus::Verified);
+        other.shopper = 2;
+        other.received_ms = T0 + 1_000;
+        let mut bot = copy(AdAction::Impression, 8, T0, AdIdStatus::Verified);
+        bot.traffic = TrafficClass::KnownBot;
+        let mut prefetch = copy(AdAction::Click, 9, T0, AdIdStatus::Expired);
+        prefetch.traffic = TrafficClass::Prefetch;
+        copies.extend([other, bot, prefetch]);
+        let r = all(&copies);
+        assert_eq!(r.len(), 1);
+        let row = &r[0];
+        assert_eq!((row.impressions, row.clicks), (0, 2));
+        assert_eq!(row.invalid_clicks.click_window, 99);
+        assert_eq!(row.invalid_clicks.prefetch, 1, "the first reason decides");
+        assert_eq!(row.invalid_impressions.known_bot, 1);
+        assert_eq!(row.not_billable_clicks, row.invalid_clicks.total());
+        assert_eq!(row.not_billable_impressions, 1);
     }
 
     #[test]

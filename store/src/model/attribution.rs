@@ -49,6 +49,10 @@ pub struct Windows {
     pub click_ms: i64,
     /// How long before an order an impression still earns the credit.
     pub view_ms: i64,
+    /// Not an attribution window: the billable click window the reports apply to
+    /// repeated clicks ([`super::traffic`]), carried here because every report
+    /// reader already takes these windows.
+    pub billable_clicks: super::traffic::ClickWindow,
 }
 
 impl Windows {
@@ -57,6 +61,7 @@ impl Windows {
         Self {
             click_ms: click.max(0).saturating_mul(DAY_MS),
             view_ms: view.max(0).saturating_mul(DAY_MS),
+            billable_clicks: super::traffic::ClickWindow::default(),
         }
     }
 }

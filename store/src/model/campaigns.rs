@@ -187,6 +187,7 @@ mod tests {
             not_billable_impressions: 7,
             not_billable_clicks: 7,
             ad_id_status: AdIdStatus::Foreign,
+            ..AdReportRow::default()
         }
     }
 

@@ -22,6 +22,7 @@ pub mod carts;
 pub mod funnel;
 pub mod products;
 pub mod status;
+pub mod traffic;
 
 /// A fact of an entity's set: identified by its dedup key, placed by its event time,
 /// carrying the ad id status of its best copy.

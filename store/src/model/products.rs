@@ -9,12 +9,18 @@
 //!
 //! Each row's `adIdStatus` is the worst [`AdIdStatus`] of its distinct facts, a fact
 //! taking the best status of its copies (see [`super::status`]).
+//!
+//! `impressions`, `clicks` and `ctr` count **valid** facts only; invalid ones (bots,
+//! non-browsers, prefetches, unverified ad ids, clicks within the click window of the
+//! shopper's last counted click on the same ad and product) are counted beside them
+//! by reason, in `invalidImpressions` and `invalidClicks` ([`super::traffic`]).
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use super::status::AdIdStatus;
+use super::traffic::{self, ClickWindow, InvalidCounts, TrafficClass, WindowedClick};
 use super::{format_day, rate};
 
 /// Impression or click.
@@ -57,10 +63,38 @@ pub struct ProductFact {
     /// batch's facts append instead of landing all over the table).
     #[serde(default)]
     pub time_ms: i64,
+    /// How the edge classified this copy's traffic.
+    #[serde(default)]
+    pub traffic: TrafficClass,
+    /// The shopper ([`traffic::shopper_hash`] of the tracking id; 0 when unknown).
+    #[serde(default)]
+    pub shopper: u64,
+    /// The edge's receive time of this copy, ms (0 when unknown: stored before).
+    #[serde(default)]
+    pub received_ms: i64,
+}
+
+/// One distinct product event: the best of its copies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DistinctProductFact<'a> {
+    /// Where it counts (the least group among copies; equal in every copy).
+    pub group: &'a ProductGroup,
+    /// Impression or click.
+    pub action: ProductAction,
+    /// Dedup key.
+    pub dedup_key: u128,
+    /// Best status of its copies.
+    pub status: AdIdStatus,
+    /// Best traffic class of its copies.
+    pub traffic: TrafficClass,
+    /// The shopper.
+    pub shopper: u64,
+    /// Earliest receive time of its copies (0 when unknown).
+    pub received_ms: i64,
 }
 
 /// One row of the product report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProductReportRow {
     /// Campaign.
@@ -81,51 +115,170 @@ pub struct ProductReportRow {
     pub ctr: f64,
     /// Worst ad id status of the row's events.
     pub ad_id_status: AdIdStatus,
+    /// Invalid impressions by reason (not in `impressions`).
+    #[serde(default)]
+    pub invalid_impressions: InvalidCounts,
+    /// Invalid clicks by reason (not in `clicks`).
+    #[serde(default)]
+    pub invalid_clicks: InvalidCounts,
+}
+
+/// The counts of one product row, as both stores produce them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProductCounts {
+    /// Valid impressions.
+    pub impressions: u64,
+    /// Valid clicks.
+    pub clicks: u64,
+    /// Worst status seen.
+    pub worst: AdIdStatus,
+    /// Invalid impressions by reason.
+    pub invalid_impressions: InvalidCounts,
+    /// Invalid clicks by reason.
+    pub invalid_clicks: InvalidCounts,
 }
 
 impl ProductReportRow {
-    /// A row from a group, its counts and its worst ad id status.
-    pub fn new(g: &ProductGroup, impressions: u64, clicks: u64, status: AdIdStatus) -> Self {
+    /// A row from a group and its counts.
+    pub fn new(g: &ProductGroup, c: &ProductCounts) -> Self {
         Self {
             campaign_id: g.campaign_id.clone(),
             ad_id: g.ad_id.clone(),
             catalog_id: g.catalog_id.clone(),
             product_code: g.product_code.clone(),
             day: format_day(g.day),
-            impressions,
-            clicks,
-            ctr: rate(clicks, impressions),
-            ad_id_status: status,
+            impressions: c.impressions,
+            clicks: c.clicks,
+            ctr: rate(c.clicks, c.impressions),
+            ad_id_status: c.worst,
+            invalid_impressions: c.invalid_impressions,
+            invalid_clicks: c.invalid_clicks,
         }
     }
 }
 
-/// Counts distinct facts per group, sorted by group.
-pub fn report<'a>(facts: impl IntoIterator<Item = &'a ProductFact>) -> Vec<ProductReportRow> {
-    // One fact per (dedup key, action): its group (equal in every copy) and best status.
-    let mut distinct: HashMap<(u128, ProductAction), (&ProductGroup, AdIdStatus)> = HashMap::new();
+/// One distinct fact per (dedup key, action), from any number of copies in any order:
+/// the least group (equal in every copy), the best status and class, the earliest
+/// receive time.
+pub fn distinct<'a>(
+    facts: impl IntoIterator<Item = &'a ProductFact>,
+) -> Vec<DistinctProductFact<'a>> {
+    let mut by_key: HashMap<(u128, ProductAction), DistinctProductFact<'a>> = HashMap::new();
     for f in facts {
-        distinct
+        by_key
             .entry((f.dedup_key, f.action))
-            .and_modify(|(g, s)| {
-                *s = (*s).min(f.status);
-                *g = (*g).min(&f.group);
+            .and_modify(|d| {
+                d.status = d.status.min(f.status);
+                d.traffic = d.traffic.min(f.traffic);
+                d.group = d.group.min(&f.group);
+                d.shopper = d.shopper.max(f.shopper);
+                d.received_ms = earliest(d.received_ms, f.received_ms);
             })
-            .or_insert((&f.group, f.status));
+            .or_insert(DistinctProductFact {
+                group: &f.group,
+                action: f.action,
+                dedup_key: f.dedup_key,
+                status: f.status,
+                traffic: f.traffic,
+                shopper: f.shopper,
+                received_ms: f.received_ms,
+            });
     }
-    let mut groups: BTreeMap<&ProductGroup, (u64, u64, AdIdStatus)> = BTreeMap::new();
-    for ((_, action), (g, status)) in distinct {
+    by_key.into_values().collect()
+}
+
+/// The earlier of two receive times, 0 (unknown) only when both are.
+pub(crate) fn earliest(a: i64, b: i64) -> i64 {
+    match (a > 0, b > 0) {
+        (true, true) => a.min(b),
+        (true, false) => a,
+        _ => b,
+    }
+}
+
+/// Rows of the report (sorted by group) from impressions already counted per group,
+/// status and class, and the distinct clicks (group, shopper, dedup key, status,
+/// class, receive time), which are windowed here. Both stores call this.
+pub fn rows(
+    impressions: impl IntoIterator<Item = (ProductGroup, AdIdStatus, TrafficClass, u64)>,
+    clicks: Vec<(ProductGroup, u64, u128, AdIdStatus, TrafficClass, i64)>,
+    window: ClickWindow,
+) -> Vec<ProductReportRow> {
+    let mut groups: BTreeMap<ProductGroup, ProductCounts> = BTreeMap::new();
+    for (g, status, class, n) in impressions {
         let c = groups.entry(g).or_default();
-        match action {
-            ProductAction::Impression => c.0 += 1,
-            ProductAction::Click => c.1 += 1,
+        match traffic::reason(class, status) {
+            None => c.impressions += n,
+            Some(why) => c.invalid_impressions.add(why, n),
         }
-        c.2 = c.2.max(status);
+        if n > 0 {
+            c.worst = c.worst.max(status);
+        }
+    }
+    let valid: Vec<WindowedClick<(&ProductGroup, u64)>> = clicks
+        .iter()
+        .filter(|c| traffic::reason(c.4, c.3).is_none())
+        .map(|c| WindowedClick {
+            key: (&c.0, c.1),
+            received_ms: c.5,
+            dedup_key: c.2,
+        })
+        .collect();
+    let mut counted = traffic::counted_clicks(&valid, window).into_iter();
+    let mut tally: Vec<(ProductGroup, AdIdStatus, Option<traffic::Invalid>)> = Vec::new();
+    for (g, _, _, status, class, _) in clicks.iter() {
+        let why = match traffic::reason(*class, *status) {
+            Some(why) => Some(why),
+            None if counted.next().unwrap_or(true) => None,
+            None => Some(traffic::Invalid::ClickWindow),
+        };
+        tally.push((g.clone(), *status, why));
+    }
+    for (g, status, why) in tally {
+        let c = groups.entry(g).or_default();
+        match why {
+            None => c.clicks += 1,
+            Some(why) => c.invalid_clicks.add(why, 1),
+        }
+        c.worst = c.worst.max(status);
     }
     groups
-        .into_iter()
-        .map(|(g, (i, c, s))| ProductReportRow::new(g, i, c, s))
+        .iter()
+        .map(|(g, c)| ProductReportRow::new(g, c))
         .collect()
+}
+
+/// The product report of any number of copies of facts, in any order.
+pub fn report<'a>(
+    facts: impl IntoIterator<Item = &'a ProductFact>,
+    window: ClickWindow,
+) -> Vec<ProductReportRow> {
+    let mut impressions: BTreeMap<(&ProductGroup, AdIdStatus, TrafficClass), u64> = BTreeMap::new();
+    let mut clicks = Vec::new();
+    for d in distinct(facts) {
+        match d.action {
+            ProductAction::Impression => {
+                *impressions
+                    .entry((d.group, d.status, d.traffic))
+                    .or_default() += 1;
+            }
+            ProductAction::Click => clicks.push((
+                d.group.clone(),
+                d.shopper,
+                d.dedup_key,
+                d.status,
+                d.traffic,
+                d.received_ms,
+            )),
+        }
+    }
+    rows(
+        impressions
+            .into_iter()
+            .map(|((g, s, t), n)| (g.clone(), s, t, n)),
+        clicks,
+        window,
+    )
 }
 
 #[cfg(test)]
@@ -151,7 +304,45 @@ mod tests {
             dedup_key: k,
             status: AdIdStatus::Verified,
             time_ms: 0,
+            traffic: TrafficClass::Valid,
+            shopper: 0,
+            received_ms: 0,
         }
+    }
+
+    fn r(facts: &[ProductFact]) -> Vec<ProductReportRow> {
+        report(facts, ClickWindow::default())
+    }
+
+    #[test]
+    fn invalid_facts_are_counted_by_reason_beside_the_valid_ones() {
+        let mut facts = vec![fact("p1", ProductAction::Impression, 1)];
+        let mut bot = fact("p1", ProductAction::Impression, 2);
+        bot.traffic = TrafficClass::KnownBot;
+        let mut forged = fact("p1", ProductAction::Click, 3);
+        forged.status = AdIdStatus::Foreign;
+        facts.extend([bot, forged]);
+        // 100 clicks by one shopper 1 ms apart, with their own timestamps (keys).
+        for i in 0..100 {
+            let mut c = fact("p1", ProductAction::Click, 1_000 + i);
+            c.shopper = 7;
+            c.received_ms = 1_795_000_000_000 + i as i64;
+            facts.push(c);
+        }
+        // The same event again from a crawler: the best copy (the shopper's) wins.
+        let mut copy = facts[0].clone();
+        copy.traffic = TrafficClass::NonBrowser;
+        facts.push(copy);
+        let rows = r(&facts);
+        assert_eq!(rows.len(), 1);
+        let row = &rows[0];
+        assert_eq!((row.impressions, row.clicks, row.ctr), (1, 1, 1.0));
+        assert_eq!(row.invalid_impressions.known_bot, 1);
+        assert_eq!(row.invalid_impressions.total(), 1);
+        assert_eq!(row.invalid_clicks.unverified_ad_id, 1);
+        assert_eq!(row.invalid_clicks.click_window, 99);
+        assert_eq!(row.invalid_clicks.total(), 100);
+        assert_eq!(row.ad_id_status, AdIdStatus::Foreign);
     }
 
     #[test]
@@ -164,7 +355,7 @@ mod tests {
             fact("p1", ProductAction::Click, 3),
             fact("p2", ProductAction::Impression, 4),
         ];
-        let r = report(&facts);
+        let r = r(&facts);
         assert_eq!(r.len(), 2);
         assert_eq!(
             (
@@ -197,12 +388,12 @@ mod tests {
                 .iter()
                 .map(|(p, click, k)| fact(&format!("p{p}"), if *click { ProductAction::Click } else { ProductAction::Impression }, *k * 8 + u128::from(*p) * 2 + u128::from(*click)))
                 .collect();
-            let base = report(&facts);
+            let base = r(&facts);
             let mut again = facts.clone();
             again.extend(facts.iter().cloned());
             let n = again.len().max(1);
             again.rotate_left(seed % n);
-            prop_assert_eq!(report(&again), base.clone());
+            prop_assert_eq!(r(&again), base.clone());
             let distinct: HashSet<u128> = facts.iter().map(|f| f.dedup_key).collect();
             let total: u64 = base.iter().map(|r| r.impressions + r.clicks).sum();
             prop_assert_eq!(total as usize, distinct.len());

@@ -1,0 +1,346 @@
+//! Invalid traffic and click windows in the reports (issue 15): what is billable.
+//!
+//! The edge classifies every beacon's traffic (`rm_schemas::agent`) and writes the
+//! outcome into the record (`agent`, `prefetch`, `serverSide`). Each stored product
+//! or ad fact keeps it as a [`TrafficClass`], and a distinct event is **valid** only
+//! when its class is valid, its ad id verified, and, for a click, it is the first of
+//! its click window. Anything else is **flagged, not deleted**: it stays in the store
+//! and each report counts it beside the valid counts, by [`Invalid`] reason, in the
+//! order the reasons are decided:
+//!
+//! `known_bot`, `non_browser`, `prefetch` (the edge's traffic class), then
+//! `unverified_ad_id` (the ad id status, [`super::status`]), then `click_window`.
+//!
+//! **Click windows.** A click by the same shopper on the same ad (and product) within
+//! the window of the last click that counted is the same click, whatever its
+//! timestamp ([`counted_clicks`]). The window runs on the edge's receive time (a
+//! player cannot move it) and within one report group (so within one UTC day of the
+//! event time: a day's counts never depend on another day's). It is a function of the
+//! set of the group's distinct valid clicks, sorted by (receive time, dedup key), so
+//! arrival order, replays, restarts and the number of edges cannot change it. A click
+//! stored before receive times were kept (receive time 0) is not windowed: it counts
+//! as it did.
+//!
+//! Copies of one event (same dedup key) may differ in class (the same URL fired by a
+//! shopper's browser and by a crawler); the fact keeps the **best** class, as it keeps
+//! the best ad id status, and its earliest receive time.
+
+use serde::{Deserialize, Serialize};
+
+use super::status::AdIdStatus;
+use rm_schemas::agent::InvalidReason;
+
+/// Default click window: 30 s (`RM_CLICK_WINDOW_SECS`, read by the edge and the
+/// reports alike).
+pub const DEFAULT_CLICK_WINDOW_MS: i64 = 30_000;
+
+/// The click window the reports apply, in milliseconds (0: off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClickWindow(pub i64);
+
+impl Default for ClickWindow {
+    fn default() -> Self {
+        Self(DEFAULT_CLICK_WINDOW_MS)
+    }
+}
+
+impl ClickWindow {
+    /// A window of `secs` seconds.
+    pub fn secs(secs: u64) -> Self {
+        Self(i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX))
+    }
+}
+
+/// How the edge classified a copy's traffic, best first; stored as its code
+/// (ClickHouse `traffic UInt8`, 0 for rows written before classification).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub enum TrafficClass {
+    /// A browser's (or a server-side insertion forwarding a browser's agent), or a
+    /// record from before classification.
+    #[default]
+    Valid,
+    /// A known bot or spider.
+    KnownBot,
+    /// An HTTP library, command-line client, or no agent.
+    NonBrowser,
+    /// A prefetch or prerender.
+    Prefetch,
+}
+
+impl TrafficClass {
+    /// Every class, best first (the index is the stored code).
+    pub const ALL: [TrafficClass; 4] = [
+        Self::Valid,
+        Self::KnownBot,
+        Self::NonBrowser,
+        Self::Prefetch,
+    ];
+
+    /// The class of a record's invalid reason (an unverified ad id is the status's
+    /// business, not the traffic's).
+    pub fn of(reason: Option<InvalidReason>) -> Self {
+        match reason {
+            Some(InvalidReason::KnownBot) => Self::KnownBot,
+            Some(InvalidReason::NonBrowser) => Self::NonBrowser,
+            Some(InvalidReason::Prefetch) => Self::Prefetch,
+            Some(InvalidReason::UnverifiedAdId) | None => Self::Valid,
+        }
+    }
+
+    /// The stored code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The class of a stored code (`None` when unknown).
+    pub fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(code)).copied()
+    }
+}
+
+/// Why a distinct event is not billable, in the order decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Invalid {
+    /// A known bot or spider.
+    KnownBot,
+    /// Not a browser.
+    NonBrowser,
+    /// A prefetch or prerender.
+    Prefetch,
+    /// The ad id did not verify.
+    UnverifiedAdId,
+    /// A click within the click window of a click that counted.
+    ClickWindow,
+}
+
+/// The reason a fact of this class and status is invalid before click windows
+/// (`None`: valid).
+pub fn reason(class: TrafficClass, status: AdIdStatus) -> Option<Invalid> {
+    match class {
+        TrafficClass::KnownBot => Some(Invalid::KnownBot),
+        TrafficClass::NonBrowser => Some(Invalid::NonBrowser),
+        TrafficClass::Prefetch => Some(Invalid::Prefetch),
+        TrafficClass::Valid if !status.is_billable() => Some(Invalid::UnverifiedAdId),
+        TrafficClass::Valid => None,
+    }
+}
+
+/// Invalid events of a report row, by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InvalidCounts {
+    /// Known bots and spiders.
+    pub known_bot: u64,
+    /// HTTP libraries, command-line clients, no agent.
+    pub non_browser: u64,
+    /// Prefetches and prerenders.
+    pub prefetch: u64,
+    /// Ad ids that did not verify.
+    pub unverified_ad_id: u64,
+    /// Clicks within the click window of a counted click.
+    pub click_window: u64,
+}
+
+impl InvalidCounts {
+    /// Adds `n` events invalid for `why`.
+    pub fn add(&mut self, why: Invalid, n: u64) {
+        *match why {
+            Invalid::KnownBot => &mut self.known_bot,
+            Invalid::NonBrowser => &mut self.non_browser,
+            Invalid::Prefetch => &mut self.prefetch,
+            Invalid::UnverifiedAdId => &mut self.unverified_ad_id,
+            Invalid::ClickWindow => &mut self.click_window,
+        } += n;
+    }
+
+    /// Every invalid event.
+    pub fn total(&self) -> u64 {
+        self.known_bot
+            + self.non_browser
+            + self.prefetch
+            + self.unverified_ad_id
+            + self.click_window
+    }
+
+    /// Adds another row's counts.
+    pub fn merge(&mut self, o: &InvalidCounts) {
+        self.known_bot += o.known_bot;
+        self.non_browser += o.non_browser;
+        self.prefetch += o.prefetch;
+        self.unverified_ad_id += o.unverified_ad_id;
+        self.click_window += o.click_window;
+    }
+}
+
+/// One distinct click as the click window sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowedClick<K> {
+    /// The group and shopper the window runs in.
+    pub key: K,
+    /// The edge's receive time of its earliest copy, ms (0: unknown, not windowed).
+    pub received_ms: i64,
+    /// The click's dedup key (orders clicks received in the same millisecond).
+    pub dedup_key: u128,
+}
+
+/// Which of the valid distinct `clicks` count, in the order given: per key, sorted by
+/// (receive time, dedup key), a click counts when it comes `window` or more after the
+/// last click of its key that counted; clicks without a receive time always count.
+pub fn counted_clicks<K: Ord>(clicks: &[WindowedClick<K>], window: ClickWindow) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..clicks.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (a, b) = (&clicks[a], &clicks[b]);
+        (&a.key, a.received_ms, a.dedup_key).cmp(&(&b.key, b.received_ms, b.dedup_key))
+    });
+    let mut counted = vec![true; clicks.len()];
+    let mut last: Option<(&K, i64)> = None;
+    for i in order {
+        let c = &clicks[i];
+        if c.received_ms <= 0 || window.0 <= 0 {
+            continue;
+        }
+        match last {
+            Some((k, at)) if *k == c.key && c.received_ms - at < window.0 => counted[i] = false,
+            _ => last = Some((&c.key, c.received_ms)),
+        }
+    }
+    counted
+}
+
+/// A shopper's tracking id as the click window keys it (a 64-bit hash; the raw id is
+/// not stored again beside every fact).
+pub fn shopper_hash(tracking_id: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(tracking_id.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn click(key: u8, received_ms: i64, dedup_key: u128) -> WindowedClick<u8> {
+        WindowedClick {
+            key,
+            received_ms,
+            dedup_key,
+        }
+    }
+
+    #[test]
+    fn a_hundred_clicks_a_millisecond_apart_count_once() {
+        let clicks: Vec<_> = (0..100)
+            .map(|i| click(1, 1_000_000 + i, u128::from(i as u8)))
+            .collect();
+        let c = counted_clicks(&clicks, ClickWindow::default());
+        assert_eq!(c.iter().filter(|x| **x).count(), 1);
+        assert!(c[0], "the first received counts");
+    }
+
+    #[test]
+    fn the_window_restarts_after_a_counted_click_and_keys_are_apart() {
+        let w = ClickWindow(30_000);
+        let clicks = vec![
+            click(1, 100_000, 1),
+            click(1, 120_000, 2), // within 30 s of the first: same click
+            click(1, 131_000, 3), // 31 s after the first counted: counts
+            click(1, 150_000, 4), // within 30 s of the one at 131 s
+            click(2, 120_000, 5), // another shopper or ad
+            click(1, 0, 6),       // stored before receive times: counts as before
+        ];
+        assert_eq!(
+            counted_clicks(&clicks, w),
+            vec![true, false, true, false, true, true]
+        );
+        assert!(counted_clicks(&clicks, ClickWindow(0)).iter().all(|c| *c));
+    }
+
+    #[test]
+    fn reasons_are_decided_in_order() {
+        use AdIdStatus::*;
+        assert_eq!(reason(TrafficClass::Valid, Verified), None);
+        assert_eq!(
+            reason(TrafficClass::Valid, Expired),
+            Some(Invalid::UnverifiedAdId)
+        );
+        assert_eq!(
+            reason(TrafficClass::KnownBot, Foreign),
+            Some(Invalid::KnownBot)
+        );
+        assert_eq!(
+            reason(TrafficClass::Prefetch, Verified),
+            Some(Invalid::Prefetch)
+        );
+        for (i, c) in TrafficClass::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(c.code()), i);
+            assert_eq!(TrafficClass::from_code(c.code()), Some(c));
+        }
+        assert_eq!(TrafficClass::from_code(9), None);
+        for r in InvalidReason::ALL {
+            let class = TrafficClass::of(Some(r));
+            assert_eq!(
+                class == TrafficClass::Valid,
+                r == InvalidReason::UnverifiedAdId
+            );
+        }
+        let mut n = InvalidCounts::default();
+        for why in [
+            Invalid::KnownBot,
+            Invalid::NonBrowser,
+            Invalid::Prefetch,
+            Invalid::UnverifiedAdId,
+            Invalid::ClickWindow,
+        ] {
+            n.add(why, 2);
+        }
+        assert_eq!(n.total(), 10);
+    }
+
+    proptest! {
+        /// The clicks that count are a function of the set: any order, any repeat
+        /// of the input (per position) gives the same verdicts; counted clicks of
+        /// one key are at least a window apart, and every click not counted is
+        /// within a window after a counted one of its key.
+        #[test]
+        fn windows_are_a_set_function_and_spaced(
+            raw in proptest::collection::vec((0u8..3, 1i64..200_000, 0u128..1_000), 0..80),
+            seed in any::<usize>(),
+            window in 1i64..60_000,
+        ) {
+            let mut clicks: Vec<WindowedClick<u8>> = Vec::new();
+            for (k, t, d) in raw {
+                if !clicks.iter().any(|c| c.dedup_key == d) {
+                    clicks.push(click(k, t, d));
+                }
+            }
+            let w = ClickWindow(window);
+            let base = counted_clicks(&clicks, w);
+            let mut shuffled: Vec<(WindowedClick<u8>, bool)> =
+                clicks.iter().cloned().zip(base.iter().copied()).collect();
+            let n = shuffled.len().max(1);
+            shuffled.rotate_left(seed % n);
+            shuffled.reverse();
+            let input: Vec<_> = shuffled.iter().map(|(c, _)| c.clone()).collect();
+            let again = counted_clicks(&input, w);
+            for ((_, before), after) in shuffled.iter().zip(&again) {
+                prop_assert_eq!(before, after);
+            }
+            for k in 0u8..3 {
+                let mut times: Vec<i64> = clicks.iter().zip(&base)
+                    .filter(|(c, counted)| c.key == k && **counted)
+                    .map(|(c, _)| c.received_ms)
+                    .collect();
+                times.sort_unstable();
+                for pair in times.windows(2) {
+                    prop_assert!(pair[1] - pair[0] >= window);
+                }
+                for (c, counted) in clicks.iter().zip(&base) {
+                    if c.key == k && !counted {
+                        prop_assert!(times.iter().any(|t| *t <= c.received_ms && c.received_ms - t < window));
+                    }
+                }
+            }
+        }
+    }
+}
