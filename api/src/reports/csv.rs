@@ -51,9 +51,10 @@ impl<T: Serialize, I: Iterator<Item = T>> Iterator for CsvChunks<I> {
     fn next(&mut self) -> Option<String> {
         let mut out = String::new();
         for r in self.rows.by_ref() {
-            let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&r) else {
+            let Ok(serde_json::Value::Object(nested)) = serde_json::to_value(&r) else {
                 continue;
             };
+            let m = flatten(nested);
             let names = self.names.get_or_insert_with(|| {
                 let names: Vec<String> = m.keys().cloned().collect();
                 let header: Vec<String> = names.iter().map(|n| text(n)).collect();
@@ -77,6 +78,27 @@ impl<T: Serialize, I: Iterator<Item = T>> Iterator for CsvChunks<I> {
         }
         (!out.is_empty()).then_some(out)
     }
+}
+
+/// A row's fields with nested objects spread into `parent.child` columns (the invalid
+/// counts by reason: `invalidClicks.knownBot`, ...), in field order.
+fn flatten(
+    m: serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for (k, v) in m {
+        match v {
+            serde_json::Value::Object(inner) => {
+                for (ik, iv) in flatten(inner) {
+                    out.insert(format!("{k}.{ik}"), iv);
+                }
+            }
+            v => {
+                out.insert(k, v);
+            }
+        }
+    }
+    out
 }
 
 /// A string cell: neutralised if it would be a formula, then quoted as needed.
@@ -136,6 +158,33 @@ mod tests {
              '\tx,1.0\r\n\
              \"'\rx\",1.0\r\n\
              a=b,2.0\r\n"
+        );
+    }
+
+    #[test]
+    fn nested_counts_become_columns_of_their_own() {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Counts {
+            known_bot: u64,
+            click_window: u64,
+        }
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WithCounts {
+            clicks: u64,
+            invalid_clicks: Counts,
+        }
+        let rows = [WithCounts {
+            clicks: 1,
+            invalid_clicks: Counts {
+                known_bot: 2,
+                click_window: 99,
+            },
+        }];
+        assert_eq!(
+            to_csv(&rows),
+            "clicks,invalidClicks.knownBot,invalidClicks.clickWindow\r\n1,2,99\r\n"
         );
     }
 
