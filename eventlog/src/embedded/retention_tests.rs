@@ -357,3 +357,58 @@ async fn a_log_written_before_retention_opens_reads_and_is_retained() {
     let offs = offsets_read(&log, "t", 0);
     assert_eq!(offs, (15..31).collect::<Vec<_>>());
 }
+
+/// Segment files of the topic, by name.
+fn segment_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("topics").join("t-t"))
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Small segments: appends roll files named by their first offset, reads cross them,
+/// retention deletes the files wholly below the first retained offset (never the
+/// last), and a reopened log reads the same.
+#[tokio::test]
+async fn segments_roll_and_retention_deletes_whole_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("log");
+    let cfg = config(0, 1);
+    {
+        // 100-byte records, one per group commit (132 bytes a frame): 4 per 500-byte file.
+        let log = EmbeddedLog::open_with(&path, &cfg, 500).expect("open");
+        append_segments(&log, "t", 10, 100).await;
+        assert_eq!(
+            segment_files(&path),
+            vec![
+                "00000000000000000000.log",
+                "00000000000000000004.log",
+                "00000000000000000008.log"
+            ]
+        );
+        assert_eq!(offsets_read(&log, "t", 3), (3..10).collect::<Vec<_>>());
+        assert_eq!(log.read("t", 2, 4).expect("read").len(), 4);
+        log.commit("g", "t", 6).expect("commit");
+        log.enforce_retention().expect("pass");
+        assert_eq!(first_offset(&log, "t"), 6);
+        assert_eq!(
+            segment_files(&path),
+            vec!["00000000000000000004.log", "00000000000000000008.log"],
+            "the first file went whole; the second holds 6 and 7 still"
+        );
+        log.commit("g", "t", 10).expect("commit");
+        log.enforce_retention().expect("pass");
+        assert_eq!(segment_files(&path), vec!["00000000000000000008.log"]);
+        assert!(log.read("t", 0, 10).expect("read").is_empty());
+    }
+    let log = open(&path, &cfg);
+    assert_eq!(log.end_offset("t").expect("end"), 10);
+    assert!(log.read("t", 0, 10).expect("read").is_empty());
+    assert_eq!(
+        log.append_offset("t", vec![1; 10]).await.expect("append"),
+        10
+    );
+    assert_eq!(offsets_read(&log, "t", 0), vec![10]);
+}
