@@ -4,6 +4,9 @@
 //! (a non-browser agent forwarding a browser's `X-Device-User-Agent`), prefetches and
 //! an unverified ad id. Every request is answered as before and written; each record
 //! carries its class, and `ingest_events_invalid_total{reason}` counts what was sent.
+//! The reports' billable counts are the shoppers' alone, and their invalid counts by
+//! reason are what was sent; a forged ad id or a crawler naming a real shopper's
+//! `customerId` never credits that shopper's order.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -11,7 +14,9 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{enc, get, read_embedded, send, Service};
+use std::time::{Duration, Instant};
+
+use common::{demo_token, enc, get, read_embedded, send, Service};
 use rm_schemas::ad_id::AdIdKeys;
 use rm_schemas::agent::{AgentClass, InvalidReason};
 
@@ -167,10 +172,16 @@ fn invalid_traffic_is_written_flagged_and_counted_by_reason() {
     let key = AdIdKeys::generate_key();
     let keys = AdIdKeys::from_list(&key).unwrap();
     let svc = Service::start("all", dir.path(), &[("RM_AD_ID_KEYS", key)]);
+    // Namespace demo, whose orders key the test posts orders with.
     let ad = keys
-        .mint("camp-ivt", "p1", chrono::Utc::now().timestamp() + 3_600)
+        .mint_in(
+            "demo",
+            "camp-ivt",
+            "p1",
+            chrono::Utc::now().timestamp() + 3_600,
+        )
         .unwrap();
-    let forged = "rm1.camp-ivt.not-signed";
+    let forged = "rm2.demo.camp-ivt.not-signed";
     let ts = enc(&chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
     let kinds = kinds();
     // Per kind, a few shoppers, each an impression, a product click and a click.
@@ -211,6 +222,7 @@ fn invalid_traffic_is_written_flagged_and_counted_by_reason() {
         }
     }
     let metrics = String::from_utf8(get(svc.ingest, "/metrics").unwrap().body).unwrap();
+    reports_count_the_shoppers_alone(&svc, &ad, forged, &ts);
     assert_eq!(svc.terminate(), Some(0));
 
     for reason in InvalidReason::ALL {
@@ -235,10 +247,10 @@ fn invalid_traffic_is_written_flagged_and_counted_by_reason() {
     let records = read_embedded(dir.path(), TOPIC);
     assert_eq!(
         records.len(),
-        kinds.len() * shoppers * 3,
-        "every request written"
+        kinds.len() * shoppers * 3 + 3,
+        "every request written (and the attribution test's three clicks)"
     );
-    for r in &records {
+    for r in records.iter().filter(|r| r.event.session_id.is_some()) {
         let session = r.event.session_id.as_deref().unwrap();
         let name = session.rsplit_once('-').unwrap().0;
         let k = kinds.iter().find(|k| k.name == name).unwrap();
@@ -253,7 +265,161 @@ fn invalid_traffic_is_written_flagged_and_counted_by_reason() {
         .count();
     assert_eq!(
         valid,
-        3 * shoppers * 3,
-        "chrome, safari and server-side shoppers"
+        3 * shoppers * 3 + 1,
+        "chrome, safari and server-side shoppers, and the attributed shopper"
+    );
+}
+
+/// Sums `field` (a nested one as `a.b`) over rows.
+fn sum(rows: &[serde_json::Value], field: &str) -> u64 {
+    rows.iter()
+        .map(|r| field.split('.').fold(r, |v, k| &v[k]).as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// The reports once the aggregator caught up: billable counts are the chrome, safari
+/// and server-side shoppers' (3 kinds x 3 shoppers), invalid counts by reason what was
+/// sent. Then orders of three shoppers, each the `customerId` of one product click:
+/// a browser's on a forged ad id, a crawler's on the real one, a browser's on the real
+/// one; only the last is credited to the campaign.
+fn reports_count_the_shoppers_alone(svc: &Service, ad: &str, forged: &str, ts: &str) {
+    let auth = format!("Bearer {}", demo_token(svc.api));
+    let rows = |path: &str| -> Vec<serde_json::Value> {
+        let r = send(svc.api, "GET", path, &[("Authorization", &auth)], b"").unwrap();
+        assert_eq!(
+            r.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        r.json()["rows"].as_array().cloned().unwrap_or_default()
+    };
+    // Every kind's 3 impressions and 3 clicks reached the ads report.
+    let all_ads = kinds().len() as u64 * 3 * 2;
+    let t = Instant::now();
+    let ads = loop {
+        let ads = rows("/v1/reports/ads?campaignId=camp-ivt");
+        let seen = sum(&ads, "impressions")
+            + sum(&ads, "clicks")
+            + sum(&ads, "notBillableImpressions")
+            + sum(&ads, "notBillableClicks");
+        if seen == all_ads || t.elapsed() > Duration::from_secs(60) {
+            break ads;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let shoppers = 3 * 3;
+    for action in ["Impressions", "Clicks"] {
+        let valid = sum(&ads, &action.to_lowercase());
+        assert_eq!(valid, shoppers, "valid {action}: {ads:#?}");
+        let invalid = |reason: &str| sum(&ads, &format!("invalid{action}.{reason}"));
+        assert_eq!(
+            invalid("knownBot"),
+            4 * 3,
+            "googlebot, bingbot, ahrefs, headless"
+        );
+        assert_eq!(invalid("nonBrowser"), 3 * 3, "curl, python, no agent");
+        assert_eq!(invalid("prefetch"), 2 * 3, "Sec-Purpose, Purpose");
+        assert_eq!(invalid("unverifiedAdId"), 3, "the forged ad id");
+        assert_eq!(invalid("clickWindow"), 0, "one click per shopper");
+        assert_eq!(
+            sum(&ads, &format!("notBillable{action}")),
+            (4 + 3 + 2 + 1) * 3
+        );
+    }
+    let products = rows("/v1/reports/products?campaignId=camp-ivt");
+    assert_eq!(sum(&products, "clicks"), shoppers, "{products:#?}");
+    assert_eq!(sum(&products, "invalidClicks.knownBot"), 4 * 3);
+    assert_eq!(sum(&products, "invalidClicks.nonBrowser"), 3 * 3);
+    assert_eq!(sum(&products, "invalidClicks.prefetch"), 2 * 3);
+    assert_eq!(sum(&products, "invalidClicks.unverifiedAdId"), 3);
+    let campaigns = rows("/v1/reports/campaigns?campaignId=camp-ivt");
+    assert_eq!(sum(&campaigns, "clicks"), shoppers, "{campaigns:#?}");
+    assert_eq!(sum(&campaigns, "impressions"), shoppers);
+    assert_eq!(sum(&campaigns, "productClicks"), shoppers);
+
+    // Attribution: three shoppers named by customer id.
+    let chrome = [("User-Agent", CHROME)];
+    let bot = [(
+        "User-Agent",
+        "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+    )];
+    for (customer, ad, headers) in [
+        ("victim-forged", forged, &chrome[..]),
+        ("victim-crawled", ad, &bot[..]),
+        ("shopper", ad, &chrome[..]),
+    ] {
+        let t = format!(
+            "/v1/events/ad/interaction?adId={}&interactionType=productClick\
+             &customerId={customer}&timestamp={ts}&catalogId=cat-ivt&productCode=p1",
+            enc(ad)
+        );
+        let r = send(svc.ingest, "GET", &t, headers, b"").unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    // The three clicks are stored before the orders are sent, so a wrongly credited
+    // one could not hide behind a slow aggregator.
+    let t = Instant::now();
+    loop {
+        let p = rows("/v1/reports/products?campaignId=camp-ivt");
+        let stored = sum(&p, "clicks") == shoppers + 1
+            && sum(&p, "invalidClicks.unverifiedAdId") == 3 + 1
+            && sum(&p, "invalidClicks.knownBot") == 4 * 3 + 1;
+        if stored {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "{p:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let order_date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let orders: Vec<serde_json::Value> = ["victim-forged", "victim-crawled", "shopper"]
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "id": format!("ivt-{c}"),
+                "customerId": c,
+                "orderDate": order_date,
+                "catalogId": "cat-ivt",
+                "orderItems": [{"productCode": "p1", "quantity": 1,
+                                "totalOrderItemPriceAfterDiscounts": 2.5}],
+            })
+        })
+        .collect();
+    let r = send(
+        svc.api,
+        "POST",
+        "/v1/orders",
+        &[
+            ("Authorization", "Basic demo-orders-key"),
+            ("Content-Type", "application/json"),
+        ],
+        &serde_json::to_vec(&serde_json::json!({ "orders": orders })).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let orders_in = |sales: &[serde_json::Value], campaign: &str| {
+        sales
+            .iter()
+            .filter(|r| r["campaignId"] == campaign)
+            .map(|r| r["orders"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    // Until the orders and the shopper's click are both stored (attribution is read
+    // from both, in whatever order they arrived).
+    let t = Instant::now();
+    let sales = loop {
+        let sales = rows("/v1/reports/sales?catalogId=cat-ivt");
+        let done = sum(&sales, "orders") >= 3 && orders_in(&sales, "camp-ivt") >= 1;
+        if done || t.elapsed() > Duration::from_secs(60) {
+            break sales;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let orders_of = |campaign: &str| orders_in(&sales, campaign);
+    assert_eq!(orders_of("camp-ivt"), 1, "only the shopper's: {sales:#?}");
+    assert_eq!(
+        orders_of(""),
+        2,
+        "the forged and the crawled are unattributed"
     );
 }

@@ -39,7 +39,14 @@ impl HttpResponse {
     }
 }
 
-/// Sends raw request-target bytes with `method` and reads the response (one request per connection).
+/// The `User-Agent` of [`request_raw`] and [`get`]: a shopper's browser, so the
+/// beacons tests fire are valid traffic (the edge flags a request without an agent as
+/// `non_browser`). Tests of other agents send their own with [`send`], which adds none.
+pub const BROWSER: &str = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 \
+    (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36";
+
+/// Sends raw request-target bytes with `method` and reads the response (one request per
+/// connection), as a browser ([`BROWSER`]).
 pub fn request_raw(addr: SocketAddr, method: &str, target: &[u8]) -> std::io::Result<HttpResponse> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     s.set_read_timeout(Some(Duration::from_secs(15)))?;
@@ -47,7 +54,9 @@ pub fn request_raw(addr: SocketAddr, method: &str, target: &[u8]) -> std::io::Re
     req.extend_from_slice(method.as_bytes());
     req.push(b' ');
     req.extend_from_slice(target);
-    req.extend_from_slice(b" HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    req.extend_from_slice(b" HTTP/1.1\r\nHost: test\r\nConnection: close\r\nUser-Agent: ");
+    req.extend_from_slice(BROWSER.as_bytes());
+    req.extend_from_slice(b"\r\n\r\n");
     s.write_all(&req)?;
     let mut data = Vec::new();
     s.read_to_end(&mut data)?;

@@ -334,11 +334,24 @@ pub fn diff(
             s(&r, "productCode"),
             s(&r, "day"),
         );
+        // The generator's ad ids are unsigned (foreign): their events are counted,
+        // flagged `unverifiedAdId`, not billable. Every distinct one must be there
+        // exactly once, and nothing else may be flagged.
+        let flagged = |action: &str, reason: &str| {
+            r[format!("invalid{action}")][reason].as_u64().unwrap_or(0)
+        };
+        for action in ["Impressions", "Clicks"] {
+            for reason in ["knownBot", "nonBrowser", "prefetch", "clickWindow"] {
+                if flagged(action, reason) != 0 {
+                    out.push(format!("{action} flagged {reason} for {k:?}"));
+                }
+            }
+        }
         got_p.insert(
             k,
             Product {
-                impressions: n(&r, "impressions"),
-                clicks: n(&r, "clicks"),
+                impressions: n(&r, "impressions") + flagged("Impressions", "unverifiedAdId"),
+                clicks: n(&r, "clicks") + flagged("Clicks", "unverifiedAdId"),
             },
         );
     }

@@ -84,7 +84,13 @@ const beacons = []; // {params, raw, status, req, beforeReload}
 let reloaded = false;
 let page;
 try {
-  const context = await browser.newContext({ viewport: { width: 800, height: 600 } });
+  // Headless Chromium names itself HeadlessChrome, which the edge flags as a known bot:
+  // present as the desktop Chrome a shopper runs, so the page's beacons are valid.
+  const context = await browser.newContext({
+    viewport: { width: 800, height: 600 },
+    userAgent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) '
+      + 'Chrome/131.0.0.0 Safari/537.36',
+  });
   page = await context.newPage();
   page.on('console', (m) => log('page console:', m.text()));
   page.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
