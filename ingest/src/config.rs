@@ -114,6 +114,14 @@ pub struct IngestConfig {
         default_value_t = 32
     )]
     pub inspector_max_mib: usize,
+    /// New tracking ids the inspector admits per second (0: every one); ids already
+    /// kept are always recorded. Bounds what a busy edge pays for the inspector.
+    #[arg(
+        long = "ingest-inspector-new-ids-per-sec",
+        env = "RM_INGEST_INSPECTOR_NEW_IDS_PER_SEC",
+        default_value_t = 1000
+    )]
+    pub inspector_new_ids_per_sec: u64,
     /// JWK set that verifies bearer tokens for `GET /v1/debug/events` on the edge's own
     /// port (the api's `/.well-known/jwks.json`). Unset: the edge does not serve it.
     #[arg(long = "ingest-jwks-url", env = "RM_INGEST_JWKS_URL")]

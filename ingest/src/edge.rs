@@ -44,7 +44,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::IngestConfig;
 use crate::dedup::{DedupWindow, Seen};
-use crate::inspector::{params_of, samples_query, Inspector, Recorded};
+use crate::inspector::{admits_query, params_of, Inspector, Recorded};
 use crate::jwks::BearerVerifier;
 use crate::metrics::{EdgeMetrics, Route};
 
@@ -354,8 +354,8 @@ impl<L: EventLog> Edge<L> {
         }
     }
 
-    /// Shows an answered event to the inspector (nothing at all when it is off or the
-    /// event's tracking ids are not sampled).
+    /// Shows an answered event to the inspector (nothing at all when it is off, the
+    /// event's tracking ids are not sampled, or they are new past the second's budget).
     pub(crate) fn observe(
         &self,
         endpoint: Endpoint,
@@ -364,7 +364,7 @@ impl<L: EventLog> Edge<L> {
         message: Option<String>,
         verdict: Option<UnverifiedAdId>,
     ) {
-        if !samples_query(&self.inspector, query) {
+        if !admits_query(&self.inspector, query) {
             return;
         }
         let recorded = Recorded {

@@ -15,6 +15,14 @@
 //! in the worst case (every event a new tracking id, evicting another). Production:
 //! `off`, or a small fraction such as `0.001`.
 //!
+//! New tracking ids are admitted at a bounded rate (`RM_INGEST_INSPECTOR_NEW_IDS_PER_SEC`,
+//! 1,000 by default, [`Inspector::set_new_ids_per_sec`]): an id already kept is always
+//! recorded, a new one only while that second's budget lasts. An integration under
+//! test (a few sessions) sees every event, while a busy edge, whose every beacon may
+//! start a new session, does not pay the worst case on every beacon: past the budget
+//! a beacon costs the scan, a hash and one lookup (~0.3 us), and the 32 MiB then hold
+//! minutes of sessions instead of the last few seconds (issue 17, BENCHMARKS.md).
+//!
 //! Hot path: when off, [`Inspector::enabled`] is one load and nothing is allocated;
 //! when on, one hash of the tracking id decides sampling, then one lock of one shard
 //! (picked by the tracking id) per tracking id the event carries. An event carrying
@@ -22,7 +30,9 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use rm_schemas::inspect::{Endpoint, Observed, Outcome, Thresholds};
 use rm_schemas::record::UnverifiedAdId;
@@ -139,6 +149,11 @@ pub struct Inspector {
     shard_budget: usize,
     shards: Box<[Mutex<Shard>]>,
     thresholds: Thresholds,
+    /// New tracking ids admitted per second (0: every one).
+    new_ids_per_sec: AtomicU64,
+    /// Upper 32 bits: the second since `epoch`; lower 32: new ids admitted in it.
+    new_ids: AtomicU64,
+    epoch: Instant,
 }
 
 impl std::fmt::Debug for Inspector {
@@ -179,13 +194,16 @@ impl Inspector {
             shard_budget: (max_bytes / SHARDS).max(1),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             thresholds,
+            new_ids_per_sec: AtomicU64::new(0),
+            new_ids: AtomicU64::new(0),
+            epoch: Instant::now(),
         })
     }
 
     /// From the edge's settings and the video funnel's control debounce
     /// (`RM_CONTROL_DEBOUNCE_MS`, the one the aggregator's funnel report uses).
     pub fn from_config(c: &crate::IngestConfig, debounce: Debounce) -> Arc<Inspector> {
-        Self::with_thresholds(
+        let i = Self::with_thresholds(
             c.inspector,
             c.inspector_events_per_id,
             c.inspector_max_mib.saturating_mul(1 << 20),
@@ -193,7 +211,41 @@ impl Inspector {
                 debounce,
                 ..Thresholds::default()
             },
-        )
+        );
+        i.set_new_ids_per_sec(c.inspector_new_ids_per_sec);
+        i
+    }
+
+    /// Admits at most `n` new tracking ids per second (0: every one; the default of
+    /// [`Inspector::new`]). Ids already kept are always recorded.
+    pub fn set_new_ids_per_sec(&self, n: u64) {
+        self.new_ids_per_sec.store(n, Ordering::Relaxed);
+    }
+
+    /// True when an event of `tracking_id` is to be recorded: sampled, and either
+    /// kept already or within this second's budget of new ids (which it takes).
+    pub fn admits(&self, tracking_id: &str) -> bool {
+        if !self.samples(tracking_id) {
+            return false;
+        }
+        let limit = self.new_ids_per_sec.load(Ordering::Relaxed);
+        if limit == 0 || self.shard(tracking_id).ids.contains_key(tracking_id) {
+            return true;
+        }
+        let second = self.epoch.elapsed().as_secs();
+        let mut admitted = false;
+        let _ = self
+            .new_ids
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                let used = if w >> 32 == second {
+                    w & 0xffff_ffff
+                } else {
+                    0
+                };
+                admitted = used < limit;
+                admitted.then_some(second << 32 | (used + 1))
+            });
+        admitted
     }
 
     /// The thresholds the rule checks judge with.
@@ -373,6 +425,22 @@ pub fn samples_query(inspector: &Inspector, query: &str) -> bool {
         })
 }
 
+/// True when the raw `query` is to be recorded: some tracking id of it is admitted
+/// ([`Inspector::admits`]). Decodes only the tracking-id pieces.
+pub fn admits_query(inspector: &Inspector, query: &str) -> bool {
+    inspector.enabled()
+        && query.split('&').any(|piece| {
+            ["sessionId=", "customerId=", "dtmToken="]
+                .iter()
+                .any(|k| piece.starts_with(k))
+                && rm_schemas::query::decode_query(piece).is_ok_and(|pairs| {
+                    pairs
+                        .first()
+                        .is_some_and(|p| !p.value.is_empty() && inspector.admits(&p.value))
+                })
+        })
+}
+
 /// Cuts `v` to at most [`MAX_VALUE_BYTES`] on a character boundary.
 pub fn cut(v: &str) -> String {
     let mut end = v.len().min(MAX_VALUE_BYTES);
@@ -430,6 +498,31 @@ mod tests {
         on.record(e);
         assert_eq!(on.events("s-1").len(), 1);
         assert_eq!(on.events("c-1").len(), 1);
+    }
+
+    #[test]
+    fn new_ids_are_admitted_at_the_set_rate_and_kept_ids_always() {
+        let on = Inspector::new(Sampling::On, 10, 1 << 20);
+        assert!(
+            (0..5_000).all(|k| on.admits(&format!("free-{k}"))),
+            "unlimited by default"
+        );
+        on.set_new_ids_per_sec(100);
+        for k in 0..100 {
+            on.record(ev(&format!("id-{k}"), k));
+        }
+        // The first second's budget of 100 went to ids the test then recorded.
+        let fresh = (0..1_000)
+            .filter(|k| on.admits(&format!("new-{k}")))
+            .count();
+        assert!(fresh <= 100, "{fresh} new ids admitted in one second");
+        assert!(
+            (0..100).all(|k| on.admits(&format!("id-{k}"))),
+            "kept ids stay admitted"
+        );
+        let q = |id: &str| format!("adId=a&sessionId={id}&interactionType=videoPlay");
+        assert!(admits_query(&on, &q("id-7")));
+        assert!(!Inspector::new(Sampling::Off, 10, 1 << 20).admits("id-7"));
     }
 
     #[test]

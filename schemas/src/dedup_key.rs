@@ -31,7 +31,7 @@
 //! product, or creative). Clicks of one click key within the click window are one
 //! click, whatever their timestamps (`ingest`'s click window).
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -42,21 +42,50 @@ use crate::interaction::InteractionType;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DedupKey(pub u128);
 
-fn push_field(out: &mut String, name: &str, value: &str) {
-    // Writing into a String cannot fail.
-    let _ = write!(out, "{name}:{}:{value};", value.len());
+fn push_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.push(b':');
+    push_display(out, value.len());
+    out.push(b':');
+    out.extend_from_slice(value);
+    out.push(b';');
 }
 
-/// The canonical form of an event (see the module header).
-pub fn canonical_form(e: &InteractionEvent) -> String {
-    let mut out = String::with_capacity(192);
-    out.push_str("v1;");
-    push_field(&mut out, "interactionType", e.interaction_type.as_str());
-    push_field(&mut out, "adId", &e.ad_id);
+/// Appends `v`'s `Display` form (writing into a `Vec` cannot fail).
+fn push_display(out: &mut Vec<u8>, v: impl fmt::Display) {
+    use std::io::Write as _;
+    let _ = write!(out, "{v}");
+}
+
+/// `push_field` of a value given by its `Display` form, formatted once in place.
+fn push_field_display(out: &mut Vec<u8>, name: &str, v: impl fmt::Display) {
+    let mut digits = [0u8; 64];
+    let mut cursor = std::io::Cursor::new(&mut digits[..]);
+    {
+        use std::io::Write as _;
+        if write!(cursor, "{v}").is_ok() {
+            let n = cursor.position() as usize;
+            push_field(out, name, &digits[..n]);
+            return;
+        }
+    }
+    // Longer than 64 bytes (no integer or float is): format into a String.
+    push_field(out, name, v.to_string().as_bytes());
+}
+
+/// Writes the canonical form of an event (see the module header) into `out`.
+pub fn write_canonical_form(e: &InteractionEvent, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"v1;");
+    push_field(
+        out,
+        "interactionType",
+        e.interaction_type.as_str().as_bytes(),
+    );
+    push_field(out, "adId", e.ad_id.as_bytes());
     if e.interaction_type != InteractionType::AdImpression {
         let nanos = e.timestamp.timestamp() as i128 * 1_000_000_000
             + i128::from(e.timestamp.timestamp_subsec_nanos());
-        push_field(&mut out, "timestamp", &nanos.to_string());
+        push_field_display(out, "timestamp", nanos);
     }
     let optional = [
         ("sessionId", &e.session_id),
@@ -69,17 +98,65 @@ pub fn canonical_form(e: &InteractionEvent) -> String {
     ];
     for (name, value) in optional {
         if let Some(v) = value {
-            push_field(&mut out, name, v);
+            push_field(out, name, v.as_bytes());
         }
     }
     if let Some(u) = e.units {
-        push_field(&mut out, "units", &u.to_string());
+        push_field_display(out, "units", u);
     }
     if let Some(v) = e.conversion_value {
         let v = if v == 0.0 { 0.0 } else { v };
-        push_field(&mut out, "conversionValue", &v.to_string());
+        push_field_display(out, "conversionValue", v);
     }
-    out
+}
+
+/// The canonical form of an event (see the module header).
+pub fn canonical_form(e: &InteractionEvent) -> String {
+    let mut out = Vec::with_capacity(192);
+    write_canonical_form(e, &mut out);
+    // Every piece is UTF-8 (field names, decimal digits, the event's strings).
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn write_click_form(e: &InteractionEvent, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"click1;");
+    push_field(
+        out,
+        "interactionType",
+        e.interaction_type.as_str().as_bytes(),
+    );
+    push_field(out, "adId", e.ad_id.as_bytes());
+    push_field(out, "trackingId", e.tracking_id().as_bytes());
+    for (name, value) in [
+        ("catalogId", &e.catalog_id),
+        ("productCode", &e.product_code),
+        ("creativeId", &e.creative_id),
+    ] {
+        if let Some(v) = value {
+            push_field(out, name, v.as_bytes());
+        }
+    }
+}
+
+/// XXH3-128 of what `write` puts in a reused per-thread buffer: the key without an
+/// allocation per event (the buffer grows once to the longest form seen).
+fn hash_form(e: &InteractionEvent, write: fn(&InteractionEvent, &mut Vec<u8>)) -> DedupKey {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(512));
+    }
+    BUF.with(|b| match b.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            write(e, &mut buf);
+            DedupKey(xxhash_rust::xxh3::xxh3_128(&buf))
+        }
+        // Re-entered on this thread (cannot happen: `write` calls no hasher).
+        Err(_) => {
+            let mut buf = Vec::with_capacity(256);
+            write(e, &mut buf);
+            DedupKey(xxhash_rust::xxh3::xxh3_128(&buf))
+        }
+    })
 }
 
 /// The click key of a click event (module header); `None` for any other type.
@@ -88,27 +165,13 @@ pub fn click_key(e: &InteractionEvent) -> Option<DedupKey> {
     if !matches!(e.interaction_type, AdClick | ProductClick | CreativeClick) {
         return None;
     }
-    let mut out = String::with_capacity(160);
-    out.push_str("click1;");
-    push_field(&mut out, "interactionType", e.interaction_type.as_str());
-    push_field(&mut out, "adId", &e.ad_id);
-    push_field(&mut out, "trackingId", e.tracking_id());
-    for (name, value) in [
-        ("catalogId", &e.catalog_id),
-        ("productCode", &e.product_code),
-        ("creativeId", &e.creative_id),
-    ] {
-        if let Some(v) = value {
-            push_field(&mut out, name, v);
-        }
-    }
-    Some(DedupKey(xxhash_rust::xxh3::xxh3_128(out.as_bytes())))
+    Some(hash_form(e, write_click_form))
 }
 
 impl DedupKey {
     /// The key of an event.
     pub fn of(e: &InteractionEvent) -> Self {
-        Self(xxhash_rust::xxh3::xxh3_128(canonical_form(e).as_bytes()))
+        hash_form(e, write_canonical_form)
     }
 
     /// Parses 32 hex digits.
@@ -164,7 +227,101 @@ mod tests {
         }
     }
 
+    /// The form as first written (`format!` per field), the reference the in-place
+    /// writer must match byte for byte: stored keys must not change.
+    fn reference_form(e: &InteractionEvent) -> String {
+        use std::fmt::Write as _;
+        fn field(out: &mut String, name: &str, value: &str) {
+            let _ = write!(out, "{name}:{}:{value};", value.len());
+        }
+        let mut out = String::from("v1;");
+        field(&mut out, "interactionType", e.interaction_type.as_str());
+        field(&mut out, "adId", &e.ad_id);
+        if e.interaction_type != InteractionType::AdImpression {
+            let nanos = e.timestamp.timestamp() as i128 * 1_000_000_000
+                + i128::from(e.timestamp.timestamp_subsec_nanos());
+            field(&mut out, "timestamp", &nanos.to_string());
+        }
+        for (name, value) in [
+            ("sessionId", &e.session_id),
+            ("customerId", &e.customer_id),
+            ("dtmToken", &e.dtm_token),
+            ("videoId", &e.video_id),
+            ("productCode", &e.product_code),
+            ("catalogId", &e.catalog_id),
+            ("creativeId", &e.creative_id),
+        ] {
+            if let Some(v) = value {
+                field(&mut out, name, v);
+            }
+        }
+        if let Some(u) = e.units {
+            field(&mut out, "units", &u.to_string());
+        }
+        if let Some(v) = e.conversion_value {
+            let v = if v == 0.0 { 0.0 } else { v };
+            field(&mut out, "conversionValue", &v.to_string());
+        }
+        out
+    }
+
+    fn opt(s: Option<String>) -> Option<String> {
+        s.filter(|v| !v.is_empty())
+    }
+
     proptest! {
+        #[test]
+        fn the_in_place_form_is_the_reference_form(
+            kind in 0usize..17,
+            ad in "\\PC{0,40}",
+            ns in -4_000_000_000_000_000_000i64..4_000_000_000_000_000_000,
+            strings in proptest::collection::vec(proptest::option::of("\\PC{0,30}"), 7),
+            units in proptest::option::of(any::<u64>()),
+            value in proptest::option::of(prop_oneof![any::<f64>(), Just(0.0), Just(-0.0), Just(1e300), Just(5e-324)]),
+        ) {
+            let all: Vec<InteractionType> = InteractionType::ALL
+                .iter()
+                .chain(InteractionType::AD_EVENTS.iter())
+                .copied()
+                .collect();
+            let mut s = strings.into_iter().map(opt);
+            let mut next = || s.next().flatten();
+            let e = InteractionEvent {
+                ad_id: ad,
+                interaction_type: all[kind % all.len()],
+                timestamp: chrono::DateTime::from_timestamp_nanos(ns).fixed_offset(),
+                session_id: next(),
+                customer_id: next(),
+                dtm_token: next(),
+                video_id: next(),
+                product_code: next(),
+                catalog_id: next(),
+                creative_id: next(),
+                units,
+                conversion_value: value.filter(|v| v.is_finite()),
+                iab_consent_string: None,
+            };
+            let reference = reference_form(&e);
+            prop_assert_eq!(&canonical_form(&e), &reference);
+            prop_assert_eq!(DedupKey::of(&e), DedupKey(xxhash_rust::xxh3::xxh3_128(reference.as_bytes())));
+            if let Some(k) = click_key(&e) {
+                use std::fmt::Write as _;
+                let mut form = String::from("click1;");
+                let mut field = |name: &str, v: &str| {
+                    let _ = write!(form, "{name}:{}:{v};", v.len());
+                };
+                field("interactionType", e.interaction_type.as_str());
+                field("adId", &e.ad_id);
+                field("trackingId", e.tracking_id());
+                for (name, v) in [("catalogId", &e.catalog_id), ("productCode", &e.product_code), ("creativeId", &e.creative_id)] {
+                    if let Some(v) = v {
+                        field(name, v);
+                    }
+                }
+                prop_assert_eq!(k, DedupKey(xxhash_rust::xxh3::xxh3_128(form.as_bytes())));
+            }
+        }
+
         #[test]
         fn a_click_key_ignores_the_timestamp_and_names_what_was_clicked(a in 0i64..4_000_000_000_000, b in 0i64..4_000_000_000_000) {
             let k = |ms, s: &str, p: &str| click_key(&click(InteractionType::ProductClick, ms, s, p));
