@@ -42,6 +42,9 @@ struct Args {
     /// Directory for the logs (on the disk under test; not a tmpfs).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Run only this log (`redb` or `segments`), for a profile.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 /// What one run measured.
@@ -175,6 +178,9 @@ async fn main() {
     for run in 0..args.runs {
         let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
         for i in order {
+            if args.only.as_deref().is_some_and(|o| o != names[i]) {
+                continue;
+            }
             let s = run_one(names[i], &base.join(names[i]), &args).await;
             println!(
                 "run {run} {:<8} {:>9.0} records/s {:>7.2} us CPU/record {:>8.1} B written/record{}",
@@ -198,6 +204,9 @@ async fn main() {
     );
     let mut medians = Vec::new();
     for (i, name) in names.iter().enumerate() {
+        if samples[i].is_empty() {
+            return;
+        }
         let m = (
             median(samples[i].iter().map(|s| s.per_s).collect()),
             median(samples[i].iter().map(|s| s.cpu_us).collect()),
