@@ -32,6 +32,7 @@ use rm_aggregator::source::{AnySource, EmbeddedSource, KafkaSource, LagProbe, So
 use rm_eventlog::embedded::EmbeddedLog;
 use rm_eventlog::kafka::KafkaLog;
 use rm_eventlog::{AnyLog, EmbeddedLogConfig, EventLog, KafkaConfig};
+use rm_schemas::money::{self, Decimal};
 use rm_schemas::order::{self, Order, OrderItem};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::clickhouse::{ClickHouseConfig, ClickHouseStore};
@@ -92,7 +93,7 @@ fn order_record(
     id: &str,
     who: (Option<&str>, Option<&str>),
     ms: i64,
-    items: &[(&str, u64, f64)],
+    items: &[(&str, u64, &str)],
 ) -> (Vec<u8>, Vec<u8>) {
     let o = Order {
         id: id.into(),
@@ -108,11 +109,13 @@ fn order_record(
                 product_code: (*p).into(),
                 quantity: *q,
                 regular_unit_price: None,
-                total_order_item_price_after_discounts: *r,
+                total_order_item_price_after_discounts: Decimal::from_str_exact(r)
+                    .expect("a price"),
                 ad_id: None,
                 seller_id: None,
             })
             .collect(),
+        currency: None,
     };
     (order::key(&o).to_vec(), order::record(&o))
 }
@@ -123,13 +126,13 @@ fn orders_first() -> Vec<(Vec<u8>, Vec<u8>)> {
             "order-1",
             (Some("cust-1"), Some("sess-2")),
             D + 10 * HOUR,
-            &[("p1", 2, 19.98), ("p2", 1, 5.0)],
+            &[("p1", 2, "19.98"), ("p2", 1, "5.0")],
         ),
         order_record(
             "order-2",
             (Some("cust-9"), None),
             D + 11 * HOUR,
-            &[("p1", 1, 9.99)],
+            &[("p1", 1, "9.99")],
         ),
     ]
 }
@@ -169,7 +172,7 @@ fn resent_order() -> (Vec<u8>, Vec<u8>) {
         "order-1",
         (Some("cust-1"), None),
         D + 10 * HOUR,
-        &[("p1", 50, 500.0)],
+        &[("p1", 50, "500.0")],
     )
 }
 
@@ -178,7 +181,7 @@ fn row(
     product: &str,
     orders: u64,
     units: u64,
-    revenue: f64,
+    revenue: &str,
     credit: (u64, u64),
 ) -> SalesReportRow {
     SalesReportRow {
@@ -188,7 +191,8 @@ fn row(
         day: DAY.into(),
         orders,
         units,
-        revenue,
+        revenue: Decimal::from_str_exact(revenue).expect("revenue"),
+        currency: money::DEFAULT_CURRENCY,
         click_attributions: credit.0,
         view_attributions: credit.1,
     }
@@ -196,16 +200,16 @@ fn row(
 
 fn unattributed() -> Vec<SalesReportRow> {
     vec![
-        row("", "p1", 2, 3, 19.98 + 9.99, (0, 0)),
-        row("", "p2", 1, 1, 5.0, (0, 0)),
+        row("", "p1", 2, 3, "29.97", (0, 0)),
+        row("", "p2", 1, 1, "5.0", (0, 0)),
     ]
 }
 
 fn attributed() -> Vec<SalesReportRow> {
     vec![
-        row("", "p1", 1, 1, 9.99, (0, 0)),
-        row("camp-a", "p2", 1, 1, 5.0, (0, 1)),
-        row("camp-b", "p1", 1, 2, 19.98, (1, 0)),
+        row("", "p1", 1, 1, "9.99", (0, 0)),
+        row("camp-a", "p2", 1, 1, "5.0", (0, 1)),
+        row("camp-b", "p1", 1, 2, "19.98", (1, 0)),
     ]
 }
 

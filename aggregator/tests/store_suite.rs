@@ -23,6 +23,7 @@ use rm_aggregator::batch::{fold, touched, FoldStats, Policy};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::clickhouse::{ClickHouseConfig, ClickHouseStore};
 use rm_store::embedded::EmbeddedStore;
+use rm_store::model::attribution::Windows;
 use rm_store::model::carts::{CartCampaignRow, CartKey, CartStateRow};
 use rm_store::model::funnel::{FunnelReportRow, ViewKey};
 use rm_store::model::products::ProductReportRow;
@@ -1032,6 +1033,10 @@ async fn same_reports_as_embedded(url: String) {
         // dropped.) Tables created before the traffic class, shopper and receive time
         // columns (issue 15) get them too.
         let products_before = store.products(&all()).await.expect("products");
+        let sales_before = store
+            .sales(&all(), &Windows::default())
+            .await
+            .expect("sales");
         let ads_before = store.ads(&all()).await.expect("ads");
         assert!(!ads_before.is_empty() && !products_before.is_empty());
         for (table, column, _) in rm_schemas::tables::ADDED_COLUMNS
@@ -1047,6 +1052,35 @@ async fn same_reports_as_embedded(url: String) {
         let upgraded = ClickHouseStore::connect(&config)
             .await
             .expect("connect adds columns");
+        // Old order lines (only the Float64 `revenue`, no `revenue_exact` or
+        // `currency`) read as that f64's decimal in USD: every sale as it was. The
+        // money suite's EUR order (5.00) lost its currency with the dropped column,
+        // so it now adds to the USD row of its product and day, as an old table
+        // would have it: 59.97 + 5 = 64.97 exactly.
+        let sales_after = upgraded
+            .sales(&all(), &Windows::default())
+            .await
+            .expect("sales after upgrade");
+        let (money_before, others_before): (Vec<_>, Vec<_>) = sales_before
+            .into_iter()
+            .partition(|r| r.catalog_id == "cat-3");
+        let (money_after, others_after): (Vec<_>, Vec<_>) = sales_after
+            .into_iter()
+            .partition(|r| r.catalog_id == "cat-3");
+        assert_eq!(others_after, others_before);
+        assert_eq!(money_before.len(), 2, "{money_before:?}");
+        let merged: Vec<(String, String, u64, u64)> = money_after
+            .iter()
+            .map(|r| {
+                (
+                    r.currency.to_string(),
+                    r.revenue.to_string(),
+                    r.orders,
+                    r.units,
+                )
+            })
+            .collect();
+        assert_eq!(merged, [("USD".into(), "64.97".into(), 2, 5)]);
         // Old rows read as valid traffic without a receive time: every count as it was.
         assert_eq!(
             upgraded.ads(&all()).await.expect("ads after upgrade"),

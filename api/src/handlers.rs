@@ -228,7 +228,7 @@ pub(crate) async fn report(api: &Api, call: Call) -> Result<Response, ApiError> 
             if let Some(k) = c.known_cost() {
                 costs.cost.insert(c.id.clone(), k);
             }
-            if let Ok(Some(b)) = crate::model::campaign::parse_money(&c.strategy.auction.max_bid) {
+            if let Some(b) = c.max_bid() {
                 costs.max_bid.insert(c.id.clone(), b);
             }
         }

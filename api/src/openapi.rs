@@ -77,10 +77,12 @@ pub struct OrderItemSchema {
     pub product_code: String,
     /// Units, 1 or more.
     pub quantity: u64,
-    /// List price of one unit.
+    /// List price of one unit, in the order's currency: a JSON number read exactly as
+    /// written (a decimal, at most 8 decimals, 0 to 10^12; never rounded to binary).
     #[serde(default)]
     pub regular_unit_price: Option<f64>,
-    /// Revenue of the line.
+    /// Revenue of the line, in the order's currency: a JSON number read exactly as
+    /// written, like `regularUnitPrice`.
     pub total_order_item_price_after_discounts: f64,
     /// The ad the retailer associates with the line.
     #[serde(default)]
@@ -114,6 +116,11 @@ pub struct OrderSchema {
     pub ad_ids: Vec<String>,
     /// Lines.
     pub order_items: Vec<OrderItemSchema>,
+    /// The currency of every price of the order: an ISO 4217 code (`EUR`). An
+    /// extension (the spec shows none): without it the order is in the deployment's
+    /// default currency, USD.
+    #[serde(default)]
+    pub currency: Option<String>,
 }
 
 /// `POST /v1/orders` body.
@@ -391,7 +398,7 @@ mod tests {
 
     #[test]
     fn order_schema_names_every_member_of_the_order_contract() {
-        let body = br#"{"orders":[{"id":"o","customerId":"c","sessionId":"s","orderDate":"2026-11-22T10:00:00Z","catalogId":"k","teamId":"t","adIds":["a"],"orderItems":[{"productCode":"p","quantity":1,"regularUnitPrice":1.0,"totalOrderItemPriceAfterDiscounts":1.0,"adId":"a","sellerId":"x"}]}]}"#;
+        let body = br#"{"orders":[{"id":"o","customerId":"c","sessionId":"s","orderDate":"2026-11-22T10:00:00Z","catalogId":"k","teamId":"t","adIds":["a"],"currency":"EUR","orderItems":[{"productCode":"p","quantity":1,"regularUnitPrice":1.0,"totalOrderItemPriceAfterDiscounts":1.0,"adId":"a","sellerId":"x"}]}]}"#;
         let orders = rm_schemas::order::parse_orders(body).unwrap();
         let wire = serde_json::to_value(&orders[0]).unwrap();
         let doc = document(&crate::routes::table());

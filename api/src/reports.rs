@@ -36,11 +36,20 @@
 //! `campaignId` (so the report accounts for every sale; `campaignId=` alone selects
 //! them). Columns: `campaignId`, `catalogId`, `productCode`, `day`, `orders`
 //! (distinct orders with a line in the row), `units`, `revenue` (sum of
-//! `totalOrderItemPriceAfterDiscounts`), `clickAttributions` and `viewAttributions`
-//! (lines credited to a click / an impression), and `roas`: the row's revenue over
-//! the campaign's cost where [`CampaignCosts`] knows a positive cost, else `null`
-//! (empty in CSV). The cost is the campaign's whole cost, so the `roas` of a
-//! campaign's rows add up to the campaign's ROAS over the days reported.
+//! `totalOrderItemPriceAfterDiscounts`, exact, a decimal string like `"59.97"`),
+//! `currency` (the orders' ISO 4217 code: rows group by currency too, so amounts of
+//! two currencies never add), `clickAttributions` and `viewAttributions` (lines
+//! credited to a click / an impression), and `roas`: the row's revenue over the
+//! campaign's cost where [`CampaignCosts`] knows a positive cost in the row's
+//! currency, to 6 decimals, else `null` (empty in CSV; a row in another currency
+//! than the campaign's cost has no ROAS, since no rate converts them). The cost is
+//! the campaign's whole cost, so the `roas` of a campaign's rows add up to the
+//! campaign's ROAS over the days reported.
+//!
+//! **Money** in every report is exact (`rm_schemas::money`): amounts are decimal
+//! strings with at least their currency's minor units (`"1.00"`, never
+//! `0.9999999999999999`), each row that holds money has its `currency`, and ratios
+//! (`roas`) are JSON numbers whose text is the exact decimal rounded to 6 places.
 //!
 //! **Ads** are the impressions and clicks of the edge's impression and click
 //! endpoints. An impression counts once per realised ad id and shopper, however often
@@ -61,9 +70,13 @@
 //! `attributedOrders` and `revenue` the orders (by the order's day) with lines
 //! credited to the campaign and those lines' revenue; `spend` is billable clicks x
 //! the campaign's `maxBid` ([`CampaignCosts::max_bid`]; `null` when the bid is
-//! unknown) and `roas` is revenue / spend (`null` when spend is `null` or 0).
+//! unknown), exact, in the row's `currency` (the campaign's), and `roas` is revenue /
+//! spend (`null` when spend is `null` or 0). Credited sales in another currency are
+//! a row of their own (same campaign and day, counts 0, spend and roas `null`;
+//! `rm_store::model::campaigns`).
 
 use http::{header, HeaderMap, HeaderValue, StatusCode};
+use rm_schemas::money::{self, Decimal, Money};
 use rm_service::{response, Response};
 use rm_store::model::attribution::{SalesReportRow, Windows};
 use rm_store::{campaign_report, ReportStore, StoreError, Tenant};
@@ -116,12 +129,12 @@ const fn param(name: &'static str, schema: &'static str) -> QueryParam {
 
 /// What each campaign cost, for ROAS. Implemented from the campaign data.
 pub trait CampaignCosts: Send + Sync {
-    /// The campaign's cost, when known.
-    fn cost(&self, campaign_id: &str) -> Option<f64>;
+    /// The campaign's cost, exact, in its currency, when known.
+    fn cost(&self, campaign_id: &str) -> Option<Money>;
 
     /// The campaign's bid per click (`strategy.auction.maxBid`), when known: the
     /// campaign summary's spend is billable clicks x this.
-    fn max_bid(&self, _campaign_id: &str) -> Option<f64> {
+    fn max_bid(&self, _campaign_id: &str) -> Option<Money> {
         None
     }
 }
@@ -130,17 +143,17 @@ pub trait CampaignCosts: Send + Sync {
 #[derive(Debug, Clone, Default)]
 pub struct KnownCosts {
     /// Each campaign's whole cost (sales ROAS).
-    pub cost: std::collections::HashMap<String, f64>,
+    pub cost: std::collections::HashMap<String, Money>,
     /// Each campaign's bid per click (campaign spend).
-    pub max_bid: std::collections::HashMap<String, f64>,
+    pub max_bid: std::collections::HashMap<String, Money>,
 }
 
 impl CampaignCosts for KnownCosts {
-    fn cost(&self, campaign_id: &str) -> Option<f64> {
+    fn cost(&self, campaign_id: &str) -> Option<Money> {
         self.cost.get(campaign_id).copied()
     }
 
-    fn max_bid(&self, campaign_id: &str) -> Option<f64> {
+    fn max_bid(&self, campaign_id: &str) -> Option<Money> {
         self.max_bid.get(campaign_id).copied()
     }
 }
@@ -150,13 +163,13 @@ impl CampaignCosts for KnownCosts {
 pub struct NoCosts;
 
 impl CampaignCosts for NoCosts {
-    fn cost(&self, _campaign_id: &str) -> Option<f64> {
+    fn cost(&self, _campaign_id: &str) -> Option<Money> {
         None
     }
 }
 
-impl<F: Fn(&str) -> Option<f64> + Send + Sync> CampaignCosts for F {
-    fn cost(&self, campaign_id: &str) -> Option<f64> {
+impl<F: Fn(&str) -> Option<Money> + Send + Sync> CampaignCosts for F {
+    fn cost(&self, campaign_id: &str) -> Option<Money> {
         self(campaign_id)
     }
 }
@@ -168,8 +181,10 @@ pub struct SalesRow {
     /// The store's row.
     #[serde(flatten)]
     pub row: SalesReportRow,
-    /// revenue / the campaign's cost, when the cost is known and positive.
-    pub roas: Option<f64>,
+    /// revenue / the campaign's cost to 6 decimals (a JSON number), when the cost is
+    /// known, positive and in the row's currency.
+    #[serde(with = "money::ratio_number")]
+    pub roas: Option<Decimal>,
 }
 
 impl SalesRow {
@@ -180,8 +195,7 @@ impl SalesRow {
         } else {
             costs
                 .cost(&row.campaign_id)
-                .filter(|c| c.is_finite() && *c > 0.0)
-                .map(|c| row.revenue / c)
+                .and_then(|c| money::roas(Money::new(row.revenue, row.currency), c))
         };
         Self { row, roas }
     }

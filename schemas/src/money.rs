@@ -45,7 +45,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use rust_decimal::{Decimal, RoundingStrategy};
+pub use rust_decimal::Decimal;
+use rust_decimal::RoundingStrategy;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Most decimals of an amount (a price of `0.12345678` is fine, `0.123456789` not).
@@ -369,11 +370,17 @@ pub fn exact_add(a: Decimal, b: Decimal) -> Option<Decimal> {
 
 /// `amount` as text with at least `currency`'s minor units of decimals.
 pub fn amount_text(amount: Decimal, currency: Currency) -> String {
+    stable(amount, currency).to_string()
+}
+
+/// `amount` at the scale of its stable text (module header): no trailing zeros
+/// beyond `currency`'s minor units, at least those. The same value.
+pub fn stable(amount: Decimal, currency: Currency) -> Decimal {
     let mut a = amount.normalize();
     if a.scale() < currency.minor_units() {
         a.rescale(currency.minor_units());
     }
-    a.to_string()
+    a
 }
 
 /// Sums amounts per currency (in currency order); `Err` only on overflow.
@@ -412,6 +419,26 @@ pub mod decimal_text {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Decimal, D::Error> {
         let s = String::deserialize(d)?;
         Decimal::from_str_exact(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Serde of an optional `Decimal` as its plain text, or `null`.
+pub mod optional_decimal_text {
+    use super::*;
+
+    /// Writes the decimal's text, or `null`.
+    pub fn serialize<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&d.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Reads a decimal from its text, or `null`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Decimal>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|s| Decimal::from_str_exact(&s).map_err(serde::de::Error::custom))
+            .transpose()
     }
 }
 

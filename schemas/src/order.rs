@@ -6,7 +6,7 @@
 //! ```json
 //! {"orders": [{"id": "o-1", "customerId": "c-1", "sessionId": "s-1",
 //!   "orderDate": "2026-11-22T10:15:30Z", "catalogId": "cat-1", "teamId": "t-1",
-//!   "adIds": ["rm1.camp-1.ad-1"],
+//!   "adIds": ["rm1.camp-1.ad-1"], "currency": "EUR",
 //!   "orderItems": [{"productCode": "p-1", "quantity": 2, "regularUnitPrice": 4.5,
 //!     "totalOrderItemPriceAfterDiscounts": 8.0, "adId": "rm1.camp-1.ad-1", "sellerId": "s-9"}]}]}
 //! ```
@@ -14,12 +14,23 @@
 //! Required: `id`, `orderDate` (RFC 3339 with an offset), `catalogId`, at least one of
 //! `customerId` / `sessionId`, a non-empty `orderItems`, and per item `productCode`,
 //! `quantity` (an integer, 1 to [`MAX_QUANTITY`]) and
-//! `totalOrderItemPriceAfterDiscounts` (a number, 0 to [`MAX_PRICE`]);
-//! `regularUnitPrice` is optional with the same bounds. Strings are non-empty and at
+//! `totalOrderItemPriceAfterDiscounts` (a number, 0 to [`MAX_PRICE`], at most
+//! [`money::MAX_SCALE`] decimals); `regularUnitPrice` is optional with the same
+//! bounds. Strings are non-empty and at
 //! most [`MAX_ID_CHARS`] characters; at most [`MAX_ORDERS`] orders per request,
 //! [`MAX_ITEMS`] items per order and [`MAX_AD_IDS`] `adIds`; an order id appears
 //! once per request. [`parse_orders`] checks all of it and names the first field at
 //! fault as a JSON path (`orders[0].orderItems[1].quantity`); it never panics.
+//!
+//! **Money.** Prices are exact decimals ([`rust_decimal::Decimal`]) read from the
+//! JSON number's own text (`19.99` is 19.99, never the nearest binary fraction): the
+//! body is read twice, once as a `serde_json::Value` for validation and once for the
+//! prices' texts as `serde_json::value::RawValue` (serde_json's `raw_value` feature,
+//! which adds that type and changes nothing else; `arbitrary_precision` would change
+//! how every crate of the build parses numbers). The spec shows no currency on
+//! orders: `currency` is an optional extension, an ISO 4217 code (`"EUR"`, any case);
+//! without it the order is in the deployment's [`money::DEFAULT_CURRENCY`] (USD),
+//! as every order written before the field was ([`Order::currency`]).
 //!
 //! **Log record** (topic `orders`, message key = the order id, see [`key`]), version 1,
 //! flat JSON like [`crate::record`]: `v`, the api's `receivedAt` (UTC, RFC 3339 with
@@ -31,13 +42,20 @@
 //!  "orderDate":"2026-11-22T10:15:30Z","catalogId":"cat-1","orderItems":[...]}
 //! ```
 //!
-//! [`parse_record`] reads it back with the same validation as the payload (a record is
-//! an order the api accepted), refusing versions it does not know.
+//! Prices are written as JSON numbers with their exact decimal text, `currency` only
+//! when the order named one. [`parse_record`] reads it back with the same validation
+//! as the payload (a record is an order the api accepted), refusing versions it does
+//! not know. Records written before exact money hold the shortest text of an `f64`
+//! (`2.58`, `8.0`): they read as that decimal (rounded to [`money::MAX_SCALE`]
+//! decimals, which only an `f64` of a computed value could exceed), in USD.
 
 use chrono::{DateTime, FixedOffset, Utc};
-use serde::{Deserialize, Serialize};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::money::{self, Currency, Money, MoneyError};
 use crate::record::{format_received_at, RECORD_VERSION};
 
 /// Most orders in one request.
@@ -51,10 +69,10 @@ pub const MAX_ID_CHARS: usize = 256;
 /// Largest `quantity` of one item.
 pub const MAX_QUANTITY: u64 = 1_000_000;
 /// Largest price (unit or total) of one item.
-pub const MAX_PRICE: f64 = 1e12;
+pub const MAX_PRICE: Decimal = money::MAX_AMOUNT;
 
 /// One order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Order {
     /// The retailer's order id: the idempotency key.
@@ -77,27 +95,85 @@ pub struct Order {
     pub ad_ids: Vec<String>,
     /// The lines (at least one).
     pub order_items: Vec<OrderItem>,
+    /// The currency of every price of the order, when it named one (see
+    /// [`Order::currency`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<Currency>,
+}
+
+impl Order {
+    /// The order's currency: its `currency`, else [`money::DEFAULT_CURRENCY`].
+    pub fn currency(&self) -> Currency {
+        self.currency.unwrap_or(money::DEFAULT_CURRENCY)
+    }
+
+    /// What line `item` cost the shopper, in the order's currency.
+    pub fn line_revenue(&self, item: &OrderItem) -> Money {
+        Money::new(item.total_order_item_price_after_discounts, self.currency())
+    }
 }
 
 /// One line of an order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OrderItem {
     /// Product code in the order's catalog.
     pub product_code: String,
     /// Units bought (at least 1).
     pub quantity: u64,
-    /// List price of one unit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub regular_unit_price: Option<f64>,
-    /// What the line cost the shopper: the revenue of the line.
-    pub total_order_item_price_after_discounts: f64,
+    /// List price of one unit, exact, in the order's currency.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_number"
+    )]
+    pub regular_unit_price: Option<Decimal>,
+    /// What the line cost the shopper: the revenue of the line, exact, in the order's
+    /// currency.
+    #[serde(serialize_with = "number")]
+    pub total_order_item_price_after_discounts: Decimal,
     /// The ad the retailer associates with this line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ad_id: Option<String>,
     /// Marketplace seller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seller_id: Option<String>,
+}
+
+/// A price as a JSON number whose text is the decimal's (`19.99`, `8.0`).
+fn number<S: Serializer>(d: &Decimal, s: S) -> Result<S::Ok, S::Error> {
+    let raw = RawValue::from_string(d.to_string()).map_err(serde::ser::Error::custom)?;
+    raw.serialize(s)
+}
+
+fn optional_number<S: Serializer>(d: &Option<Decimal>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => number(d, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// The texts of an order's prices, read apart from the `Value` (module header).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PriceTexts<'a> {
+    #[serde(borrow, default)]
+    order_items: Vec<ItemTexts<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ItemTexts<'a> {
+    #[serde(borrow, default)]
+    regular_unit_price: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    total_order_item_price_after_discounts: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct BodyTexts<'a> {
+    #[serde(borrow)]
+    orders: Vec<PriceTexts<'a>>,
 }
 
 /// An order as read back from the log.
@@ -134,6 +210,9 @@ fn fail<T>(field: &str, message: impl Into<String>) -> Result<T, OrderError> {
 
 /// Parses and validates a `POST /v1/orders` body.
 pub fn parse_orders(body: &[u8]) -> Result<Vec<Order>, OrderError> {
+    // The prices' texts; `None` when the body is not the expected shape, which the
+    // validation below then reports field by field.
+    let texts: Option<BodyTexts<'_>> = serde_json::from_slice(body).ok();
     let root: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => return fail("body", format!("not valid JSON: {e}")),
@@ -173,7 +252,8 @@ pub fn parse_orders(body: &[u8]) -> Result<Vec<Order>, OrderError> {
     let mut seen = std::collections::HashMap::new();
     for (i, v) in list.iter().enumerate() {
         let path = format!("orders[{i}]");
-        let order = order(v, &path)?;
+        let t = texts.as_ref().and_then(|t| t.orders.get(i));
+        let order = order(v, &path, t)?;
         if let Some(first) = seen.insert(order.id.clone(), i) {
             return fail(
                 &format!("{path}.id"),
@@ -261,7 +341,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<OrderRecord, OrderError> {
         v,
         namespace_id,
         received_at,
-        order: order(&root, "")?,
+        order: order(&root, "", serde_json::from_slice(bytes).ok().as_ref())?,
     })
 }
 
@@ -319,18 +399,44 @@ fn required(m: &Map<String, Value>, name: &str, path: &str) -> Result<String, Or
     })
 }
 
-fn price(m: &Map<String, Value>, name: &str, field: &str) -> Result<Option<f64>, OrderError> {
+/// A price: the JSON number's own text (`text`, else the number's shortest text) as
+/// an exact decimal. `legacy`: a log record, whose prices may be the shortest text
+/// of an `f64` (module header).
+fn price(
+    m: &Map<String, Value>,
+    name: &str,
+    field: &str,
+    text: Option<&RawValue>,
+    legacy: bool,
+) -> Result<Option<Decimal>, OrderError> {
     match m.get(name) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(x) if (0.0..=MAX_PRICE).contains(&x) => Ok(Some(x)),
-            _ => fail(field, format!("{n} is out of range: 0 to {MAX_PRICE}")),
-        },
+        Some(Value::Number(n)) => {
+            let shortest = n.to_string();
+            let text = text.map_or(shortest.as_str(), RawValue::get);
+            let cur = money::DEFAULT_CURRENCY;
+            match Money::from_number_text(text, cur) {
+                Ok(p) => Ok(Some(p.amount)),
+                Err(MoneyError::TooPrecise(_)) if legacy => n
+                    .as_f64()
+                    .and_then(|x| Money::from_legacy_f64(x, cur))
+                    .map(|p| Some(p.amount))
+                    .ok_or_else(|| OrderError {
+                        field: field.to_owned(),
+                        message: format!("{text} is not a price"),
+                    }),
+                Err(MoneyError::TooPrecise(_)) => fail(
+                    field,
+                    format!("{text} has more than {} decimals", money::MAX_SCALE),
+                ),
+                Err(_) => fail(field, format!("{text} is out of range: 0 to {MAX_PRICE}")),
+            }
+        }
         Some(other) => fail(field, format!("expected a number, got {}", kind(other))),
     }
 }
 
-fn order(v: &Value, path: &str) -> Result<Order, OrderError> {
+fn order(v: &Value, path: &str, texts: Option<&PriceTexts<'_>>) -> Result<Order, OrderError> {
     let Value::Object(m) = v else {
         let at = if path.is_empty() { "record" } else { path };
         return fail(at, format!("expected an order object, got {}", kind(v)));
@@ -403,11 +509,29 @@ fn order(v: &Value, path: &str) -> Result<Order, OrderError> {
             format!("{} items; at most {MAX_ITEMS} per order", items.len()),
         );
     }
+    let legacy = path.is_empty();
     let order_items = items
         .iter()
         .enumerate()
-        .map(|(i, v)| item(v, &format!("{items_field}[{i}]")))
+        .map(|(i, v)| {
+            let t = texts.and_then(|t| t.order_items.get(i));
+            item(v, &format!("{items_field}[{i}]"), t, legacy)
+        })
         .collect::<Result<_, _>>()?;
+    let cf = join(path, "currency");
+    let currency = match m.get("currency") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => match Currency::from_code(c) {
+            Some(c) => Some(c),
+            None => {
+                return fail(
+                    &cf,
+                    format!("'{c}' is not an ISO 4217 currency code (three letters, like USD)"),
+                )
+            }
+        },
+        Some(other) => return fail(&cf, format!("expected a string, got {}", kind(other))),
+    };
     Ok(Order {
         id,
         customer_id,
@@ -417,10 +541,16 @@ fn order(v: &Value, path: &str) -> Result<Order, OrderError> {
         team_id,
         ad_ids,
         order_items,
+        currency,
     })
 }
 
-fn item(v: &Value, path: &str) -> Result<OrderItem, OrderError> {
+fn item(
+    v: &Value,
+    path: &str,
+    texts: Option<&ItemTexts<'_>>,
+    legacy: bool,
+) -> Result<OrderItem, OrderError> {
     let Value::Object(m) = v else {
         return fail(path, format!("expected an item object, got {}", kind(v)));
     };
@@ -442,9 +572,23 @@ fn item(v: &Value, path: &str) -> Result<OrderItem, OrderError> {
             )
         }
     };
-    let regular_unit_price = price(m, "regularUnitPrice", &join(path, "regularUnitPrice"))?;
+    let regular_unit_price = price(
+        m,
+        "regularUnitPrice",
+        &join(path, "regularUnitPrice"),
+        texts.and_then(|t| t.regular_unit_price),
+        legacy,
+    )?;
     let tf = join(path, "totalOrderItemPriceAfterDiscounts");
-    let total = price(m, "totalOrderItemPriceAfterDiscounts", &tf)?.ok_or_else(|| OrderError {
+    let total_text = texts.and_then(|t| t.total_order_item_price_after_discounts);
+    let total = price(
+        m,
+        "totalOrderItemPriceAfterDiscounts",
+        &tf,
+        total_text,
+        legacy,
+    )?
+    .ok_or_else(|| OrderError {
         field: tf,
         message: "required: the line's price after discounts, a number of at least 0".into(),
     })?;
@@ -469,6 +613,10 @@ mod tests {
         "orderItems":[{"productCode":"p-1","quantity":2,"regularUnitPrice":4.5,
           "totalOrderItemPriceAfterDiscounts":8.0,"adId":"rm1.camp-1.ad-1","sellerId":"s-9"},
           {"productCode":"p-2","quantity":1,"totalOrderItemPriceAfterDiscounts":0}]}]}"#;
+
+    fn dec(s: &str) -> Decimal {
+        Decimal::from_str_exact(s).expect("decimal")
+    }
 
     fn err(body: &str) -> OrderError {
         parse_orders(body.as_bytes()).expect_err(body)
@@ -503,8 +651,17 @@ mod tests {
         assert_eq!(o.ad_ids, ["rm1.camp-1.ad-1"]);
         assert_eq!(o.order_items.len(), 2);
         assert_eq!(o.order_items[0].quantity, 2);
-        assert_eq!(o.order_items[0].regular_unit_price, Some(4.5));
-        assert_eq!(o.order_items[1].total_order_item_price_after_discounts, 0.0);
+        assert_eq!(o.order_items[0].regular_unit_price, Some(dec("4.5")));
+        assert_eq!(
+            o.order_items[1].total_order_item_price_after_discounts,
+            Decimal::ZERO
+        );
+        assert_eq!(o.currency, None);
+        assert_eq!(
+            o.currency(),
+            money::DEFAULT_CURRENCY,
+            "the documented default"
+        );
         assert_eq!(o.order_items[1].ad_id, None);
         assert_eq!(key(o), b"o-1");
     }
@@ -630,6 +787,21 @@ mod tests {
                 "expected a number",
             ),
             (
+                with(&["orderItems", "0", "regularUnitPrice"], 1e13.into()),
+                "orders[0].orderItems[0].regularUnitPrice",
+                "out of range",
+            ),
+            (
+                with(&["currency"], "US".into()),
+                "orders[0].currency",
+                "ISO 4217",
+            ),
+            (
+                with(&["currency"], 840.into()),
+                "orders[0].currency",
+                "expected a string",
+            ),
+            (
                 with(&["orderItems", "0", "adId"], serde_json::json!({})),
                 "orders[0].orderItems[0].adId",
                 "expected a string",
@@ -647,6 +819,74 @@ mod tests {
         let e = err(&no_ids.to_string());
         assert_eq!(e.field, "orders[0].customerId");
         assert!(e.message.contains("customerId or sessionId"));
+    }
+
+    #[test]
+    fn prices_are_the_exact_decimals_of_their_text_in_the_orders_currency() {
+        let body = GOOD
+            .replace(
+                r#""regularUnitPrice":4.5"#,
+                r#""regularUnitPrice":1234567890.12345678"#,
+            )
+            .replace(
+                r#""totalOrderItemPriceAfterDiscounts":8.0"#,
+                r#""totalOrderItemPriceAfterDiscounts":19.99"#,
+            )
+            .replace(r#""teamId":"t-1","#, r#""teamId":"t-1","currency":"eur","#);
+        let o = parse_orders(body.as_bytes()).expect("valid").remove(0);
+        let item = &o.order_items[0];
+        // 18 significant digits: an f64 would hold 1234567890.1234567.
+        assert_eq!(item.regular_unit_price, Some(dec("1234567890.12345678")));
+        assert_eq!(item.total_order_item_price_after_discounts, dec("19.99"));
+        assert_eq!(o.currency().code(), "EUR");
+        assert_eq!(o.line_revenue(item).to_string(), "EUR 19.99");
+        let at = Utc::now();
+        let text = String::from_utf8(record_at(&o, at)).expect("utf-8");
+        assert!(
+            text.contains(r#""regularUnitPrice":1234567890.12345678,"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#""totalOrderItemPriceAfterDiscounts":19.99,"#),
+            "{text}"
+        );
+        assert!(text.contains(r#""currency":"EUR""#), "{text}");
+        assert_eq!(parse_record(text.as_bytes()).expect("reads back").order, o);
+        let three: String = (0..3)
+            .map(
+                |_| r#"{"productCode":"p","quantity":1,"totalOrderItemPriceAfterDiscounts":19.99}"#,
+            )
+            .collect::<Vec<_>>()
+            .join(",");
+        let body = format!(
+            r#"{{"orders":[{{"id":"o","customerId":"c","orderDate":"2026-11-22T10:00:00Z","catalogId":"k","orderItems":[{three}]}}]}}"#
+        );
+        let o = parse_orders(body.as_bytes()).expect("valid").remove(0);
+        let sum =
+            money::sum_by_currency(o.order_items.iter().map(|i| o.line_revenue(i))).expect("fits");
+        assert_eq!(sum[0].to_string(), "USD 59.97");
+        let e = err(&GOOD.replace("4.5", "0.123456789"));
+        assert_eq!(e.field, "orders[0].orderItems[0].regularUnitPrice");
+        assert!(e.message.contains("more than 8 decimals"), "{e}");
+    }
+
+    #[test]
+    fn records_written_before_exact_money_read_as_before() {
+        // A record of the previous version: f64 prices written with their shortest
+        // text, no currency.
+        let old = r#"{"v":1,"receivedAt":"2026-11-22T10:15:31.002Z","id":"o-1","customerId":"c-1","orderDate":"2026-11-22T10:15:30Z","catalogId":"cat-1","orderItems":[{"productCode":"p-1","quantity":2,"regularUnitPrice":4.5,"totalOrderItemPriceAfterDiscounts":8.0},{"productCode":"p-2","quantity":1,"totalOrderItemPriceAfterDiscounts":0.30000000000000004}]}"#;
+        let r = parse_record(old.as_bytes()).expect("an old record reads");
+        assert_eq!(r.order.currency(), money::DEFAULT_CURRENCY);
+        let items = &r.order.order_items;
+        assert_eq!(items[0].regular_unit_price, Some(dec("4.5")));
+        assert_eq!(items[0].total_order_item_price_after_discounts, dec("8"));
+        assert_eq!(
+            items[1].total_order_item_price_after_discounts,
+            dec("0.3"),
+            "an f64's excess digits, rounded to 8 decimals"
+        );
+        // The same text as a payload is refused: a request must say what it means.
+        assert!(parse_orders(format!(r#"{{"orders":[{old}]}}"#).as_bytes()).is_err());
     }
 
     #[test]
@@ -795,19 +1035,26 @@ mod tests {
         fn valid_orders_round_trip(
             id in "[a-zA-Z0-9_-]{1,40}",
             customer in proptest::option::of("[a-z0-9]{1,10}"),
-            quantities in proptest::collection::vec((1u64..=MAX_QUANTITY, 0.0f64..1e6), 1..5),
+            quantities in proptest::collection::vec((1u64..=MAX_QUANTITY, 0i64..100_000_000, 0u32..=4), 1..5),
             secs in 0i64..4_000_000_000,
         ) {
             let items: Vec<Value> = quantities
                 .iter()
                 .enumerate()
-                .map(|(i, (q, p))| serde_json::json!({"productCode": format!("p{i}"), "quantity": q, "totalOrderItemPriceAfterDiscounts": p}))
+                .map(|(i, (q, m, s))| {
+                    let p = Decimal::new(*m, *s);
+                    let price: Value = serde_json::from_str(&p.to_string()).expect("a number");
+                    serde_json::json!({"productCode": format!("p{i}"), "quantity": q, "totalOrderItemPriceAfterDiscounts": price})
+                })
                 .collect();
             let date = DateTime::from_timestamp(secs, 0).expect("in range").to_rfc3339();
             let body = serde_json::json!({"orders": [{"id": id, "customerId": customer, "sessionId": "s",
                 "orderDate": date, "catalogId": "c", "orderItems": items}]});
             let orders = parse_orders(body.to_string().as_bytes()).expect("valid");
             prop_assert_eq!(orders[0].order_items.len(), quantities.len());
+            for (item, (_, m, s)) in orders[0].order_items.iter().zip(&quantities) {
+                prop_assert_eq!(item.total_order_item_price_after_discounts, Decimal::new(*m, *s));
+            }
             prop_assert_eq!(orders[0].order_date.timestamp(), secs);
             let back = parse_record(&record(&orders[0])).expect("reads back");
             prop_assert_eq!(&back.order, &orders[0]);

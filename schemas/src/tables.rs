@@ -66,6 +66,15 @@
 //! as above. The columns are not in the sorting keys: copies of one event that differ
 //! only in them may be merged to one of them.
 //!
+//! **Exact money** (issue 15). `order_lines` keeps a line's revenue as the text of
+//! its exact decimal (`revenue_exact`, a `String`: no `Decimal` column, whose
+//! precision and text form differ between 18.16 and later servers) and its currency
+//! (`currency`, an ISO 4217 code); `revenue` (`Float64`) is still written, for
+//! dashboards. Both are in [`ADDED_COLUMNS`]; a row written before reads `''` and
+//! `''`: its `revenue` as before (the `f64`'s shortest text) in USD
+//! (`rm_schemas::money::DEFAULT_CURRENCY`). On a cluster, add them with `ALTER TABLE
+//! ... ON CLUSTER` as above.
+//!
 //! Dedup keys are stored as 32 lower-case hex digits (`format!("{:032x}")`): fixed
 //! width, so their string order is their numeric order. Days are `Int32` days since
 //! 1970-01-01 (UTC), exactly the aggregator's day numbers.
@@ -144,7 +153,9 @@ pub const CART_EVENTS: &str = "CREATE TABLE IF NOT EXISTS cart_events (
 ORDER BY (tracking_id, catalog_id, product_code, dedup_key)";
 
 /// Every line of every order the partner API accepted. `customer_id` and
-/// `session_id` are "" when absent; `revenue` is `totalOrderItemPriceAfterDiscounts`;
+/// `session_id` are "" when absent; `revenue_exact` is
+/// `totalOrderItemPriceAfterDiscounts` as exact decimal text and `currency` the
+/// order's ("" in rows written before them: `revenue`, the `Float64`, in USD);
 /// `ad_id` is the line's `adId` ("" when absent), `order_ad_ids` the order's `adIds`.
 pub const ORDER_LINES: &str = "CREATE TABLE IF NOT EXISTS order_lines (
     order_id String,
@@ -157,7 +168,9 @@ pub const ORDER_LINES: &str = "CREATE TABLE IF NOT EXISTS order_lines (
     quantity UInt64,
     revenue Float64,
     ad_id String,
-    order_ad_ids Array(String)
+    order_ad_ids Array(String),
+    revenue_exact String,
+    currency String
 ) ENGINE = ReplacingMergeTree
 ORDER BY (order_id, line)";
 
@@ -210,7 +223,7 @@ pub const ALL: [&str; 7] = [
 /// Columns added to a table after it first shipped: (table, column, type). Each is
 /// also in the table's statement above; the store adds the ones a table created
 /// earlier lacks (the type's default fills the old rows).
-pub const ADDED_COLUMNS: [(&str, &str, &str); 10] = [
+pub const ADDED_COLUMNS: [(&str, &str, &str); 12] = [
     ("view_facts", "ad_id_status", "UInt8"),
     ("views", "ad_id_status", "UInt8"),
     ("product_facts", "ad_id_status", "UInt8"),
@@ -221,6 +234,8 @@ pub const ADDED_COLUMNS: [(&str, &str, &str); 10] = [
     ("ad_facts", "traffic", "UInt8"),
     ("ad_facts", "shopper", "UInt64"),
     ("ad_facts", "received_ms", "Int64"),
+    ("order_lines", "revenue_exact", "String"),
+    ("order_lines", "currency", "String"),
 ];
 
 #[cfg(test)]

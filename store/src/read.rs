@@ -153,7 +153,7 @@ pub async fn campaign_report<S: ReportStore + ?Sized>(
     store: &S,
     f: &ReportFilter,
     w: &Windows,
-    max_bid: impl Fn(&str) -> Option<f64>,
+    max_bid: impl Fn(&str) -> Option<rm_schemas::money::Money>,
 ) -> Result<Vec<CampaignReportRow>, StoreError> {
     let f = ReportFilter {
         ad_id: None,

@@ -34,6 +34,7 @@ use rm_store::model::traffic::InvalidCounts;
 use rm_store::{campaign_report, ReportFilter};
 
 use crate::Store;
+use rm_schemas::money::{self, Decimal, Money};
 use rm_schemas::order::{self, Order, OrderItem, OrderRecord};
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
@@ -154,7 +155,7 @@ fn batch_b() -> Vec<EventRecord> {
     ])
 }
 
-fn order_rec(id: &str, ms: i64, items: &[f64]) -> OrderRecord {
+fn order_rec(id: &str, ms: i64, items: &[&str]) -> OrderRecord {
     let o = Order {
         id: id.into(),
         customer_id: Some("cust-7".into()),
@@ -169,11 +170,12 @@ fn order_rec(id: &str, ms: i64, items: &[f64]) -> OrderRecord {
                 product_code: "p7".into(),
                 quantity: 1,
                 regular_unit_price: None,
-                total_order_item_price_after_discounts: *revenue,
+                total_order_item_price_after_discounts: dec(revenue),
                 ad_id: None,
                 seller_id: None,
             })
             .collect(),
+        currency: None,
     };
     let received = at(ms + 1_000).with_timezone(&chrono::Utc);
     order::parse_record(&order::record_at(&o, received)).expect("a record reads back")
@@ -227,10 +229,15 @@ fn ad_row(
     }
 }
 
-fn bid(campaign: &str) -> Option<f64> {
+fn dec(s: &str) -> Decimal {
+    Decimal::from_str_exact(s).expect("decimal")
+}
+
+fn bid(campaign: &str) -> Option<Money> {
+    let usd = |s| Some(Money::new(dec(s), money::DEFAULT_CURRENCY));
     match campaign {
-        "c7" => Some(0.25),
-        "c8" => Some(0.0),
+        "c7" => usd("0.25"),
+        "c8" => usd("0"),
         _ => None,
     }
 }
@@ -313,9 +320,10 @@ async fn check(store: &impl Store) {
             product_clicks: 0,
             carts_added: 1,
             attributed_orders: 2,
-            revenue: 14.0,
-            spend: Some(0.25),
-            roas: Some(56.0),
+            revenue: dec("14.00"),
+            currency: money::DEFAULT_CURRENCY,
+            spend: Some(dec("0.25")),
+            roas: Some(dec("56")),
         },
         CampaignReportRow {
             campaign_id: "c7".into(),
@@ -329,9 +337,10 @@ async fn check(store: &impl Store) {
             product_clicks: 0,
             carts_added: 0,
             attributed_orders: 0,
-            revenue: 0.0,
-            spend: Some(0.25),
-            roas: Some(0.0),
+            revenue: dec("0.00"),
+            currency: money::DEFAULT_CURRENCY,
+            spend: Some(dec("0.25")),
+            roas: Some(dec("0")),
         },
     ];
     assert_eq!(campaigns(store, &campaign_filter("c7")).await, c7);
@@ -346,7 +355,7 @@ async fn check(store: &impl Store) {
     );
     assert_eq!(
         (r.spend, r.roas),
-        (Some(0.0), None),
+        (Some(dec("0")), None),
         "no bid spent, no ROAS"
     );
     let ext = campaigns(store, &campaign_filter("")).await;
@@ -386,8 +395,8 @@ pub async fn transcript(store: &impl Store) -> Vec<String> {
 pub async fn suite(store: &impl Store) -> Vec<String> {
     let (a, b) = (batch_a(), batch_b());
     let orders = [
-        order_rec("O7", t(D0, TEN + 180 * MIN), &[8.0]),
-        order_rec("O8", t(D0, TEN + 240 * MIN), &[4.0, 2.0]),
+        order_rec("O7", t(D0, TEN + 180 * MIN), &["8.0"]),
+        order_rec("O8", t(D0, TEN + 240 * MIN), &["4.0", "2.0"]),
     ];
     // Unverified events aggregated: I3, I5, P2 (batch a); the I1 copy, I4, C3, V2 x2,
     // K2 (batch b).

@@ -36,6 +36,7 @@ use rm_store::model::attribution::{SalesReportRow, Windows};
 use rm_store::ReportFilter;
 
 use crate::Store;
+use rm_schemas::money::{self, Currency, Decimal};
 use rm_schemas::order::{self, Order, OrderItem, OrderRecord};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 
@@ -69,7 +70,20 @@ fn order(
     ms: i64,
     catalog: &str,
     ad_ids: &[&str],
-    items: &[(&str, u64, f64)],
+    items: &[(&str, u64, &str)],
+) -> OrderRecord {
+    order_in(None, id, who, ms, catalog, ad_ids, items)
+}
+
+/// An order in `currency` (`None`: none named, the default USD).
+fn order_in(
+    currency: Option<&str>,
+    id: &str,
+    who: (Option<&str>, Option<&str>),
+    ms: i64,
+    catalog: &str,
+    ad_ids: &[&str],
+    items: &[(&str, u64, &str)],
 ) -> OrderRecord {
     let o = Order {
         id: id.into(),
@@ -85,11 +99,13 @@ fn order(
                 product_code: (*p).into(),
                 quantity: *q,
                 regular_unit_price: None,
-                total_order_item_price_after_discounts: *r,
+                total_order_item_price_after_discounts: Decimal::from_str_exact(r)
+                    .expect("a price"),
                 ad_id: None,
                 seller_id: None,
             })
             .collect(),
+        currency: currency.map(|c| Currency::from_code(c).expect("a code")),
     };
     let received = DateTime::<Utc>::from_timestamp_millis(ms + 1_000).expect("time");
     order::parse_record(&order::record_at(&o, received)).expect("a record reads back")
@@ -148,7 +164,7 @@ fn batch_a() -> (Vec<EventRecord>, Vec<OrderRecord>) {
             t(D0, 10 * HOUR),
             "cat-1",
             &[],
-            &[("p1", 2, 20.0), ("p2", 1, 5.5)],
+            &[("p1", 2, "20.0"), ("p2", 1, "5.5")],
         ),
         order(
             "O2",
@@ -156,10 +172,10 @@ fn batch_a() -> (Vec<EventRecord>, Vec<OrderRecord>) {
             t(D0, 11 * HOUR),
             "cat-1",
             &[AD1],
-            &[("p9", 1, 7.25), ("p1", 3, 30.0)],
+            &[("p9", 1, "7.25"), ("p1", 3, "30.0")],
         ),
         // Ordered before its click (E7, batch B) is stored.
-        order("O5", k1, t(D1, 9 * HOUR), "cat-1", &[], &[("p2", 1, 4.0)]),
+        order("O5", k1, t(D1, 9 * HOUR), "cat-1", &[], &[("p2", 1, "4.0")]),
     ];
     (events, orders)
 }
@@ -178,7 +194,7 @@ fn batch_b() -> (Vec<EventRecord>, Vec<OrderRecord>) {
         t(D1, 10 * HOUR),
         "cat-9",
         &[],
-        &[("p1", 100, 999.0)],
+        &[("p1", 100, "999.0")],
     );
     let orders = vec![
         order(
@@ -187,7 +203,7 @@ fn batch_b() -> (Vec<EventRecord>, Vec<OrderRecord>) {
             t(D1, 10 * HOUR),
             "cat-2",
             &[],
-            &[("p3", 4, 12.0)],
+            &[("p3", 4, "12.0")],
         ),
         order(
             "O4",
@@ -195,7 +211,7 @@ fn batch_b() -> (Vec<EventRecord>, Vec<OrderRecord>) {
             t(D1, 12 * HOUR),
             "cat-1",
             &[],
-            &[("p1", 1, 3.0)],
+            &[("p1", 1, "3.0")],
         ),
         resent.clone(),
         order(
@@ -204,7 +220,7 @@ fn batch_b() -> (Vec<EventRecord>, Vec<OrderRecord>) {
             t(D0, 12 * HOUR),
             "cat-1",
             &[],
-            &[("p1", 1, 10.0), ("p1", 1, 10.0)],
+            &[("p1", 1, "10.0"), ("p1", 1, "10.0")],
         ),
         resent,
     ];
@@ -234,7 +250,7 @@ fn row(
     day: &str,
     orders: u64,
     units: u64,
-    revenue: f64,
+    revenue: &str,
     credit: (u64, u64),
 ) -> SalesReportRow {
     SalesReportRow {
@@ -244,7 +260,8 @@ fn row(
         day: day.into(),
         orders,
         units,
-        revenue,
+        revenue: Decimal::from_str_exact(revenue).expect("revenue"),
+        currency: money::DEFAULT_CURRENCY,
         click_attributions: credit.0,
         view_attributions: credit.1,
     }
@@ -296,7 +313,7 @@ pub async fn suite(store: &impl Store) -> Vec<String> {
     // O5 is stored before its click: unattributed for now.
     assert_eq!(
         sales(store, &filter(None, None, None, Some(D1), None)).await,
-        vec![row("", "cat-1", "p2", DAY1, 1, 1, 4.0, (0, 0))]
+        vec![row("", "cat-1", "p2", DAY1, 1, 1, "4.0", (0, 0))]
     );
 
     let (events, orders) = batch_b();
@@ -304,13 +321,13 @@ pub async fn suite(store: &impl Store) -> Vec<String> {
     assert_eq!((stats.new, stats.duplicates), (3, 2), "O1 re-sent twice");
 
     let all = vec![
-        row("", "cat-1", "p1", DAY1, 1, 1, 3.0, (0, 0)),
-        row("c1", "cat-1", "p1", DAY0, 1, 3, 30.0, (1, 0)),
-        row("c1", "cat-1", "p2", DAY0, 1, 1, 5.5, (0, 1)),
-        row("c1", "cat-1", "p9", DAY0, 1, 1, 7.25, (1, 0)),
-        row("c2", "cat-1", "p1", DAY0, 2, 4, 40.0, (3, 0)),
-        row("c2", "cat-1", "p2", DAY1, 1, 1, 4.0, (1, 0)),
-        row("c2", "cat-2", "p3", DAY1, 1, 4, 12.0, (0, 1)),
+        row("", "cat-1", "p1", DAY1, 1, 1, "3.0", (0, 0)),
+        row("c1", "cat-1", "p1", DAY0, 1, 3, "30.0", (1, 0)),
+        row("c1", "cat-1", "p2", DAY0, 1, 1, "5.5", (0, 1)),
+        row("c1", "cat-1", "p9", DAY0, 1, 1, "7.25", (1, 0)),
+        row("c2", "cat-1", "p1", DAY0, 2, 4, "40.0", (3, 0)),
+        row("c2", "cat-1", "p2", DAY1, 1, 1, "4.0", (1, 0)),
+        row("c2", "cat-2", "p3", DAY1, 1, 4, "12.0", (0, 1)),
     ];
     let check = |f: ReportFilter, which: &'static [usize]| {
         let want: Vec<SalesReportRow> = which.iter().map(|i| all[*i].clone()).collect();
@@ -340,9 +357,9 @@ pub async fn suite(store: &impl Store) -> Vec<String> {
     assert_eq!(
         no_views,
         vec![
-            row("", "cat-1", "p1", DAY1, 1, 1, 3.0, (0, 0)),
-            row("", "cat-1", "p2", DAY0, 1, 1, 5.5, (0, 0)),
-            row("", "cat-2", "p3", DAY1, 1, 4, 12.0, (0, 0)),
+            row("", "cat-1", "p1", DAY1, 1, 1, "3.0", (0, 0)),
+            row("", "cat-1", "p2", DAY0, 1, 1, "5.5", (0, 0)),
+            row("", "cat-2", "p3", DAY1, 1, 4, "12.0", (0, 0)),
             all[1].clone(),
             all[3].clone(),
             all[4].clone(),
@@ -361,5 +378,50 @@ pub async fn suite(store: &impl Store) -> Vec<String> {
     assert_eq!(sales(store, &ReportFilter::default()).await, all);
     let after = transcript(store).await;
     assert_eq!(before, after);
-    after
+
+    // Exact money: three lines of 19.99 are 59.97 (not 59.97000000000001), and an
+    // order in EUR of the same product and day is a row of its own.
+    let money = vec![
+        order_in(
+            None,
+            "M1",
+            (None, Some("s-money")),
+            t(D0, 14 * HOUR),
+            "cat-3",
+            &[],
+            &[("p7", 1, "19.99"), ("p7", 1, "19.99"), ("p7", 1, "19.99")],
+        ),
+        order_in(
+            Some("EUR"),
+            "M2",
+            (None, Some("s-money")),
+            t(D0, 15 * HOUR),
+            "cat-3",
+            &[],
+            &[("p7", 2, "5")],
+        ),
+    ];
+    let stats = ingest(store, &[], &money).await;
+    assert_eq!(stats.new, 2);
+    let rows = sales(store, &filter(None, None, Some("cat-3"), None, None)).await;
+    let eur = SalesReportRow {
+        currency: Currency::from_code("EUR").expect("eur"),
+        ..row("", "cat-3", "p7", DAY0, 1, 2, "5.00", (0, 0))
+    };
+    assert_eq!(
+        rows,
+        vec![eur, row("", "cat-3", "p7", DAY0, 1, 3, "59.97", (0, 0))]
+    );
+    let text: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r.currency,
+                serde_json::to_value(r).expect("json")["revenue"]
+            )
+        })
+        .collect();
+    assert_eq!(text, [r#"EUR "5.00""#, r#"USD "59.97""#]);
+    transcript(store).await
 }

@@ -5,9 +5,12 @@
 //! inside `startTime..endTime` (and `settings.fromTime..toTime` when set), list the
 //! request's catalog, serve its placement (an empty `placementId` serves all), and
 //! have spend left under both limits. Spend is cost per click: billable clicks times
-//! the auction's `maxBid` (see `ads::spend`).
+//! the auction's `maxBid` (see `ads::spend`), exact, in the campaign's currency, as
+//! its limits are (`BannerXCampaign::currency`).
 //!
-//! Ranking is by `strategy.auction.maxBid`, highest first, ties by campaign id. Walking
+//! Ranking is by `strategy.auction.maxBid`, highest first, ties by campaign id. Bids
+//! are compared by amount: the campaigns of one catalog are one retailer's, in its
+//! currency. Walking
 //! campaigns in that order, each sponsored-products campaign contributes its best
 //! product that passes the request's filters and the campaign's include/exclude
 //! filters and was not taken by a higher bid (no product twice); banner X campaigns
@@ -29,10 +32,9 @@ use chrono::{DateTime, Utc};
 
 use super::candidates::{Coverage, PassingPool};
 use super::request::Decided;
-use crate::model::campaign::{
-    parse_money, ApprovalState, BannerXCampaign, CampaignState, CampaignType,
-};
+use crate::model::campaign::{ApprovalState, BannerXCampaign, CampaignState, CampaignType};
 use crate::model::catalog::Product;
+use rm_schemas::money::Decimal;
 
 /// Most products a wildcard campaign looks at per request.
 pub const MAX_SCAN: usize = 10_000;
@@ -156,19 +158,19 @@ impl ProductIndex {
     }
 }
 
-/// A campaign's spend so far.
+/// A campaign's spend so far, exact, in the campaign's currency.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Spend {
     /// Spent today (UTC).
-    pub today: f64,
+    pub today: Decimal,
     /// Spent in all.
-    pub total: f64,
+    pub total: Decimal,
 }
 
 #[derive(Debug)]
 struct Entry {
     campaign: Arc<BannerXCampaign>,
-    bid: f64,
+    bid: Decimal,
     /// Advertised products in this catalog; `None` for a wildcard campaign.
     products: Option<Vec<u32>>,
     include: Vec<String>,
@@ -254,14 +256,13 @@ pub fn serving(c: &BannerXCampaign, now: DateTime<Utc>, spend: Spend) -> bool {
     let in_window = |from: Option<DateTime<Utc>>, to: Option<DateTime<Utc>>| {
         from.is_none_or(|f| now >= f) && to.is_none_or(|t| now <= t)
     };
-    let limit = |s: &str| parse_money(s).ok().flatten();
-    let limits = &c.strategy.auction.spend_limit;
+    let (daily, total) = c.spend_limits();
     c.campaign_state == CampaignState::Active
         && c.approval.state == ApprovalState::Approved
         && in_window(c.start_time, c.end_time)
         && in_window(c.settings.from_time, c.settings.to_time)
-        && limit(&limits.daily).is_none_or(|l| spend.today < l)
-        && limit(&limits.total).is_none_or(|l| spend.total < l)
+        && daily.is_none_or(|l| spend.today < l.amount)
+        && total.is_none_or(|l| spend.total < l.amount)
 }
 
 impl AdsIndex {
@@ -278,10 +279,7 @@ impl AdsIndex {
                 continue;
             }
             let c = Arc::new(c.clone());
-            let bid = parse_money(&c.strategy.auction.max_bid)
-                .ok()
-                .flatten()
-                .unwrap_or(0.0);
+            let bid = c.max_bid().map_or(Decimal::ZERO, |b| b.amount);
             for catalog in &c.catalog_ids {
                 // A campaign decides only over its own namespace's catalogs.
                 let key = catalog_key(&c.namespace_id, catalog);
@@ -318,7 +316,7 @@ impl AdsIndex {
         for (catalog, slot) in catalogs.iter_mut() {
             let rank = |a: &Entry, b: &Entry| {
                 b.bid
-                    .total_cmp(&a.bid)
+                    .cmp(&a.bid)
                     .then_with(|| a.campaign.id.cmp(&b.campaign.id))
             };
             slot.product_ads.sort_by(rank);
@@ -633,13 +631,29 @@ mod tests {
         let spend = HashMap::from([(
             "o".to_owned(),
             Spend {
-                today: 10.0,
-                total: 10.0,
+                today: Decimal::TEN,
+                total: Decimal::TEN,
             },
         )]);
         let ix = index(&[paused, pending, over, ended, elsewhere], &spend);
         let (ads, _) = ix.decide(&req(&[], FilterMode::OrAnd, 10));
         assert!(ads.is_empty(), "{ads:?}");
+    }
+
+    #[test]
+    fn spend_limits_compare_exact_spend() {
+        // 3 clicks x $0.70 is $2.10 exactly (in f64, 2.0999999999999996: under the
+        // limit, and the campaign would serve on).
+        let mut c = campaign("o", "$0.70", CampaignType::SponsoredProducts, &["crisps"]);
+        c.strategy.auction.spend_limit.daily = "$2.10".into();
+        let bid = c.max_bid().expect("bid");
+        let spend = |n: u64| Spend {
+            today: bid.times(n).expect("fits").amount,
+            total: bid.times(n).expect("fits").amount,
+        };
+        assert!(serving(&c, Utc::now(), spend(2)));
+        assert!(!serving(&c, Utc::now(), spend(3)), "at the limit");
+        assert_eq!(spend(3).today.to_string(), "2.10");
     }
 
     #[test]

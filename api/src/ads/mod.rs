@@ -23,7 +23,6 @@ use chrono::Utc;
 use rm_store::{AnyStore, ReportFilter, ReportStore};
 
 use crate::error::{parse_json, ApiError};
-use crate::model::campaign::parse_money;
 use crate::state::State;
 use index::{AdsIndex, ProductIndex, Spend};
 pub use request::AdsRequest;
@@ -151,7 +150,7 @@ impl AdsEngine {
 
 /// Spend per campaign with a spend limit: billable ad clicks (the ads report of
 /// the store, narrowed to those campaigns) times the campaign's `maxBid`, today and
-/// in all. A store that cannot answer yields no
+/// in all, exact, in the campaign's currency (`rm_schemas::money::Money::times`). A store that cannot answer yields no
 /// spend (campaigns keep serving; the failure is logged).
 pub async fn spend(
     store: &AnyStore,
@@ -195,16 +194,20 @@ pub async fn spend(
     limited
         .iter()
         .map(|c| {
-            let bid = parse_money(&c.strategy.auction.max_bid)
-                .ok()
-                .flatten()
-                .unwrap_or(0.0);
             let (t, all) = clicks.get(c.id.as_str()).copied().unwrap_or_default();
+            // Beyond an exact decimal (never a real spend) counts as over every limit.
+            let times = |n: u64| {
+                c.max_bid()
+                    .map_or(Ok(rm_schemas::money::Decimal::ZERO), |b| {
+                        b.times(n).map(|s| s.amount)
+                    })
+                    .unwrap_or(rm_schemas::money::Decimal::MAX)
+            };
             (
                 c.id.clone(),
                 Spend {
-                    today: t as f64 * bid,
-                    total: all as f64 * bid,
+                    today: times(t),
+                    total: times(all),
                 },
             )
         })

@@ -2,7 +2,8 @@
 //! approval request, and the rules around them.
 //!
 //! Shape: every member of the spec's tables, camelCase; money amounts are strings
-//! (an optional currency symbol, then a decimal amount: `"$12.50"`, `"12.50"`); times
+//! (an optional currency symbol or ISO 4217 code, then a decimal amount: `"$12.50"`,
+//! `"12.50"`, `"EUR 12.50"`; `rm_schemas::money` has the form and the symbols); times
 //! are RFC 3339 in UTC; enums are their full names (`CAMPAIGN_STATE_ACTIVE`). Members
 //! left out of a create body take their empty value. Two members extend the spec for
 //! video: `bannerXConfig.primaryVideoConfig` carries, beside the spec's `fileId`, what
@@ -12,11 +13,21 @@
 //! Campaign ids travel inside realised ad ids, so they are restricted to
 //! `[A-Za-z0-9_-]{1,64}`.
 //!
+//! **Money.** A campaign's amounts are in one currency, the campaign's
+//! ([`BannerXCampaign::currency`]): the one its symbols or codes name (the spec
+//! shows a symbol on most amounts, none on `searchTerms[].maxBid`); amounts without
+//! one take it; a campaign that names none is in the deployment's default (USD,
+//! `rm_schemas::money::DEFAULT_CURRENCY`). Two currencies in one campaign are a 400
+//! naming the field. Bids, spend limits and costs are exact decimals
+//! ([`BannerXCampaign::max_bid`], [`BannerXCampaign::spend_limits`],
+//! [`BannerXCampaign::known_cost`]); the strings are stored as sent.
+//!
 //! Approval: any of the three states may be set from any state (the spec shows no
 //! restriction). `APPROVAL_STATE_REJECTED` needs a non-empty `rejectionReason`; the
 //! other states clear it. Every approval moves `updateTime`.
 
 use chrono::{DateTime, Utc};
+use rm_schemas::money::{self, Currency, Money};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -548,38 +559,17 @@ pub fn valid_campaign_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// Parses a money string: optional currency symbol or code, then a non-negative
-/// decimal amount. `None` for an empty string.
-pub fn parse_money(s: &str) -> Result<Option<f64>, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Ok(None);
-    }
-    let start = s
-        .find(|c: char| c.is_ascii_digit() || c == '.')
-        .ok_or_else(|| format!("'{s}' is not a money amount"))?;
-    let (symbol, amount) = s.split_at(start);
-    if symbol.chars().count() > 3 || symbol.chars().any(|c| c.is_ascii_digit() || c == '-') {
-        return Err(format!(
-            "'{s}' is not a money amount (symbol, then a decimal number)"
-        ));
-    }
-    let valid = amount.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-        && amount.bytes().filter(|&b| b == b'.').count() <= 1
-        && amount.bytes().any(|b| b.is_ascii_digit());
-    if !valid {
-        return Err(format!("'{s}' is not a money amount"));
-    }
-    amount
-        .parse::<f64>()
-        .map(Some)
-        .map_err(|_| format!("'{s}' is not a money amount"))
+/// Parses a money string (`rm_schemas::money`): optional currency symbol or code,
+/// then a non-negative decimal amount; without a marker it is in `default`. `None`
+/// for an empty string.
+pub fn parse_money(s: &str, default: Currency) -> Result<Option<Money>, String> {
+    Money::parse(s, default).map_err(|e| e.to_string())
 }
 
-fn money(field: &str, v: &str) -> Result<(), ApiError> {
-    parse_money(v)
-        .map(|_| ())
-        .map_err(|m| ApiError::invalid(field, m))
+/// Whether a money string names its currency (a symbol or a code).
+fn names_currency(s: &str) -> bool {
+    s.chars()
+        .any(|c| !(c.is_ascii_digit() || c == '.' || c.is_whitespace()))
 }
 
 fn colour(field: &str, v: &str) -> Result<(), ApiError> {
@@ -636,29 +626,26 @@ impl BannerXCampaign {
                 ));
             }
         }
-        let f = &self.fixed_costs;
-        money(&format!("{p}.fixedCosts.creativeCost"), &f.creative_cost)?;
-        money(&format!("{p}.fixedCosts.dataCost"), &f.data_cost)?;
-        money(&format!("{p}.fixedCosts.otherCost"), &f.other_cost)?;
-        let a = &self.strategy.auction;
-        money(&format!("{p}.strategy.auction.maxBid"), &a.max_bid)?;
-        money(
-            &format!("{p}.strategy.auction.spendLimit.daily"),
-            &a.spend_limit.daily,
-        )?;
-        money(
-            &format!("{p}.strategy.auction.spendLimit.total"),
-            &a.spend_limit.total,
-        )?;
-        money(
-            &format!("{p}.strategy.fixedTenancy.cost"),
-            &self.strategy.fixed_tenancy.cost,
-        )?;
-        for (i, t) in self.targeting.search_terms.iter().enumerate() {
-            money(
-                &format!("{p}.targeting.searchTerms[{i}].maxBid"),
-                &t.max_bid,
-            )?;
+        // Every amount parses, and those that name a currency name one currency.
+        let mut named: Option<(Currency, String)> = None;
+        for (field, v) in self.money_fields() {
+            let field = format!("{p}.{field}");
+            let m = parse_money(v, money::DEFAULT_CURRENCY)
+                .map_err(|e| ApiError::invalid(&field, e))?;
+            let Some(m) = m.filter(|_| names_currency(v)) else {
+                continue;
+            };
+            match &named {
+                None => named = Some((m.currency, field)),
+                Some((c, first)) if *c != m.currency => return Err(ApiError::invalid(
+                    field,
+                    format!(
+                        "is in {} but {first} is in {c}: a campaign's amounts are in one currency",
+                        m.currency
+                    ),
+                )),
+                Some(_) => {}
+            }
         }
         let c = &self.banner_x_config;
         colour(
@@ -711,9 +698,70 @@ impl BannerXCampaign {
         Ok(())
     }
 
-    /// The campaign's known cost: fixed costs plus the fixed tenancy cost, `None`
-    /// when none is set.
-    pub fn known_cost(&self) -> Option<f64> {
+    /// The money strings of the campaign, with their paths under `bannerXCampaign`.
+    fn money_fields(&self) -> Vec<(String, &str)> {
+        let f = &self.fixed_costs;
+        let a = &self.strategy.auction;
+        let mut out = vec![
+            (
+                "fixedCosts.creativeCost".to_owned(),
+                f.creative_cost.as_str(),
+            ),
+            ("fixedCosts.dataCost".to_owned(), f.data_cost.as_str()),
+            ("fixedCosts.otherCost".to_owned(), f.other_cost.as_str()),
+            ("strategy.auction.maxBid".to_owned(), a.max_bid.as_str()),
+            (
+                "strategy.auction.spendLimit.daily".to_owned(),
+                a.spend_limit.daily.as_str(),
+            ),
+            (
+                "strategy.auction.spendLimit.total".to_owned(),
+                a.spend_limit.total.as_str(),
+            ),
+            (
+                "strategy.fixedTenancy.cost".to_owned(),
+                self.strategy.fixed_tenancy.cost.as_str(),
+            ),
+        ];
+        for (i, t) in self.targeting.search_terms.iter().enumerate() {
+            out.push((
+                format!("targeting.searchTerms[{i}].maxBid"),
+                t.max_bid.as_str(),
+            ));
+        }
+        out
+    }
+
+    /// The campaign's currency (module header): the first one its amounts name,
+    /// else the deployment's default.
+    pub fn currency(&self) -> Currency {
+        self.money_fields()
+            .into_iter()
+            .filter(|(_, v)| names_currency(v))
+            .find_map(|(_, v)| Money::parse(v, money::DEFAULT_CURRENCY).ok().flatten())
+            .map_or(money::DEFAULT_CURRENCY, |m| m.currency)
+    }
+
+    /// One of the campaign's amounts, in the campaign's currency; `None` when empty
+    /// or not an amount (a stored campaign validated when written always is).
+    fn amount(&self, s: &str) -> Option<Money> {
+        parse_money(s, self.currency()).ok().flatten()
+    }
+
+    /// The bid per click (`strategy.auction.maxBid`), exact, when set.
+    pub fn max_bid(&self) -> Option<Money> {
+        self.amount(&self.strategy.auction.max_bid)
+    }
+
+    /// The spend limits (`strategy.auction.spendLimit`): daily and total, when set.
+    pub fn spend_limits(&self) -> (Option<Money>, Option<Money>) {
+        let l = &self.strategy.auction.spend_limit;
+        (self.amount(&l.daily), self.amount(&l.total))
+    }
+
+    /// The campaign's known cost: fixed costs plus the fixed tenancy cost, exact, in
+    /// the campaign's currency; `None` when none is set.
+    pub fn known_cost(&self) -> Option<Money> {
         let f = &self.fixed_costs;
         let parts = [
             &f.creative_cost,
@@ -721,11 +769,14 @@ impl BannerXCampaign {
             &f.other_cost,
             &self.strategy.fixed_tenancy.cost,
         ];
-        let amounts: Vec<f64> = parts
-            .iter()
-            .filter_map(|s| parse_money(s).ok().flatten())
-            .collect();
-        (!amounts.is_empty()).then(|| amounts.iter().sum())
+        let mut sum: Option<Money> = None;
+        for m in parts.iter().filter_map(|s| self.amount(s)) {
+            sum = Some(match sum {
+                None => m,
+                Some(s) => s.checked_add(m).ok()?,
+            });
+        }
+        sum
     }
 
     /// Sets the approval, enforcing the rejection-reason rule, and moves
@@ -759,14 +810,17 @@ mod tests {
 
     #[test]
     fn money_strings() {
-        assert_eq!(parse_money("$12.50"), Ok(Some(12.5)));
-        assert_eq!(parse_money("12"), Ok(Some(12.0)));
-        assert_eq!(parse_money("€0.5"), Ok(Some(0.5)));
-        assert_eq!(parse_money(""), Ok(None));
-        assert!(parse_money("$").is_err());
-        assert!(parse_money("-5").is_err());
-        assert!(parse_money("1.2.3").is_err());
-        assert!(parse_money("abcd5").is_err());
+        let usd = money::DEFAULT_CURRENCY;
+        let m = |s: &str| parse_money(s, usd).map(|m| m.map(|m| m.to_string()));
+        assert_eq!(m("$12.50"), Ok(Some("USD 12.50".into())));
+        assert_eq!(m("12"), Ok(Some("USD 12.00".into())));
+        assert_eq!(m("€0.5"), Ok(Some("EUR 0.50".into())));
+        assert_eq!(m("1 EUR"), Ok(Some("EUR 1.00".into())));
+        assert_eq!(m(""), Ok(None));
+        assert!(m("$").is_err());
+        assert!(m("-5").is_err());
+        assert!(m("1.2.3").is_err());
+        assert!(m("abcd5").is_err());
     }
 
     #[test]
@@ -806,6 +860,45 @@ mod tests {
         let e = crate::error::parse_json::<ApproveBody>(br#"{"approval":{"state":"YES"}}"#)
             .unwrap_err();
         assert!(e.to_string().contains("approval.state"), "{e}");
+    }
+
+    #[test]
+    fn a_campaigns_amounts_are_in_one_currency() {
+        let mut c = BannerXCampaign {
+            id: "c1".into(),
+            namespace_id: "acme".into(),
+            ..Default::default()
+        };
+        assert_eq!(c.currency(), money::DEFAULT_CURRENCY, "names none");
+        assert_eq!((c.max_bid(), c.known_cost()), (None, None));
+        c.strategy.auction.max_bid = "€0.10".into();
+        c.strategy.auction.spend_limit.daily = "5".into();
+        c.fixed_costs.creative_cost = "EUR 100.10".into();
+        c.strategy.fixed_tenancy.cost = "0.2".into();
+        c.targeting.search_terms.push(SearchTerm {
+            max_bid: "0.25".into(),
+            ..Default::default()
+        });
+        assert!(c.validate().is_ok());
+        assert_eq!(c.currency().code(), "EUR");
+        let show = |m: Option<Money>| m.map(|m| m.to_string());
+        assert_eq!(show(c.max_bid()), Some("EUR 0.10".into()));
+        assert_eq!(
+            show(c.spend_limits().0),
+            Some("EUR 5.00".into()),
+            "bare: the campaign's"
+        );
+        assert_eq!(show(c.spend_limits().1), None);
+        assert_eq!(show(c.known_cost()), Some("EUR 100.30".into()), "exact sum");
+        c.strategy.auction.spend_limit.total = "$50".into();
+        let e = c.validate().expect_err("two currencies");
+        assert!(
+            e.to_string()
+                .contains("bannerXCampaign.strategy.auction.spendLimit.total")
+                && e.to_string()
+                    .contains("is in USD but bannerXCampaign.fixedCosts.creativeCost is in EUR"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -863,7 +956,7 @@ mod tests {
 
         #[test]
         fn money_never_panics(s in ".{0,12}") {
-            let _ = parse_money(&s);
+            let _ = parse_money(&s, money::DEFAULT_CURRENCY);
         }
     }
 }

@@ -8,7 +8,17 @@ use rm_store::{BatchWrite, WriteStore};
 
 const ORDER_AT: i64 = 1_795_000_000_000; // 2026-11-18
 
-fn line(order: &str, product: &str, quantity: u64, revenue: f64) -> OrderLine {
+fn usd(s: &str) -> Money {
+    Money::parse(s, money::DEFAULT_CURRENCY)
+        .expect("money")
+        .expect("amount")
+}
+
+fn dec(s: &str) -> Decimal {
+    Decimal::from_str_exact(s).expect("decimal")
+}
+
+fn line(order: &str, product: &str, quantity: u64, revenue: &str) -> OrderLine {
     OrderLine {
         order_id: order.into(),
         line: 0,
@@ -18,7 +28,7 @@ fn line(order: &str, product: &str, quantity: u64, revenue: f64) -> OrderLine {
         catalog_id: "cat".into(),
         product_code: product.into(),
         quantity,
-        revenue,
+        revenue: usd(revenue),
         ad_id: String::new(),
         order_ad_ids: Vec::new(),
     }
@@ -40,16 +50,23 @@ fn roas_needs_a_positive_cost_and_a_campaign() {
         day: "2026-11-18".into(),
         orders: 1,
         units: 1,
-        revenue: 5.0,
+        revenue: dec("5.00"),
+        currency: money::DEFAULT_CURRENCY,
         click_attributions: 1,
         view_attributions: 0,
     };
     let costs = |c: &str| match c {
-        "paid" => Some(2.0),
-        "free" => Some(0.0),
-        _ => Some(1.0),
+        "paid" => Some(usd("$2")),
+        "free" => Some(usd("$0")),
+        "euro" => Some(usd("EUR 2")),
+        _ => Some(usd("$1")),
     };
-    assert_eq!(SalesRow::new(r("paid"), &costs).roas, Some(2.5));
+    assert_eq!(SalesRow::new(r("paid"), &costs).roas, Some(dec("2.5")));
+    assert_eq!(
+        SalesRow::new(r("euro"), &costs).roas,
+        None,
+        "revenue in USD over a cost in EUR"
+    );
     assert_eq!(
         SalesRow::new(r("free"), &costs).roas,
         None,
@@ -74,11 +91,11 @@ async fn sales_rows_carry_roas_where_the_cost_is_known() {
             product_code: "p1".into(),
             time_ms: ORDER_AT - 3_600_000,
         }],
-        order_lines: vec![line("o1", "p1", 2, 30.0), line("o2", "p2", 1, 5.5)],
+        order_lines: vec![line("o1", "p1", 2, "30.0"), line("o2", "p2", 1, "5.5")],
         ..BatchWrite::default()
     };
     store.write(&write).await.expect("write");
-    let costs = |c: &str| (c == "camp-1").then_some(10.0);
+    let costs = |c: &str| (c == "camp-1").then(|| usd("$10"));
     let w = Windows::default();
     let h = HeaderMap::new();
     let (status, json) =
@@ -89,9 +106,9 @@ async fn sales_rows_carry_roas_where_the_cost_is_known() {
         v,
         serde_json::json!({"rows": [
             {"campaignId": "", "catalogId": "cat", "productCode": "p2", "day": "2026-11-18",
-             "orders": 1, "units": 1, "revenue": 5.5, "clickAttributions": 0, "viewAttributions": 0, "roas": null},
+             "orders": 1, "units": 1, "revenue": "5.50", "currency": "USD", "clickAttributions": 0, "viewAttributions": 0, "roas": null},
             {"campaignId": "camp-1", "catalogId": "cat", "productCode": "p1", "day": "2026-11-18",
-             "orders": 1, "units": 2, "revenue": 30.0, "clickAttributions": 1, "viewAttributions": 0, "roas": 3.0},
+             "orders": 1, "units": 2, "revenue": "30.00", "currency": "USD", "clickAttributions": 1, "viewAttributions": 0, "roas": 3.0},
         ]})
     );
     let (_, csv) = body(
@@ -108,8 +125,8 @@ async fn sales_rows_carry_roas_where_the_cost_is_known() {
     .await;
     assert_eq!(
         csv,
-        "campaignId,catalogId,productCode,day,orders,units,revenue,clickAttributions,viewAttributions,roas\r\n\
-         camp-1,cat,p1,2026-11-18,1,2,30.0,1,0,3.0\r\n"
+        "campaignId,catalogId,productCode,day,orders,units,revenue,currency,clickAttributions,viewAttributions,roas\r\n\
+         camp-1,cat,p1,2026-11-18,1,2,30.00,USD,1,0,3.0\r\n"
     );
     let (_, none) = body(answer(&store, "/v1/reports/sales", "from=2026-11-19", &h).await).await;
     assert_eq!(none, r#"{"rows":[]}"#);
@@ -130,6 +147,9 @@ async fn ads_and_campaigns_answer_json_and_csv() {
         dedup_key: key,
         time_ms: ORDER_AT + hours * 3_600_000,
         status,
+        traffic: Default::default(),
+        shopper: 0,
+        received_ms: 0,
     };
     let write = BatchWrite {
         ad_facts: vec![
@@ -152,11 +172,13 @@ async fn ads_and_campaigns_answer_json_and_csv() {
         serde_json::json!({"rows": [
             {"campaignId": "camp-1", "adId": "rm1.camp-1.ad", "day": "2026-11-18",
              "impressions": 2, "clicks": 1, "ctr": 0.5, "notBillableImpressions": 1,
-             "notBillableClicks": 0, "adIdStatus": "bad_signature"},
+             "notBillableClicks": 0, "adIdStatus": "bad_signature",
+             "invalidImpressions": {"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": 1, "clickWindow": 0},
+             "invalidClicks": {"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": 0, "clickWindow": 0}},
         ]})
     );
     let costs = KnownCosts {
-        max_bid: [("camp-1".to_owned(), 0.5)].into(),
+        max_bid: [("camp-1".to_owned(), usd("$0.5"))].into(),
         ..KnownCosts::default()
     };
     let w = Windows::default();
@@ -176,8 +198,8 @@ async fn ads_and_campaigns_answer_json_and_csv() {
     assert_eq!(
         csv,
         "campaignId,day,impressions,clicks,ctr,videoPlays,completionRate,productImpressions,\
-         productClicks,cartsAdded,attributedOrders,revenue,spend,roas\r\n\
-         camp-1,2026-11-18,2,1,0.5,0,0.0,0,0,0,0,0.0,0.5,0.0\r\n"
+         productClicks,cartsAdded,attributedOrders,revenue,currency,spend,roas\r\n\
+         camp-1,2026-11-18,2,1,0.5,0,0.0,0,0,0,0,0.00,USD,0.50,0.0\r\n"
     );
     let (_, unknown_bid) =
         body(answer(&store, "/v1/reports/campaigns", "campaignId=camp-1", &h).await).await;
@@ -190,6 +212,97 @@ async fn ads_and_campaigns_answer_json_and_csv() {
         let field = q.split('=').next().unwrap_or_default();
         assert!(err.contains(&format!("\"field\":\"{field}\"")), "{err}");
     }
+}
+
+/// An order of three lines at 19.99 reports 59.97 exactly; a line in EUR of the same
+/// product is a row of its own in the sales report and in the campaign summary, never
+/// added to the USD revenue, and has no ROAS against the campaign's USD cost.
+#[tokio::test]
+async fn money_is_exact_and_two_currencies_never_add() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    let mut lines: Vec<OrderLine> = (0..3)
+        .map(|i| OrderLine {
+            line: i,
+            ..line("o1", "p1", 1, "19.99")
+        })
+        .collect();
+    lines.push(OrderLine {
+        revenue: usd("EUR 5"),
+        ..line("o2", "p1", 1, "0")
+    });
+    let write = BatchWrite {
+        touches: vec![Touch {
+            shopper: shopper(ShopperId::Customer, "c1"),
+            dedup_key: 1,
+            kind: TouchKind::ProductClick,
+            ad_id: "rm1.camp-1.ad".into(),
+            campaign_id: "camp-1".into(),
+            catalog_id: "cat".into(),
+            product_code: "p1".into(),
+            time_ms: ORDER_AT - 3_600_000,
+        }],
+        order_lines: lines,
+        ..BatchWrite::default()
+    };
+    store.write(&write).await.expect("write");
+    let costs = KnownCosts {
+        cost: [("camp-1".to_owned(), usd("$10"))].into(),
+        max_bid: [("camp-1".to_owned(), usd("$0.10"))].into(),
+    };
+    let (w, h) = (Windows::default(), HeaderMap::new());
+    let (_, json) = body(answer_with(&store, &costs, &w, "/v1/reports/sales", "", &h).await).await;
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let rows: Vec<(&str, &str, &serde_json::Value)> = v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r["revenue"].as_str().expect("a string"),
+                r["currency"].as_str().expect("a code"),
+                &r["roas"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("5.00", "EUR", &serde_json::Value::Null),
+            ("59.97", "USD", &serde_json::json!(5.997)),
+        ]
+    );
+    let (_, json) =
+        body(answer_with(&store, &costs, &w, "/v1/reports/campaigns", "", &h).await).await;
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{v}");
+    assert_eq!(
+        (
+            &rows[0]["currency"],
+            &rows[0]["revenue"],
+            &rows[0]["attributedOrders"]
+        ),
+        (
+            &serde_json::json!("USD"),
+            &serde_json::json!("59.97"),
+            &serde_json::json!(1)
+        )
+    );
+    assert_eq!(
+        (
+            &rows[1]["currency"],
+            &rows[1]["revenue"],
+            &rows[1]["spend"],
+            &rows[1]["roas"]
+        ),
+        (
+            &serde_json::json!("EUR"),
+            &serde_json::json!("5.00"),
+            &serde_json::Value::Null,
+            &serde_json::Value::Null
+        )
+    );
 }
 
 #[derive(Serialize)]

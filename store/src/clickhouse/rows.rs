@@ -2,6 +2,7 @@
 //! (`RowBinary`), and their conversions to and from the model.
 
 use clickhouse::Row;
+use rm_schemas::money::{self, Currency, Money};
 use rm_schemas::{DedupKey, InteractionType};
 use serde::{Deserialize, Serialize};
 
@@ -212,7 +213,8 @@ impl CartEventCh<'_> {
     }
 }
 
-/// A row of `order_lines`.
+/// A row of `order_lines`. `revenue_exact` and `currency` are `""` in rows written
+/// before exact money: those read their `revenue` (`f64`) in USD, as before.
 #[derive(Row, Serialize, Deserialize)]
 pub(crate) struct OrderLineCh {
     pub(crate) order_id: String,
@@ -226,6 +228,8 @@ pub(crate) struct OrderLineCh {
     pub(crate) revenue: f64,
     pub(crate) ad_id: String,
     pub(crate) order_ad_ids: Vec<String>,
+    pub(crate) revenue_exact: String,
+    pub(crate) currency: String,
 }
 
 impl From<&OrderLine> for OrderLineCh {
@@ -239,16 +243,33 @@ impl From<&OrderLine> for OrderLineCh {
             catalog_id: l.catalog_id.clone(),
             product_code: l.product_code.clone(),
             quantity: l.quantity,
-            revenue: l.revenue,
+            // For dashboards only; reports read `revenue_exact`.
+            revenue: l.revenue.amount.to_string().parse().unwrap_or(0.0),
             ad_id: l.ad_id.clone(),
             order_ad_ids: l.order_ad_ids.clone(),
+            revenue_exact: l.revenue.amount.to_string(),
+            currency: l.revenue.currency.code().to_owned(),
         }
     }
 }
 
-impl From<OrderLineCh> for OrderLine {
-    fn from(l: OrderLineCh) -> Self {
-        Self {
+impl TryFrom<OrderLineCh> for OrderLine {
+    type Error = StoreError;
+
+    fn try_from(l: OrderLineCh) -> Result<Self, StoreError> {
+        let currency = match l.currency.as_str() {
+            "" => money::DEFAULT_CURRENCY,
+            c => Currency::from_code(c).ok_or_else(|| corrupt("currency", c))?,
+        };
+        let revenue = if l.revenue_exact.is_empty() {
+            Money::from_legacy_f64(l.revenue, currency)
+                .ok_or_else(|| corrupt("revenue", &l.revenue.to_string()))?
+        } else {
+            rust_decimal::Decimal::from_str_exact(&l.revenue_exact)
+                .map(|a| Money::new(a, currency))
+                .map_err(|_| corrupt("revenue_exact", &l.revenue_exact))?
+        };
+        Ok(Self {
             order_id: l.order_id,
             line: l.line,
             customer_id: l.customer_id,
@@ -257,10 +278,10 @@ impl From<OrderLineCh> for OrderLine {
             catalog_id: l.catalog_id,
             product_code: l.product_code,
             quantity: l.quantity,
-            revenue: l.revenue,
+            revenue,
             ad_id: l.ad_id,
             order_ad_ids: l.order_ad_ids,
-        }
+        })
     }
 }
 

@@ -16,7 +16,7 @@
 //! | `ad_facts_v2` | event time, campaign, ad, action, dedup key, ad id status | the `AdFact` (one copy) |
 //! | `carts_v2` | slot | the cart's derived event rows (complete) |
 //! | `cart_slots` | cart key | slot |
-//! | `orders` | order id (raw) | the order's lines (`OrderLine`s) |
+//! | `orders_v2` | order id (raw) | the order's lines (`OrderLine`s, exact money) |
 //! | `touches_v2` | event time, shopper, dedup key | the `Touch` |
 //!
 //! The three fact tables only ever grow, and their keys start with the event time
@@ -36,7 +36,8 @@
 //! alone with `postcard::take_from_bytes`) and what the next batch folds into (the
 //! facts), so a touched view is one insert. Stores written by earlier versions (JSON
 //! keys, views and their facts in two tables) are converted once at open, in one
-//! transaction (`migrate.rs`).
+//! transaction (`migrate.rs`), and so are order lines with `f64` revenue (the
+//! `orders` table, `migrate_money.rs`).
 //!
 //! Files by concern: this one opens the store (creating its tables, converting an
 //! older layout through `migrate.rs`); `codec.rs` encodes keys and values;
@@ -61,6 +62,7 @@ use crate::{Backend, StoreError};
 mod codec;
 mod entities;
 mod migrate;
+mod migrate_money;
 mod reports;
 mod write;
 
@@ -74,7 +76,7 @@ type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
 const PRODUCT_FACTS: Table = TableDefinition::new("product_facts_v2");
 const TOUCHES: Table = TableDefinition::new("touches_v2");
 const AD_FACTS: Table = TableDefinition::new("ad_facts_v2");
-const ORDERS: TableDefinition<&str, &[u8]> = TableDefinition::new("orders");
+const ORDERS: TableDefinition<&str, &[u8]> = TableDefinition::new("orders_v2");
 
 /// Encoded rows of one table: key and value.
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
@@ -105,6 +107,7 @@ impl EmbeddedStore {
         let db = Database::create(path).map_err(|e| err(format!("{}: {e}", path.display())))?;
         let w = db.begin_write().map_err(err)?;
         migrate::from_json_keys(&w)?;
+        migrate_money::orders(&w)?;
         entities::create(&w)?;
         for t in [PRODUCT_FACTS, TOUCHES, AD_FACTS] {
             w.open_table(t).map_err(err)?;

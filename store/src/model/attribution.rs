@@ -27,11 +27,18 @@
 //! history consistently. The store bounds the read by the report's filter (orders of
 //! the filtered days and catalog, touches of their shoppers in
 //! [`touch_range`]), so the cost is that of the orders reported, not of all history.
+//!
+//! **Money.** A line's revenue is exact ([`Money`]: a decimal and the order's
+//! currency). Report rows group by currency as well as by campaign, product and day,
+//! so amounts of two currencies never add: a product sold in USD and in EUR on one
+//! day is two rows. Sums are exact (integer mantissas, `rm_schemas::money`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use rm_schemas::money::{self, Currency, Money};
 use rm_schemas::order::Order;
 use rm_schemas::{InteractionEvent, InteractionType};
+use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::campaigns::CampaignSalesRow;
@@ -209,8 +216,8 @@ pub struct OrderLine {
     pub product_code: String,
     /// Units.
     pub quantity: u64,
-    /// `totalOrderItemPriceAfterDiscounts`.
-    pub revenue: f64,
+    /// `totalOrderItemPriceAfterDiscounts`, exact, in the order's currency.
+    pub revenue: Money,
     /// The line's `adId` ("" when absent).
     pub ad_id: String,
     /// The order's `adIds`.
@@ -262,7 +269,7 @@ pub fn lines_of(order: &Order) -> Vec<OrderLine> {
             catalog_id: order.catalog_id.clone(),
             product_code: item.product_code.clone(),
             quantity: item.quantity,
-            revenue: item.total_order_item_price_after_discounts,
+            revenue: order.line_revenue(item),
             ad_id: item.ad_id.clone().unwrap_or_default(),
             order_ad_ids: order.ad_ids.clone(),
         })
@@ -347,8 +354,12 @@ pub struct SalesReportRow {
     pub orders: u64,
     /// Units of the lines.
     pub units: u64,
-    /// Revenue of the lines (`totalOrderItemPriceAfterDiscounts`).
-    pub revenue: f64,
+    /// Revenue of the lines (`totalOrderItemPriceAfterDiscounts`), exact, as a decimal
+    /// string (`"59.97"`).
+    #[serde(with = "money::decimal_text")]
+    pub revenue: Decimal,
+    /// The currency of `revenue` (ISO 4217): the orders'.
+    pub currency: Currency,
     /// Lines credited to a click.
     pub click_attributions: u64,
     /// Lines credited to an impression.
@@ -359,12 +370,19 @@ pub struct SalesReportRow {
 struct Acc<'a> {
     orders: BTreeSet<&'a str>,
     units: u64,
-    revenue: f64,
+    revenue: Decimal,
     clicks: u64,
     views: u64,
 }
 
-/// Attributes every line and rolls up per campaign, catalog, product and order day,
+/// `a + b`, exact ([`money::exact_add`]); beyond an exact decimal (2^96 units of
+/// the smallest decimal place, 10^20 at 8 decimals: never a real sum) it saturates.
+pub(crate) fn add(a: Decimal, b: Decimal) -> Decimal {
+    money::exact_add(a, b).unwrap_or(Decimal::MAX)
+}
+
+/// Attributes every line and rolls up per campaign, catalog, product, order day and
+/// currency,
 /// keeping the lines whose credited campaign and ad (both "" when unattributed) pass
 /// `keep`. Copies of lines (same order id and line) and of touches count once; lines
 /// are summed in (order id, line) order, so the revenue is the same float whatever
@@ -375,18 +393,25 @@ pub fn sales_report(
     w: &Windows,
     keep: impl Fn(&str, &str) -> bool,
 ) -> Vec<SalesReportRow> {
-    let mut groups: BTreeMap<(&str, &str, &str, i32), Acc<'_>> = BTreeMap::new();
+    type Group<'a> = (&'a str, &'a str, &'a str, i32, Currency);
+    let mut groups: BTreeMap<Group<'_>, Acc<'_>> = BTreeMap::new();
     for (l, credit) in credited(lines, touches, w) {
         let (campaign, ad) = credit.map_or(("", ""), |(t, _)| (&t.campaign_id, &t.ad_id));
         if !keep(campaign, ad) {
             continue;
         }
         let acc = groups
-            .entry((campaign, &l.catalog_id, &l.product_code, l.day()))
+            .entry((
+                campaign,
+                &l.catalog_id,
+                &l.product_code,
+                l.day(),
+                l.revenue.currency,
+            ))
             .or_default();
         acc.orders.insert(&l.order_id);
         acc.units += l.quantity;
-        acc.revenue += l.revenue;
+        acc.revenue = add(acc.revenue, l.revenue.amount);
         match credit.map(|(_, c)| c) {
             Some(Credit::Click) => acc.clicks += 1,
             Some(Credit::View) => acc.views += 1,
@@ -395,22 +420,26 @@ pub fn sales_report(
     }
     groups
         .into_iter()
-        .map(|((campaign, catalog, product, day), a)| SalesReportRow {
-            campaign_id: campaign.to_owned(),
-            catalog_id: catalog.to_owned(),
-            product_code: product.to_owned(),
-            day: format_day(day),
-            orders: a.orders.len() as u64,
-            units: a.units,
-            revenue: a.revenue,
-            click_attributions: a.clicks,
-            view_attributions: a.views,
-        })
+        .map(
+            |((campaign, catalog, product, day, currency), a)| SalesReportRow {
+                campaign_id: campaign.to_owned(),
+                catalog_id: catalog.to_owned(),
+                product_code: product.to_owned(),
+                day: format_day(day),
+                orders: a.orders.len() as u64,
+                units: a.units,
+                revenue: money::stable(a.revenue, currency),
+                currency,
+                click_attributions: a.clicks,
+                view_attributions: a.views,
+            },
+        )
         .collect()
 }
 
-/// Attributed sales per credited campaign and order day (the campaign summary):
-/// distinct orders with a line credited to the campaign, and those lines' revenue.
+/// Attributed sales per credited campaign, order day and currency (the campaign
+/// summary): distinct orders with a line credited to the campaign, and those lines'
+/// revenue.
 /// Unattributed lines are left out; `keep` selects credited campaigns. Copies count
 /// once and lines are summed in (order id, line) order, as in [`sales_report`].
 pub fn campaign_sales(
@@ -419,24 +448,29 @@ pub fn campaign_sales(
     w: &Windows,
     keep: impl Fn(&str) -> bool,
 ) -> Vec<CampaignSalesRow> {
-    let mut groups: BTreeMap<(&str, i32), (BTreeSet<&str>, f64)> = BTreeMap::new();
+    let mut groups: BTreeMap<(&str, i32, Currency), (BTreeSet<&str>, Decimal)> = BTreeMap::new();
     for (l, credit) in credited(lines, touches, w) {
         let Some((t, _)) = credit else { continue };
         if !keep(&t.campaign_id) {
             continue;
         }
-        let acc = groups.entry((&t.campaign_id, l.day())).or_default();
+        let acc = groups
+            .entry((&t.campaign_id, l.day(), l.revenue.currency))
+            .or_default();
         acc.0.insert(&l.order_id);
-        acc.1 += l.revenue;
+        acc.1 = add(acc.1, l.revenue.amount);
     }
     groups
         .into_iter()
-        .map(|((campaign, day), (orders, revenue))| CampaignSalesRow {
-            campaign_id: campaign.to_owned(),
-            day: format_day(day),
-            orders: orders.len() as u64,
-            revenue,
-        })
+        .map(
+            |((campaign, day, currency), (orders, revenue))| CampaignSalesRow {
+                campaign_id: campaign.to_owned(),
+                day: format_day(day),
+                orders: orders.len() as u64,
+                revenue,
+                currency,
+            },
+        )
         .collect()
 }
 
@@ -477,6 +511,12 @@ mod tests {
     const HOUR: i64 = 3_600_000;
     const ORDER_AT: i64 = 1_795_000_000_000;
 
+    fn usd(s: &str) -> Money {
+        Money::parse(s, money::DEFAULT_CURRENCY)
+            .expect("money")
+            .expect("amount")
+    }
+
     fn line(product: &str, ad: &str) -> OrderLine {
         OrderLine {
             order_id: "o1".into(),
@@ -487,7 +527,7 @@ mod tests {
             catalog_id: "cat".into(),
             product_code: product.into(),
             quantity: 2,
-            revenue: 9.5,
+            revenue: usd("9.5"),
             ad_id: ad.into(),
             order_ad_ids: Vec::new(),
         }
@@ -739,7 +779,7 @@ mod tests {
                     order_id: format!("o{o}"),
                     line: *n,
                     quantity: *q,
-                    revenue: f64::from(*cents) / 100.0,
+                    revenue: Money::new(Decimal::new(i64::from(*cents), 2), money::DEFAULT_CURRENCY),
                     time_ms: ORDER_AT + h * HOUR,
                     ..line(&format!("p{p}"), "")
                 })
@@ -760,5 +800,75 @@ mod tests {
             ts2.reverse();
             prop_assert_eq!(sales_report(&twice, &ts2, &w, |_, _| true), report);
         }
+
+        #[test]
+        fn revenue_sums_exactly_per_currency_and_never_across(
+            ts in proptest::collection::vec(arb_touch(), 0..10),
+            lines in proptest::collection::vec((0u8..4, 0u32..12, 0i64..100_000, 0u32..=3, 0u8..3), 0..40),
+        ) {
+            let codes = ["USD", "EUR", "JPY"];
+            let w = Windows::default();
+            let ls: Vec<OrderLine> = lines
+                .iter()
+                .map(|(o, n, m, scale, c)| OrderLine {
+                    order_id: format!("o{o}"),
+                    line: *n,
+                    revenue: Money::new(
+                        Decimal::new(*m, *scale),
+                        Currency::from_code(codes[usize::from(*c)]).expect("code"),
+                    ),
+                    ..line("p", "")
+                })
+                .collect();
+            let report = sales_report(&ls, &ts, &w, |_, _| true);
+            // The exact sum per currency of the distinct lines, on integers at scale 3.
+            let mut seen = HashSet::new();
+            let mut exact: BTreeMap<Currency, i128> = BTreeMap::new();
+            for l in &ls {
+                if seen.insert((l.order_id.clone(), l.line)) {
+                    let a = l.revenue.amount;
+                    *exact.entry(l.revenue.currency).or_default() += a.mantissa() * 10i128.pow(3 - a.scale());
+                }
+            }
+            let mut got: BTreeMap<Currency, Decimal> = BTreeMap::new();
+            for r in &report {
+                let e = got.entry(r.currency).or_default();
+                *e = add(*e, r.revenue);
+            }
+            prop_assert_eq!(got.len(), exact.len());
+            for (c, units) in exact {
+                prop_assert_eq!(got[&c], Decimal::from_i128_with_scale(units, 3), "{}", c);
+            }
+            let mut keys: Vec<_> = report.iter().map(|r| (&r.campaign_id, &r.product_code, &r.day, r.currency)).collect();
+            let n = keys.len();
+            keys.dedup();
+            prop_assert_eq!(keys.len(), n, "one row per currency of a group");
+        }
+    }
+
+    #[test]
+    fn three_lines_of_19_99_are_59_97_and_currencies_stay_apart() {
+        let ls: Vec<OrderLine> = (0..4)
+            .map(|i| OrderLine {
+                line: i,
+                revenue: if i < 3 { usd("19.99") } else { usd("EUR 5") },
+                ..line("p", "")
+            })
+            .collect();
+        let r = sales_report(&ls, &[], &Windows::default(), |_, _| true);
+        assert_eq!(r.len(), 2);
+        let eur = &r[0];
+        let usd_row = &r[1];
+        assert_eq!(
+            (eur.currency.code(), eur.revenue.to_string()),
+            ("EUR", "5.00".into())
+        );
+        assert_eq!(
+            (usd_row.currency.code(), usd_row.revenue.to_string()),
+            ("USD", "59.97".into())
+        );
+        let json = serde_json::to_value(usd_row).expect("json");
+        assert_eq!(json["revenue"], "59.97");
+        assert_eq!(json["currency"], "USD");
     }
 }

@@ -7,15 +7,25 @@
 //! | `videoPlays`, `completionRate` | the video funnel: plays, completes / plays |
 //! | `productImpressions`, `productClicks` | the product report |
 //! | `cartsAdded` | cart adds caused by the campaign's ads, on the day of the add |
-//! | `attributedOrders`, `revenue` | sales attribution: distinct orders with a line credited to the campaign, by the order's day, and those lines' revenue |
-//! | `spend` | billable clicks x the campaign's `maxBid`; `null` when the bid is unknown |
-//! | `roas` | revenue / spend; `null` when spend is `null` or 0 |
+//! | `attributedOrders`, `revenue` | sales attribution: distinct orders with a line credited to the campaign, by the order's day, and those lines' revenue (exact, a decimal string) |
+//! | `currency` | the currency of `revenue` and `spend` (ISO 4217): the campaign's (its `maxBid`'s) |
+//! | `spend` | billable clicks x the campaign's `maxBid`, exact, a decimal string; `null` when the bid is unknown |
+//! | `roas` | revenue / spend to 6 decimals (`rm_schemas::money::roas`); `null` when spend is `null` or 0, or in another currency |
 //!
 //! A campaign appears on a day when any part has a row for it that day. Rows are
 //! sorted by campaign and day.
+//!
+//! **Currencies.** Amounts of two currencies never add. A row is in the campaign's
+//! currency (its bid's; without a known bid, that of its sales, USD without either).
+//! Credited sales in another currency (an order in EUR credited to a USD campaign)
+//! are on a row of their own after it: same campaign and day, that `currency`, its
+//! `attributedOrders` and `revenue`, every count 0 and `spend`/`roas` `null` (the
+//! spend is in the campaign's currency, so no ROAS can be taken against it).
 
 use std::collections::BTreeMap;
 
+use rm_schemas::money::{self, Currency, Money};
+use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use super::ads::AdReportRow;
@@ -35,7 +45,7 @@ pub struct CartAddsRow {
     pub carts_added: u64,
 }
 
-/// Attributed sales per credited campaign and order day.
+/// Attributed sales per credited campaign, order day and currency.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CampaignSalesRow {
@@ -45,8 +55,11 @@ pub struct CampaignSalesRow {
     pub day: String,
     /// Distinct orders with at least one line credited to the campaign.
     pub orders: u64,
-    /// Revenue of those lines.
-    pub revenue: f64,
+    /// Revenue of those lines, exact.
+    #[serde(with = "money::decimal_text")]
+    pub revenue: Decimal,
+    /// The orders' currency.
+    pub currency: Currency,
 }
 
 /// One row of the campaign summary.
@@ -73,14 +86,20 @@ pub struct CampaignReportRow {
     pub product_clicks: u64,
     /// Carts added.
     pub carts_added: u64,
-    /// Distinct orders credited to the campaign.
+    /// Distinct orders credited to the campaign (in the row's currency).
     pub attributed_orders: u64,
-    /// Revenue of the credited lines.
-    pub revenue: f64,
-    /// clicks x maxBid; `None` when the bid is unknown.
-    pub spend: Option<f64>,
-    /// revenue / spend; `None` when spend is `None` or 0.
-    pub roas: Option<f64>,
+    /// Revenue of the credited lines in the row's currency, exact (`"59.97"`).
+    #[serde(with = "money::decimal_text")]
+    pub revenue: Decimal,
+    /// The currency of `revenue` and `spend`.
+    pub currency: Currency,
+    /// clicks x maxBid, exact; `None` when the bid is unknown (or on a row of sales
+    /// in another currency than the campaign's).
+    #[serde(with = "money::optional_decimal_text")]
+    pub spend: Option<Decimal>,
+    /// revenue / spend to 6 decimals, a JSON number; `None` when spend is `None` or 0.
+    #[serde(with = "money::ratio_number")]
+    pub roas: Option<Decimal>,
 }
 
 #[derive(Default)]
@@ -92,8 +111,8 @@ struct Acc {
     product_impressions: u64,
     product_clicks: u64,
     carts_added: u64,
-    orders: u64,
-    revenue: f64,
+    /// Orders and revenue per currency.
+    sales: BTreeMap<Currency, (u64, Decimal)>,
 }
 
 /// The parts of the summary, as the stores return them.
@@ -111,10 +130,11 @@ pub struct CampaignParts {
     pub sales: Vec<CampaignSalesRow>,
 }
 
-/// Rolls the parts up per campaign and day; `max_bid` gives a campaign's bid per click.
+/// Rolls the parts up per campaign and day (and currency, module header); `max_bid`
+/// gives a campaign's bid per click.
 pub fn report(
     parts: &CampaignParts,
-    max_bid: impl Fn(&str) -> Option<f64>,
+    max_bid: impl Fn(&str) -> Option<Money>,
 ) -> Vec<CampaignReportRow> {
     let mut groups: BTreeMap<(String, String), Acc> = BTreeMap::new();
     fn entry<'m>(g: &'m mut BTreeMap<(String, String), Acc>, c: &str, d: &str) -> &'m mut Acc {
@@ -140,34 +160,64 @@ pub fn report(
     }
     for r in &parts.sales {
         let a = entry(&mut groups, &r.campaign_id, &r.day);
-        a.orders += r.orders;
-        a.revenue += r.revenue;
+        let s = a.sales.entry(r.currency).or_default();
+        s.0 += r.orders;
+        s.1 = super::attribution::add(s.1, r.revenue);
     }
-    groups
-        .into_iter()
-        .map(|((campaign_id, day), a)| {
-            let spend = max_bid(&campaign_id)
-                .filter(|b| b.is_finite() && *b >= 0.0)
-                .map(|bid| a.clicks as f64 * bid);
-            let roas = spend.filter(|s| *s > 0.0).map(|s| a.revenue / s);
-            CampaignReportRow {
-                campaign_id,
-                day,
-                impressions: a.impressions,
-                clicks: a.clicks,
-                ctr: rate(a.clicks, a.impressions),
-                video_plays: a.plays,
-                completion_rate: rate(a.completes, a.plays),
-                product_impressions: a.product_impressions,
-                product_clicks: a.product_clicks,
-                carts_added: a.carts_added,
-                attributed_orders: a.orders,
-                revenue: a.revenue,
-                spend,
-                roas,
-            }
-        })
-        .collect()
+    let mut out = Vec::with_capacity(groups.len());
+    for ((campaign_id, day), mut a) in groups {
+        let bid = max_bid(&campaign_id);
+        let currency = bid
+            .map(|b| b.currency)
+            .or_else(|| a.sales.keys().next().copied())
+            .unwrap_or(money::DEFAULT_CURRENCY);
+        let (orders, revenue) = a.sales.remove(&currency).unwrap_or_default();
+        let revenue = money::stable(revenue, currency);
+        // Exact, or unknown beyond an exact decimal (never a real spend).
+        let spend = bid.and_then(|b| b.times(a.clicks).ok());
+        let roas = spend.and_then(|s| money::roas(Money::new(revenue, currency), s));
+        let row = CampaignReportRow {
+            campaign_id,
+            day,
+            impressions: a.impressions,
+            clicks: a.clicks,
+            ctr: rate(a.clicks, a.impressions),
+            video_plays: a.plays,
+            completion_rate: rate(a.completes, a.plays),
+            product_impressions: a.product_impressions,
+            product_clicks: a.product_clicks,
+            carts_added: a.carts_added,
+            attributed_orders: orders,
+            revenue,
+            currency,
+            spend: spend.map(|s| money::stable(s.amount, currency)),
+            roas,
+        };
+        // Sales in other currencies: rows of their own, never added to this one.
+        let others: Vec<CampaignReportRow> = a
+            .sales
+            .into_iter()
+            .map(|(currency, (orders, revenue))| CampaignReportRow {
+                impressions: 0,
+                clicks: 0,
+                ctr: 0.0,
+                video_plays: 0,
+                completion_rate: 0.0,
+                product_impressions: 0,
+                product_clicks: 0,
+                carts_added: 0,
+                attributed_orders: orders,
+                revenue: money::stable(revenue, currency),
+                currency,
+                spend: None,
+                roas: None,
+                ..row.clone()
+            })
+            .collect();
+        out.push(row);
+        out.extend(others);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -209,32 +259,106 @@ mod tests {
                     campaign_id: "a".into(),
                     day: "2026-11-18".into(),
                     orders: 2,
-                    revenue: 12.0,
+                    revenue: dec("12.0"),
+                    currency: USD,
                 },
                 CampaignSalesRow {
                     campaign_id: "b".into(),
                     day: "2026-11-18".into(),
                     orders: 1,
-                    revenue: 4.0,
+                    revenue: dec("4"),
+                    currency: USD,
                 },
             ],
             ..CampaignParts::default()
         };
         let bid = |c: &str| match c {
-            "a" => Some(1.5),
-            "b" => Some(2.0),
+            "a" => Some(usd("$1.5")),
+            "b" => Some(usd("$2")),
             _ => None,
         };
         let r = report(&parts, bid);
         assert_eq!(r.len(), 3);
         assert_eq!((r[0].impressions, r[0].clicks, r[0].ctr), (20, 4, 0.2));
-        assert_eq!((r[0].spend, r[0].roas), (Some(6.0), Some(2.0)));
+        assert_eq!((r[0].spend, r[0].roas), (Some(dec("6.0")), Some(dec("2"))));
         assert_eq!(
             (r[1].spend, r[1].roas),
-            (Some(0.0), None),
+            (Some(dec("0")), None),
             "no division by 0"
         );
         assert_eq!((r[2].campaign_id.as_str(), r[2].carts_added), ("c", 3));
         assert_eq!((r[2].spend, r[2].roas), (None, None), "unknown bid");
+        let json = serde_json::to_value(&r[0]).expect("json");
+        assert_eq!(
+            (
+                &json["revenue"],
+                &json["currency"],
+                &json["spend"],
+                &json["roas"]
+            ),
+            (
+                &serde_json::json!("12.00"),
+                &serde_json::json!("USD"),
+                &serde_json::json!("6.00"),
+                &serde_json::json!(2.0)
+            )
+        );
+        assert_eq!(
+            serde_json::to_value(&r[2]).expect("json")["spend"],
+            serde_json::Value::Null
+        );
+    }
+
+    fn dec(s: &str) -> Decimal {
+        Decimal::from_str_exact(s).expect("decimal")
+    }
+
+    fn usd(s: &str) -> Money {
+        Money::parse(s, USD).expect("money").expect("amount")
+    }
+
+    const USD: Currency = money::DEFAULT_CURRENCY;
+
+    #[test]
+    fn sales_in_another_currency_are_a_row_of_their_own() {
+        let eur = Currency::from_code("EUR").expect("eur");
+        let sale = |orders: u64, revenue: &str, currency| CampaignSalesRow {
+            campaign_id: "a".into(),
+            day: "2026-11-18".into(),
+            orders,
+            revenue: dec(revenue),
+            currency,
+        };
+        let parts = CampaignParts {
+            ads: vec![ad("a", "2026-11-18", 100, 3)],
+            sales: vec![sale(3, "59.97", USD), sale(1, "10", eur)],
+            ..CampaignParts::default()
+        };
+        let r = report(&parts, |_| Some(usd("$0.10")));
+        assert_eq!(r.len(), 2, "{r:?}");
+        let (own, other) = (&r[0], &r[1]);
+        assert_eq!(
+            (own.currency, own.revenue, own.spend, own.roas, own.clicks),
+            (USD, dec("59.97"), Some(dec("0.30")), Some(dec("199.9")), 3)
+        );
+        assert_eq!(
+            (other.currency, other.revenue, other.spend, other.roas),
+            (eur, dec("10"), None, None)
+        );
+        assert_eq!(
+            (other.clicks, other.attributed_orders),
+            (0, 1),
+            "counts once"
+        );
+        // A EUR campaign: its ROAS is over its EUR revenue only.
+        let r = report(&parts, |_| Some(usd("EUR 1")));
+        assert_eq!(
+            (r[0].currency, r[0].revenue, r[0].roas),
+            (eur, dec("10"), Some(dec("3.333333")))
+        );
+        assert_eq!(
+            (r[1].currency, r[1].revenue, r[1].roas),
+            (USD, dec("59.97"), None)
+        );
     }
 }

@@ -30,7 +30,10 @@ impl ClickHouseStore {
             .fetch_all()
             .await
             .map_err(&fail)?;
-        let lines: Vec<OrderLine> = rows.into_iter().map(OrderLine::from).collect();
+        let lines: Vec<OrderLine> = rows
+            .into_iter()
+            .map(OrderLine::try_from)
+            .collect::<Result<_, _>>()?;
         let Some((from, to)) = attribution::touch_range(&lines, w) else {
             return Ok((Vec::new(), Vec::new()));
         };
