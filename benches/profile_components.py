@@ -32,6 +32,8 @@ def classify(thread, frames):
         return "log writer thread"
     if thread.startswith("eventlog-r"):
         return "log retention thread"
+    if thread.startswith("rdk:"):
+        return "librdkafka threads (produce, batch, network)"
     # Allocator frames within the innermost four.
     for f in frames[:4]:
         if COMPILED[0][1].search(f):

@@ -8,7 +8,8 @@
 #
 # Usage: benches/profile_edge.sh [RM_BIN]     (default target/release/retail-media)
 # Settings: SECONDS_=8 WARMUP=3 CONNECTIONS=64 FREQ=1999 OUT=/tmp/edge-profile PORT=18190
-#           CALL_GRAPH=dwarf (or fp, or none) and any RM_* variable for the edge.
+#           CALL_GRAPH=dwarf (or fp, or none) and any RM_* variable for the edge;
+#           KAFKA=127.0.0.1:9092 profiles the edge on Kafka (a fresh topic) instead.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,7 +34,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-taskset -c "$SERVER_CPU" env -u RM_KAFKA_BROKERS -u RM_CONFIG RM_DATA_DIR="$DATA" \
+if [ -n "${KAFKA:-}" ]; then
+    LOG_ENV=(RM_KAFKA_BROKERS="$KAFKA" RM_INGEST_TOPIC="prof-$(date +%s)")
+else
+    LOG_ENV=(-u RM_KAFKA_BROKERS)
+fi
+taskset -c "$SERVER_CPU" env -u RM_CONFIG "${LOG_ENV[@]}" RM_DATA_DIR="$DATA" \
     RM_INGEST_ADDR="127.0.0.1:$PORT" RM_LOG="${RM_LOG:-warn}" NO_COLOR=1 \
     "$RM_BIN" ingest >"$OUT/server.log" 2>&1 &
 PID=$!
@@ -56,8 +62,8 @@ perf record -q -F "$FREQ" "${CG[@]}" -p "$PID" -o "$OUT/perf.data" -- sleep "$SE
 wait "$LG"
 cat "$OUT/load.txt" | tail -3
 perf report -i "$OUT/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null \
-    | grep -v '^#' | grep -v '^$' | grep '%' | sed "s/  *-  *-  *$//" | head -60 >"$OUT/flat.txt"
-head -40 "$OUT/flat.txt"
+    | grep -v '^#' | grep -v '^$' | grep '%' | sed "s/  *-  *-  *$//" | head -60 >"$OUT/flat.txt" || true
+head -40 "$OUT/flat.txt" | cut -c1-120
 if [ "$CALL_GRAPH" != none ]; then
     perf script -i "$OUT/perf.data" 2>/dev/null | python3 "$ROOT/benches/profile_components.py"
 fi

@@ -89,16 +89,50 @@ fn hex(b: u8) -> Option<u8> {
     }
 }
 
+/// Per byte: [`RAW`] when RFC 3986 does not allow it raw in a query, [`PERCENT`] for
+/// `%`, [`PLUS`] for `+`, 0 otherwise: one table lookup per byte for the scan.
+const CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = if !allowed_in_query(b as u8) {
+            RAW
+        } else if b as u8 == b'%' {
+            PERCENT
+        } else if b as u8 == b'+' {
+            PLUS
+        } else {
+            0
+        };
+        b += 1;
+    }
+    t
+};
+const RAW: u8 = 1;
+const PERCENT: u8 = 2;
+const PLUS: u8 = 4;
+
 /// Decodes `raw` under `rules`; borrows when there is nothing to decode.
 pub fn decode(raw: &str, rules: Rules) -> Result<Cow<'_, str>, DecodeError> {
     let bytes = raw.as_bytes();
+    // One pass: the classes seen, and the first byte not allowed raw.
+    let mut seen = 0u8;
+    let mut first_raw = None;
+    for &b in bytes {
+        let c = CLASS[usize::from(b)];
+        if c == RAW && first_raw.is_none() {
+            first_raw = Some(b);
+        }
+        seen |= c;
+    }
     if rules.query_bytes_only {
-        if let Some(&b) = bytes.iter().find(|b| !allowed_in_query(**b)) {
+        if let Some(b) = first_raw {
             return Err(DecodeError::RawByte(b));
         }
     }
     let plus = |b: u8| rules.plus_is_space && b == b'+';
-    if !bytes.iter().any(|&b| b == b'%' || plus(b)) {
+    let escapes = PERCENT | if rules.plus_is_space { PLUS } else { 0 };
+    if seen & escapes == 0 {
         return Ok(Cow::Borrowed(raw));
     }
     let mut out = Vec::with_capacity(bytes.len());
@@ -201,7 +235,32 @@ mod tests {
         );
     }
 
+    /// The scan as it was before the byte-class table (two passes), for the test below.
+    fn reference_scan(raw: &str, rules: Rules) -> Option<Result<(), DecodeError>> {
+        let bytes = raw.as_bytes();
+        if rules.query_bytes_only {
+            if let Some(&b) = bytes.iter().find(|b| !allowed_in_query(**b)) {
+                return Some(Err(DecodeError::RawByte(b)));
+            }
+        }
+        let plus = |b: u8| rules.plus_is_space && b == b'+';
+        (!bytes.iter().any(|&b| b == b'%' || plus(b))).then_some(Ok(()))
+    }
+
     proptest! {
+        /// The one-pass scan refuses and borrows exactly where the two passes did.
+        #[test]
+        fn the_one_pass_scan_is_the_two_pass_scan(s in "([a-z%+ =&#\"<>]|%[0-9a-fA-F]{2}|\\PC){0,30}") {
+            for r in ALL {
+                let got = decode(&s, r);
+                match reference_scan(&s, r) {
+                    Some(Err(e)) => prop_assert_eq!(got, Err(e)),
+                    Some(Ok(())) => prop_assert!(matches!(got, Ok(Cow::Borrowed(_)))),
+                    None => prop_assert!(!matches!(got, Ok(Cow::Borrowed(_)))),
+                }
+            }
+        }
+
         /// Every preset inverts full percent-encoding of any text.
         #[test]
         fn decode_inverts_percent_encoding(s in "\\PC{0,30}") {
