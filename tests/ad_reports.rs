@@ -279,7 +279,12 @@ fn scenario(mut env: Vec<(&str, String)>) {
         };
         json!({"campaignId": campaign, "adId": ad, "day": day, "impressions": billable.0,
                "clicks": billable.1, "ctr": ctr, "notBillableImpressions": nb.0,
-               "notBillableClicks": nb.1, "adIdStatus": status})
+               "notBillableClicks": nb.1, "adIdStatus": status,
+               // Not billable here means an unverified ad id (issue 15's reasons).
+               "invalidImpressions": {"knownBot": 0, "nonBrowser": 0, "prefetch": 0,
+                   "unverifiedAdId": nb.0, "clickWindow": 0},
+               "invalidClicks": {"knownBot": 0, "nonBrowser": 0, "prefetch": 0,
+                   "unverifiedAdId": nb.1, "clickWindow": 0}})
     };
     let mut rows = vec![
         ad_row(&a, CAMPAIGN, (2, 2), (0, 0), "verified"),
@@ -304,7 +309,8 @@ fn scenario(mut env: Vec<(&str, String)>) {
     let campaign = json!({"rows": [{"campaignId": CAMPAIGN, "day": day, "impressions": 2,
         "clicks": 2, "ctr": 1.0, "videoPlays": 1, "completionRate": 1.0,
         "productImpressions": 1, "productClicks": 1, "cartsAdded": 1,
-        "attributedOrders": 1, "revenue": 2.58, "spend": null, "roas": null}]});
+        "attributedOrders": 1, "revenue": "2.58", "currency": "USD", "spend": null,
+        "roas": null}]});
     let q = format!("/v1/reports/campaigns?campaignId={CAMPAIGN}&from={day}&to={day}");
     converge(&svc, &token, &q, &campaign);
 
@@ -346,8 +352,8 @@ fn scenario(mut env: Vec<(&str, String)>) {
         csv,
         format!(
             "campaignId,day,impressions,clicks,ctr,videoPlays,completionRate,productImpressions,\
-             productClicks,cartsAdded,attributedOrders,revenue,spend,roas\r\n\
-             {CAMPAIGN},{day},2,2,1.0,1,1.0,1,1,1,1,2.58,,\r\n"
+             productClicks,cartsAdded,attributedOrders,revenue,currency,spend,roas\r\n\
+             {CAMPAIGN},{day},2,2,1.0,1,1.0,1,1,1,1,2.58,USD,,\r\n"
         )
     );
     let r = send(

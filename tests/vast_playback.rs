@@ -246,6 +246,10 @@ fn vast_client_playback_is_accepted_and_counted_once() {
     assert_eq!(campaign[0]["impressions"], 1);
     assert_eq!(campaign[0]["clicks"], 1);
     assert_eq!(campaign[0]["videoPlays"], 2);
-    assert_eq!(campaign[0]["spend"], 2.5);
+    // Exact money: a decimal string in the campaign's currency.
+    assert_eq!(
+        (&campaign[0]["spend"], &campaign[0]["currency"]),
+        (&serde_json::json!("2.50"), &serde_json::json!("USD"))
+    );
     svc.terminate();
 }
