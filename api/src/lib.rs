@@ -321,7 +321,7 @@ pub async fn run(
             );
         }
     }
-    let engine = ads::AdsEngine::new();
+    let engine = ads::AdsEngine::new().with_click_window(deps.windows.billable_clicks);
     if let Err(e) = engine.refresh(&deps.state, &deps.store).await {
         tracing::warn!(error = %e, "ads: first index build failed; retrying in the background");
     }

@@ -15,6 +15,7 @@ pub mod index;
 pub mod request;
 pub mod response;
 
+use rm_store::model::traffic::ClickWindow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -50,6 +51,8 @@ pub struct AdsEngine {
     campaigns_dirty: AtomicBool,
     refreshes: AtomicU64,
     basis: tokio::sync::Mutex<Option<Basis>>,
+    /// The click window spend is counted with (the reports').
+    click_window: ClickWindow,
 }
 
 impl Default for AdsEngine {
@@ -72,7 +75,14 @@ impl AdsEngine {
             campaigns_dirty: AtomicBool::new(true),
             refreshes: AtomicU64::new(0),
             basis: tokio::sync::Mutex::new(None),
+            click_window: ClickWindow::default(),
         }
+    }
+
+    /// The engine counting spend with `window`, as the reports do.
+    pub fn with_click_window(mut self, window: ClickWindow) -> AdsEngine {
+        self.click_window = window;
+        self
     }
 
     /// The index requests read.
@@ -124,7 +134,7 @@ impl AdsEngine {
                 .map(|b| Arc::clone(&b.campaigns))
                 .unwrap_or_default(),
         };
-        let spend = spend(store, &campaigns).await;
+        let spend = spend(store, &campaigns, self.click_window).await;
         let unchanged = basis
             .as_ref()
             .is_some_and(|b| b.digest == digest && b.spend == spend);
@@ -155,6 +165,7 @@ impl AdsEngine {
 pub async fn spend(
     store: &AnyStore,
     campaigns: &[crate::model::campaign::BannerXCampaign],
+    click_window: ClickWindow,
 ) -> HashMap<String, Spend> {
     let limited: Vec<&crate::model::campaign::BannerXCampaign> = campaigns
         .iter()
@@ -173,6 +184,7 @@ pub async fn spend(
             namespace: String::new(),
             campaigns: Arc::new(limited.iter().map(|c| c.id.clone()).collect()),
         }),
+        click_window,
         ..ReportFilter::default()
     };
     let rows = match store.ads(&narrow).await {
