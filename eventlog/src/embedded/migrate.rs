@@ -11,8 +11,10 @@
 //! (kept, for a downgrade or a look; it can be deleted).
 //!
 //! A crash before the marker leaves `events.redb` in place and the next open starts
-//! the conversion over (the partial `topics/` is removed first); a crash between the
-//! marker and the rename only redoes the rename.
+//! the conversion over (the partial `topics/` is removed first: a `"migrating"` mark,
+//! written before the first segment file, says it is partial); a crash between the
+//! marker and the rename only redoes the rename. An `events.redb` found beside segment
+//! files no conversion wrote is refused, not merged.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -47,6 +49,15 @@ pub(crate) fn run_if_needed(
     }
     if !state.migrated()? {
         let topics = root.join("topics");
+        let has_segments = std::fs::read_dir(&topics).is_ok_and(|mut d| d.next().is_some());
+        if has_segments && !state.migrating()? {
+            // Segment files this version wrote, and an old file put beside them.
+            return Err(unavailable(format!(
+                "{} holds both segment files and {LEGACY_FILE}: move one of them away",
+                root.display()
+            )));
+        }
+        state.begin_migration()?;
         if topics.exists() {
             std::fs::remove_dir_all(&topics).map_err(unavailable)?;
         }

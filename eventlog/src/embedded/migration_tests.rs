@@ -127,6 +127,10 @@ async fn an_interrupted_conversion_is_redone_or_finished() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = log_dir_with_fixture(tmp.path());
     // A crash before the conversion was marked complete left partial segment files.
+    super::state::State::open(&dir)
+        .expect("state")
+        .begin_migration()
+        .expect("mark");
     let partial = dir.join("topics").join("t-events");
     std::fs::create_dir_all(&partial).expect("mkdir");
     std::fs::write(partial.join("00000000000000000080.log"), b"partial").expect("write");
@@ -147,4 +151,34 @@ async fn an_interrupted_conversion_is_redone_or_finished() {
     let events = log.read("events", 0, usize::MAX).expect("read");
     assert_eq!(events.len(), 41, "not converted twice");
     assert_eq!(events[40], (120, b"after".to_vec()));
+}
+
+#[tokio::test]
+async fn an_old_file_beside_segment_files_is_refused_not_merged() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("log");
+    {
+        let log = open(&dir);
+        log.append_offset("events", b"kept".to_vec())
+            .await
+            .expect("append");
+    }
+    std::fs::copy(fixture(), dir.join(LEGACY_FILE)).expect("copy fixture");
+    let mut refused = None;
+    for _ in 0..100 {
+        match EmbeddedLog::open(&dir, &EmbeddedLogConfig::default()) {
+            Err(e) if e.to_string().contains("move one of them away") => {
+                refused = Some(e);
+                break;
+            }
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    assert!(refused.is_some(), "refused");
+    std::fs::remove_file(dir.join(LEGACY_FILE)).expect("rm");
+    let log = open(&dir);
+    assert_eq!(
+        log.read("events", 0, 10).expect("read"),
+        vec![(0, b"kept".to_vec())]
+    );
 }

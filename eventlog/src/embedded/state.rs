@@ -6,8 +6,8 @@
 //! - `__log_start`: topic -> the first offset retention keeps. Retention removes whole
 //!   group commits logically by raising it, then deletes the segment files wholly
 //!   below it; a reopened log never shows a record below it.
-//! - `__log_meta`: `"migrated"` -> 1 once an `events.redb` was converted (see
-//!   [`super::migrate`]).
+//! - `__log_meta`: `"migrating"` -> 1 once a conversion of an `events.redb` began,
+//!   `"migrated"` -> 1 once it completed (see [`super::migrate`]).
 //!
 //! Each write is one redb transaction with `Durability::Immediate` (fsync). redb
 //! also locks the file: a second open of the same log fails until the first handle
@@ -27,6 +27,7 @@ const STARTS: TableDefinition<&str, u64> = TableDefinition::new("__log_start");
 /// Markers.
 const META: TableDefinition<&str, u64> = TableDefinition::new("__log_meta");
 const MIGRATED: &str = "migrated";
+const MIGRATING: &str = "migrating";
 
 /// The state database.
 pub(crate) struct State {
@@ -103,6 +104,16 @@ impl State {
     /// True once an `events.redb` was converted into this log.
     pub(crate) fn migrated(&self) -> Result<bool, LogError> {
         Ok(self.get(META, MIGRATED)?.is_some())
+    }
+
+    /// True once a conversion began (its partial segment files may be removed).
+    pub(crate) fn migrating(&self) -> Result<bool, LogError> {
+        Ok(self.get(META, MIGRATING)?.is_some())
+    }
+
+    /// Records that a conversion begins.
+    pub(crate) fn begin_migration(&self) -> Result<(), LogError> {
+        self.put(&[(META, MIGRATING.to_owned(), 1)])
     }
 
     /// Writes, in one transaction, the consumer offsets and first offsets a converted
