@@ -9,16 +9,16 @@
 //!   events.redb.migrated                        the previous format, once converted
 //! ```
 //!
-//! **Format** ([`frame`]): one frame per group commit and topic, `u32` length, `u32`
+//! **Format** (`frame.rs`): one frame per group commit and topic, `u32` length, `u32`
 //! CRC32C, then the first offset, the commit time and the records (count, then
 //! length-prefixed bytes), little-endian. Every record has its own offset (first
 //! offset + position in the frame). A segment file is rolled once it passes an eighth
 //! of the retention byte budget (between 1 and 64 MiB); its name is the offset of its
 //! first record, so the last one also holds the next offset when retention emptied
 //! the topic. The index (per group commit: offset, position, length, time; 32 bytes)
-//! is in memory, rebuilt at open by reading every retained frame once ([`topic`]).
+//! is in memory, rebuilt at open by reading every retained frame once (`topic.rs`).
 //!
-//! **Group commit** ([`writer`]): appends go through a bounded queue to one writer
+//! **Group commit** (`writer.rs`): appends go through a bounded queue to one writer
 //! thread, which takes everything waiting (up to `batch_max`), writes one frame per
 //! topic with one positioned `write`, `fdatasync`s, then publishes the frames to
 //! readers and acknowledges every append of the batch. An append is acknowledged only
@@ -34,7 +34,7 @@
 //! once they are past the age or size limit **and** every consumer group that
 //! committed on the topic has committed past them; a topic no group has committed on
 //! keeps everything. Consumer offsets and the first retained offsets live in a tiny
-//! redb database ([`state`]): small, rare, atomic writes.
+//! redb database (`state.rs`): small, rare, atomic writes.
 //!
 //! **Why not redb for the records** (as before, [`legacy`]): a B-tree commit rewrote
 //! and fsynced about 48 KB of pages per group commit for a few KB of records; a frame
