@@ -362,7 +362,9 @@ fn cart_row(
         catalog_id: key.1.into(),
         product_code: key.2.into(),
         units: counts[0],
-        last_conversion_value: value,
+        // The values here are exact in f64: the report shows their decimals.
+        last_conversion_value: value.and_then(rm_schemas::money::decimal_of_f64),
+        currency: rm_schemas::money::DEFAULT_CURRENCY,
         adds: counts[1],
         increments: counts[2],
         decrements: counts[3],
@@ -388,7 +390,8 @@ fn rollup_row(
         product_code: code.into(),
         carts_added: added,
         units_added: units,
-        value,
+        value: rm_schemas::money::decimal_of_f64(value).expect("finite"),
+        currency: rm_schemas::money::DEFAULT_CURRENCY,
     }
 }
 

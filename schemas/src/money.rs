@@ -252,15 +252,10 @@ impl Money {
     /// written back with the shortest text that reads back the same): that text,
     /// rounded to [`MAX_SCALE`] decimals. Non-finite or negative values are `None`.
     pub fn from_legacy_f64(v: f64, currency: Currency) -> Option<Self> {
-        if !v.is_finite() || v < 0.0 {
+        if v < 0.0 {
             return None;
         }
-        // `Display` of an f64 is its shortest round-trip text, in plain notation.
-        let a = Decimal::from_str(&v.to_string())
-            .or_else(|_| Decimal::from_scientific(&format!("{v:e}")))
-            .ok()?;
-        let a = a.round_dp_with_strategy(MAX_SCALE, RoundingStrategy::MidpointAwayFromZero);
-        Some(Self::new(a, currency))
+        decimal_of_f64(v).map(|a| Self::new(a, currency))
     }
 
     /// The sum, exact; two currencies are [`MoneyError::MixedCurrencies`].
@@ -354,6 +349,23 @@ fn check(a: Decimal, whole: &str) -> Result<Decimal, MoneyError> {
     let mut a = a;
     a.set_sign_positive(true);
     Ok(a)
+}
+
+/// The decimal of an `f64`'s shortest round-trip text (`12.5`, `0.3` for
+/// `0.30000000000000004` after rounding), rounded half away from zero to
+/// [`MAX_SCALE`] decimals; `None` when not finite or beyond a decimal. For amounts
+/// that travel as `f64` (cart conversion values in the log, order lines stored
+/// before exact money): a number sent with at most 15 significant digits comes back
+/// as exactly the decimal sent.
+pub fn decimal_of_f64(v: f64) -> Option<Decimal> {
+    if !v.is_finite() {
+        return None;
+    }
+    // `Display` of an f64 is its shortest round-trip text, in plain notation.
+    let a = Decimal::from_str(&v.to_string())
+        .or_else(|_| Decimal::from_scientific(&format!("{v:e}")))
+        .ok()?;
+    Some(a.round_dp_with_strategy(MAX_SCALE, RoundingStrategy::MidpointAwayFromZero))
 }
 
 /// `a + b` on the integer mantissas at the larger scale: exact, or `None`.

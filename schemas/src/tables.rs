@@ -262,7 +262,8 @@ mod tests {
                 .find(|d| d.starts_with(&format!("CREATE TABLE IF NOT EXISTS {table} (")))
                 .unwrap_or_else(|| panic!("no table {table}"));
             assert!(
-                ddl.contains(&format!("    {column} {ty}\n")),
+                ddl.contains(&format!("    {column} {ty}\n"))
+                    || ddl.contains(&format!("    {column} {ty},\n")),
                 "{table}.{column}"
             );
         }

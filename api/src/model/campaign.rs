@@ -637,13 +637,15 @@ impl BannerXCampaign {
             };
             match &named {
                 None => named = Some((m.currency, field)),
-                Some((c, first)) if *c != m.currency => return Err(ApiError::invalid(
-                    field,
-                    format!(
+                Some((c, first)) if *c != m.currency => {
+                    return Err(ApiError::invalid(
+                        field,
+                        format!(
                         "is in {} but {first} is in {c}: a campaign's amounts are in one currency",
                         m.currency
                     ),
-                )),
+                    ))
+                }
                 Some(_) => {}
             }
         }

@@ -106,6 +106,9 @@ fn legacy_floats_read_as_their_shortest_text() {
     assert_eq!(l(0.1 + 0.2).amount, dec("0.3"), "rounded to 8 decimals");
     assert_eq!(Money::from_legacy_f64(f64::NAN, DEFAULT_CURRENCY), None);
     assert_eq!(Money::from_legacy_f64(-1.0, DEFAULT_CURRENCY), None);
+    assert_eq!(decimal_of_f64(-2.5), Some(dec("-2.5")), "signed values too");
+    assert_eq!(decimal_of_f64(0.1 * 3.0), Some(dec("0.3")));
+    assert_eq!(decimal_of_f64(f64::INFINITY), None);
 }
 
 #[test]

@@ -16,9 +16,17 @@
 //!
 //! A cart state row's `adIdStatus` is the worst [`AdIdStatus`] among the line's
 //! events (see [`super::status`]).
+//!
+//! **Money.** A conversion value travels as an `f64` in the log and the stores (the
+//! beacon's `conversionValue`; the record format is unchanged), and is read back as
+//! the decimal of its shortest text (`rm_schemas::money::decimal_of_f64`: the value
+//! sent, for any value of at most 15 significant digits). The reports show it and
+//! sum it exactly, as decimal strings (`"7.50"`), with a `currency`: the beacon names
+//! none, so it is the deployment's default (USD, `rm_schemas::money::DEFAULT_CURRENCY`).
 
 use std::collections::BTreeMap;
 
+use rm_schemas::money::{self, Currency, Decimal};
 use serde::{Deserialize, Serialize};
 
 use super::campaigns::CartAddsRow;
@@ -155,8 +163,11 @@ pub struct CartStateRow {
     pub product_code: String,
     /// Units now (latest by event time).
     pub units: u64,
-    /// Latest conversion value sent, if any.
-    pub last_conversion_value: Option<f64>,
+    /// Latest conversion value sent, if any, exact (a decimal string).
+    #[serde(with = "money::optional_decimal_text")]
+    pub last_conversion_value: Option<Decimal>,
+    /// The currency of the value: the deployment's default (module header).
+    pub currency: Currency,
     /// Adds.
     pub adds: u64,
     /// Increments.
@@ -189,8 +200,12 @@ pub struct CartCampaignRow {
     pub carts_added: u64,
     /// Units added (sum of rises) by the campaign's ads.
     pub units_added: u64,
-    /// Latest value of carts still holding units whose latest event is the campaign's.
-    pub value: f64,
+    /// Latest value of carts still holding units whose latest event is the
+    /// campaign's, summed exactly (a decimal string).
+    #[serde(with = "money::decimal_text")]
+    pub value: Decimal,
+    /// The currency of `value` (module header).
+    pub currency: Currency,
 }
 
 /// Cart states from derived event rows (any order; rows of older versions of a cart
@@ -221,10 +236,17 @@ pub fn campaign_rollup<'a>(
         }
         let s = state_of(key.clone(), &evs);
         if s.units > 0 {
-            entry(&mut out, &s.campaign_id, &key).value += s.last_conversion_value.unwrap_or(0.0);
+            let r = entry(&mut out, &s.campaign_id, &key);
+            let v = s.last_conversion_value.unwrap_or_default();
+            r.value = super::attribution::add(r.value, v);
         }
     }
-    out.into_values().collect()
+    out.into_values()
+        .map(|r| CartCampaignRow {
+            value: money::stable(r.value, r.currency),
+            ..r
+        })
+        .collect()
 }
 
 /// Adds per campaign and day of the add event, from derived event rows (any order,
@@ -262,7 +284,8 @@ fn entry<'m>(
         product_code: key.product_code.clone(),
         carts_added: 0,
         units_added: 0,
-        value: 0.0,
+        value: Decimal::ZERO,
+        currency: money::DEFAULT_CURRENCY,
     })
 }
 
@@ -287,7 +310,13 @@ fn state_of(key: CartKey, evs: &[&CartEventRow]) -> CartStateRow {
     let last = evs.last();
     CartStateRow {
         units: last.map_or(0, |e| e.fact.units),
-        last_conversion_value: evs.iter().rev().find_map(|e| e.fact.value),
+        last_conversion_value: evs
+            .iter()
+            .rev()
+            .find_map(|e| e.fact.value)
+            .and_then(money::decimal_of_f64)
+            .map(|v| money::stable(v, money::DEFAULT_CURRENCY)),
+        currency: money::DEFAULT_CURRENCY,
         adds: count(Transition::Add),
         increments: count(Transition::Increment),
         decrements: count(Transition::Decrement),
@@ -346,11 +375,11 @@ mod tests {
                 (0, 1, 2, 0, 1),
                 "{perm:?}"
             );
-            assert_eq!(s.last_conversion_value, Some(0.0));
+            assert_eq!(s.last_conversion_value, Some(Decimal::ZERO));
             let roll = campaign_rollup(&rows);
             assert_eq!(
                 (roll[0].carts_added, roll[0].units_added, roll[0].value),
-                (1, 3, 0.0)
+                (1, 3, Decimal::ZERO)
             );
         }
     }
@@ -363,8 +392,36 @@ mod tests {
         let roll = campaign_rollup(&rows);
         assert_eq!(
             (roll[0].carts_added, roll[0].units_added, roll[0].value),
-            (1, 1, 2.5)
+            (1, 1, Decimal::new(25, 1))
         );
+        assert_eq!(roll[0].value.to_string(), "2.50");
+    }
+
+    #[test]
+    fn cart_values_sum_exactly() {
+        // Ten carts each last worth 0.1: 1.00, where f64 sums to 0.9999999999999999.
+        let rows: Vec<CartEventRow> = (0..10)
+            .flat_map(|i| {
+                let k = CartKey {
+                    tracking_id: format!("s{i}"),
+                    ..key()
+                };
+                let f = CartFact {
+                    value: Some(0.1),
+                    ..fact(1, 1, 1)
+                };
+                derive_cart(&k, &[f])
+            })
+            .collect();
+        let roll = campaign_rollup(&rows);
+        assert_eq!(roll.len(), 1);
+        let json = serde_json::to_value(&roll[0]).expect("json");
+        assert_eq!(
+            (&json["value"], &json["currency"]),
+            (&serde_json::json!("1.00"), &serde_json::json!("USD"))
+        );
+        let s = serde_json::to_value(&states(&rows)[0]).expect("json");
+        assert_eq!(s["lastConversionValue"], "0.10");
     }
 
     #[test]
