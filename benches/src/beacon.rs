@@ -197,12 +197,28 @@ fn beacon_query(rng: &mut SplitMix64, run_id: u64, ts_ms: u64, slot_marker: &str
     q
 }
 
-/// Builds `n` request templates for `host` (the `Host` header).
+/// The `User-Agent` requests carry by default.
+pub const USER_AGENT: &str = "rm-loadgen/0.1";
+
+/// Builds `n` request templates for `host` (the `Host` header), with [`USER_AGENT`].
 ///
 /// `run_id` goes into every session id so two runs against one edge never collide;
 /// `base_ms` is the first event's timestamp (each template is 1-50 ms later than the
 /// one before, so timestamps are distinct too).
 pub fn pool(kind: UrlKind, host: &str, n: usize, run_id: u64, base_ms: u64) -> Vec<Template> {
+    pool_as(kind, host, USER_AGENT, n, run_id, base_ms)
+}
+
+/// [`pool`] with another `User-Agent` (a browser's, to time the edge's traffic
+/// classification on the agents most beacons carry).
+pub fn pool_as(
+    kind: UrlKind,
+    host: &str,
+    user_agent: &str,
+    n: usize,
+    run_id: u64,
+    base_ms: u64,
+) -> Vec<Template> {
     let mut rng = SplitMix64::new(run_id ^ 0x5eed);
     let marker = "#".repeat(SLOT_WIDTH);
     let mut ts = base_ms;
@@ -215,7 +231,7 @@ pub fn pool(kind: UrlKind, host: &str, n: usize, run_id: u64, base_ms: u64) -> V
                 UrlKind::Plain => "/".to_string(),
             };
             let text = format!(
-                "GET {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: rm-loadgen/0.1\r\nAccept: image/*,*/*;q=0.8\r\n\r\n"
+                "GET {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {user_agent}\r\nAccept: image/*,*/*;q=0.8\r\n\r\n"
             );
             let slot = text.find(&marker);
             Template {

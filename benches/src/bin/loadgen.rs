@@ -112,6 +112,9 @@ struct RunArgs {
     /// Writes the summary as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// `User-Agent` of every request (default `rm-loadgen/0.1`).
+    #[arg(long, default_value = beacon::USER_AGENT)]
+    user_agent: String,
     /// No per-second progress.
     #[arg(long)]
     quiet: bool,
@@ -236,9 +239,10 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         Kind::Beacon => UrlKind::Beacon,
         Kind::Plain => UrlKind::Plain,
     };
-    let pool = Arc::new(beacon::pool(
+    let pool = Arc::new(beacon::pool_as(
         kind,
         &host,
+        &args.user_agent,
         args.pool,
         run_id,
         now.as_millis() as u64,
