@@ -119,7 +119,9 @@ CREATE TABLE IF NOT EXISTS retail_media.order_lines_local ON CLUSTER '{cluster}'
     quantity UInt64,
     revenue Float64,
     ad_id String,
-    order_ad_ids Array(String)
+    order_ad_ids Array(String),
+    revenue_exact String,
+    currency String
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/order_lines', '{replica}')
 ORDER BY (order_id, line);
