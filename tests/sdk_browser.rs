@@ -242,22 +242,33 @@ fn the_browser_snippet_reports_what_the_shopper_did() {
     };
     let products = reports.until("/v1/reports/products?campaignId=camp-sdk", |rows| {
         use serde_json::json;
+        // The page's ad id is a hand-made one (unsigned): every event is counted,
+        // flagged `unverifiedAdId` and nothing else (the browser is no bot), so
+        // none is billable.
+        let flagged = |n: u64| {
+            json!({"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": n,
+                   "clickWindow": 0})
+        };
         let a = row(rows, "productCode", "P-A")?;
         expect_fields(
             a,
             &[
-                ("impressions", json!(2)),
-                ("clicks", json!(1)),
-                ("ctr", json!(0.5)),
+                ("impressions", json!(0)),
+                ("clicks", json!(0)),
+                ("ctr", json!(0.0)),
+                ("invalidImpressions", flagged(2)),
+                ("invalidClicks", flagged(1)),
             ],
         )?;
         let b = row(rows, "productCode", "P-B")?;
         expect_fields(
             b,
             &[
-                ("impressions", json!(1)),
+                ("impressions", json!(0)),
                 ("clicks", json!(0)),
                 ("ctr", json!(0.0)),
+                ("invalidImpressions", flagged(1)),
+                ("invalidClicks", flagged(0)),
             ],
         )?;
         if rows.len() != 2 {
