@@ -213,16 +213,52 @@ fn parse_units(s: &str) -> Result<u64, Rejection> {
     }
 }
 
+/// Most significant digits of a `conversionValue`: every decimal with at most 15
+/// travels exactly through the record's `f64` (its shortest round-trip text is the
+/// decimal sent, `rm_schemas::money::decimal_of_f64`), so the money the cart reports
+/// sum is the money sent.
+pub const MAX_CONVERSION_VALUE_DIGITS: u32 = 15;
+
+/// A `conversionValue`: a finite plain decimal number that is exact money: at most
+/// [`MAX_CONVERSION_VALUE_DIGITS`] significant digits, at most
+/// [`crate::money::MAX_SCALE`] decimals, at most [`crate::money::MAX_AMOUNT`].
 fn parse_conversion_value(s: &str) -> Result<f64, Rejection> {
+    use crate::money::{Decimal, MAX_AMOUNT, MAX_SCALE};
     let plain = s
         .bytes()
         .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'e' | b'E'));
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && plain => Ok(v),
-        _ => Err(Rejection::new(
+    let refuse = |why: String| {
+        Err(Rejection::new(
             RejectReason::InvalidConversionValue,
             "conversionValue",
-            format!("'{s}' is not a finite decimal number"),
-        )),
+            why,
+        ))
+    };
+    let v = match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && plain => v,
+        _ => return refuse(format!("'{s}' is not a finite decimal number")),
+    };
+    let exact = if s.contains(['e', 'E']) {
+        Decimal::from_scientific(s)
+    } else {
+        s.parse::<Decimal>()
+    };
+    let Ok(d) = exact.map(|d| d.normalize()) else {
+        return refuse(format!("'{s}' is beyond the largest amount, {MAX_AMOUNT}"));
+    };
+    let digits = d
+        .mantissa()
+        .unsigned_abs()
+        .checked_ilog10()
+        .map_or(1, |l| l + 1);
+    if d.abs() > MAX_AMOUNT {
+        return refuse(format!("'{s}' is beyond the largest amount, {MAX_AMOUNT}"));
     }
+    if d.scale() > MAX_SCALE || digits > MAX_CONVERSION_VALUE_DIGITS {
+        return refuse(format!(
+            "'{s}' has more than {MAX_CONVERSION_VALUE_DIGITS} significant digits or \
+             {MAX_SCALE} decimals; conversionValue is money and is kept exactly"
+        ));
+    }
+    Ok(v)
 }

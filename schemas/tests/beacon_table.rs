@@ -694,12 +694,39 @@ fn conversion_value_values() {
         "0x1p3",
         ".",
         "-",
+        // Money is kept exactly: more than 15 significant digits cannot be.
+        "0.1234567890123456",
+        "123456789012.3456",
+        "0.000000001",
+        "1e13",
+        "10000000000000",
     ] {
         rejects(
             &enc(&with(p.clone(), "conversionValue", v)),
             RejectReason::InvalidConversionValue,
             "conversionValue",
         );
+    }
+}
+
+proptest! {
+    /// A conversion value the edge accepts comes back from the record's `f64` as
+    /// exactly the decimal sent (what the cart reports sum).
+    #[test]
+    fn accepted_conversion_values_are_exact_money(
+        units in 0u64..1_000_000_000_000,
+        scale in 0u32..4,
+        negative in any::<bool>(),
+    ) {
+        let d = rm_schemas::money::Decimal::new(
+            i64::try_from(units).unwrap() * if negative { -1 } else { 1 },
+            scale,
+        );
+        let text = d.to_string();
+        let p = with(valid(InteractionType::Cart), "conversionValue", &text);
+        let got = parses(&enc(&p)).conversion_value.expect("accepted");
+        let back = rm_schemas::money::decimal_of_f64(got).expect("finite");
+        prop_assert_eq!(back.normalize(), d.normalize(), "{}", text);
     }
 }
 
@@ -967,11 +994,18 @@ fn timestamp() -> impl Strategy<Value = DateTime<FixedOffset>> {
     })
 }
 
+/// Conversion values the edge accepts: exact money (at most 15 significant digits and
+/// 8 decimals, at most 10^12), written by the test as the `f64`'s shortest text.
 fn conversion_value() -> impl Strategy<Value = f64> {
     prop_oneof![
         (0u64..10_000_000).prop_map(|c| c as f64 / 100.0),
-        -1e6..1e6f64,
-        proptest::num::f64::NORMAL | proptest::num::f64::ZERO | proptest::num::f64::SUBNORMAL,
+        (-999_999_999_999_999i64..1_000_000_000_000_000, 3u32..9).prop_map(|(m, scale)| {
+            rm_schemas::money::Decimal::new(m, scale)
+                .to_string()
+                .parse()
+                .unwrap()
+        }),
+        Just(0.0),
     ]
 }
 
