@@ -330,13 +330,19 @@
     // The cost is the campaign's whole cost, so the rows' ROAS add up to the campaign's.
     const withRoas = rows.filter((r) => typeof r.roas === 'number');
     const roas = withRoas.length ? sum(withRoas, 'roas') : null;
-    const revenue = sum(rows, 'revenue');
+    // Revenue never adds across currencies: one total per currency.
+    const currencies = [...new Set(rows.map((r) => r.currency || 'USD'))];
+    const byCurrency = currencies.map((c) => [c, sum(rows.filter((r) => (r.currency || 'USD') === c), 'revenue')]);
+    const revenue = byCurrency.length === 1 ? byCurrency[0][1] : null;
+    const revenueText = byCurrency.length === 1
+      ? money.format(revenue)
+      : byCurrency.map(([c, v]) => `${money.format(v)} ${c}`).join(' · ');
     const tr = document.createElement('tr');
     const label = cell('Total');
     label.colSpan = 3;
     tr.append(label, cell(nf.format(sum(rows, 'orders')), { value: sum(rows, 'orders') }),
       cell(nf.format(sum(rows, 'units')), { value: sum(rows, 'units') }),
-      cell(money.format(revenue), { value: revenue, key: 'revenue' }), cell(''),
+      cell(revenueText, { value: revenue, key: 'revenue' }), cell(''),
       cell(roas === null ? '—' : money.format(roas), { value: roas, key: 'roas' }));
     tr.id = 'sales-total';
     table.tFoot.replaceChildren(tr);
