@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{beacon, demo_token, enc, get, send, Service};
+use common::{beacon, demo_token, enc, get, report_rows, send, Service};
 use rm_schemas::ad_id::AdIdKeys;
 
 #[path = "common/sessions.rs"]
@@ -63,15 +63,7 @@ fn click(edge: SocketAddr, ad: &str, t0: chrono::DateTime<chrono::Utc>, i: i64) 
 }
 
 fn rows(api: SocketAddr, path: &str) -> Vec<serde_json::Value> {
-    let auth = format!("Bearer {}", demo_token(api));
-    let r = send(api, "GET", path, &[("Authorization", &auth)], b"").unwrap();
-    assert_eq!(
-        r.status,
-        200,
-        "{path}: {}",
-        String::from_utf8_lossy(&r.body)
-    );
-    r.json()["rows"].as_array().cloned().unwrap_or_default()
+    report_rows(api, &format!("Bearer {}", demo_token(api)), path)
 }
 
 /// A money value of a report as a number, whichever form it is written in (a JSON

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use std::time::{Duration, Instant};
 
-use common::{demo_token, enc, get, read_embedded, send, Service};
+use common::{demo_token, enc, get, read_embedded, report_rows, send, Service};
 use rm_schemas::ad_id::AdIdKeys;
 use rm_schemas::agent::{AgentClass, InvalidReason};
 
@@ -284,16 +284,7 @@ fn sum(rows: &[serde_json::Value], field: &str) -> u64 {
 /// one; only the last is credited to the campaign.
 fn reports_count_the_shoppers_alone(svc: &Service, ad: &str, forged: &str, ts: &str) {
     let auth = format!("Bearer {}", demo_token(svc.api));
-    let rows = |path: &str| -> Vec<serde_json::Value> {
-        let r = send(svc.api, "GET", path, &[("Authorization", &auth)], b"").unwrap();
-        assert_eq!(
-            r.status,
-            200,
-            "{path}: {}",
-            String::from_utf8_lossy(&r.body)
-        );
-        r.json()["rows"].as_array().cloned().unwrap_or_default()
-    };
+    let rows = |path: &str| report_rows(svc.api, &auth, path);
     // Every kind's 3 impressions and 3 clicks reached the ads report.
     let all_ads = kinds().len() as u64 * 3 * 2;
     let t = Instant::now();

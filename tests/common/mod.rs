@@ -116,6 +116,19 @@ pub fn demo_token(api: SocketAddr) -> String {
     token(api, "demo-operator", "demo-operator-secret", None)
 }
 
+/// The `rows` of a report read with `auth` (an `Authorization` value); panics unless
+/// it answers 200.
+pub fn report_rows(api: SocketAddr, auth: &str, path: &str) -> Vec<serde_json::Value> {
+    let r = send(api, "GET", path, &[("Authorization", auth)], b"").unwrap();
+    assert_eq!(
+        r.status,
+        200,
+        "{path}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    r.json()["rows"].as_array().cloned().unwrap_or_default()
+}
+
 fn parse_response(data: &[u8]) -> std::io::Result<HttpResponse> {
     let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
     let end = data
