@@ -1003,7 +1003,7 @@ fn conversion_value() -> impl Strategy<Value = f64> {
             rm_schemas::money::Decimal::new(m, scale)
                 .to_string()
                 .parse()
-                .unwrap()
+                .expect("a decimal's text is a number")
         }),
         Just(0.0),
     ]

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use redb::ReadableDatabase;
 
+use super::codec::fact_val;
 use super::codec::parse_view_facts;
 use super::entities::{self, Entities, CARTS, VIEWS};
-use super::codec::fact_val;
 use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val};
 use super::{EmbeddedStore, Rows, Table, AD_FACTS, ORDERS, PRODUCT_FACTS, TOUCHES};
 use crate::model::attribution::OrderLine;
