@@ -9,8 +9,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A free loopback port (bound then released).
+/// A free loopback port (bound then released), below Linux's ephemeral range
+/// (32768-60999), so no outgoing connection of the tests can take it between its
+/// release and the service's bind; a port another test took meanwhile is caught by
+/// [`Service::start_with_args`], which starts again on other ports.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ (u64::from(std::process::id()) << 20);
+    for _ in 0..1000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let mix =
+            (seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let port = 20_000 + (mix >> 33) as u16 % 12_000;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -233,6 +251,28 @@ impl Service {
         args: &[&str],
         edge_port: Option<u16>,
     ) -> Service {
+        // A port taken between `free_port` and the bind: start again on other ports.
+        for _ in 0..2 {
+            let mut s = Self::spawn(sub, data_dir, env, args, edge_port);
+            if s.ready_or_exited(s.ingest_or_api(sub), Duration::from_secs(60))
+                || !s.log().contains("Address already in use")
+            {
+                s.wait_ready(s.ingest_or_api(sub), Duration::from_secs(1));
+                return s;
+            }
+        }
+        let s = Self::spawn(sub, data_dir, env, args, edge_port);
+        s.wait_ready(s.ingest_or_api(sub), Duration::from_secs(60));
+        s
+    }
+
+    fn spawn(
+        sub: &str,
+        data_dir: &Path,
+        env: &[(&str, String)],
+        args: &[&str],
+        edge_port: Option<u16>,
+    ) -> Service {
         let (ingest, api, aggregator) = (free_port(), free_port(), free_port());
         let log_path = data_dir.join(format!("service-{ingest}.log"));
         std::fs::create_dir_all(data_dir).unwrap();
@@ -259,16 +299,31 @@ impl Service {
             cmd.env(k, v);
         }
         let child = cmd.spawn().expect("spawn retail-media");
-        let s = Service {
+        Service {
             child,
             ingest: ([127, 0, 0, 1], ingest).into(),
             api: ([127, 0, 0, 1], api).into(),
             aggregator: ([127, 0, 0, 1], aggregator).into(),
             data_dir: data_dir.to_path_buf(),
             log_path,
-        };
-        s.wait_ready(s.ingest_or_api(sub), Duration::from_secs(60));
-        s
+        }
+    }
+
+    /// Waits until `/readyz` answers 200 on `addr` (true) or the process exits (false).
+    fn ready_or_exited(&mut self, addr: SocketAddr, within: Duration) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < within {
+            if let Ok(r) = get(addr, "/readyz") {
+                if r.status == 200 {
+                    return true;
+                }
+            }
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
     }
 
     fn ingest_or_api(&self, sub: &str) -> SocketAddr {
