@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::products::earliest;
 use super::status::AdIdStatus;
-use super::traffic::{self, ClickWindow, Invalid, InvalidCounts, TrafficClass, WindowedClick};
+use super::traffic::{self, ClickFact, ClickWindow, Invalid, InvalidCounts, TrafficClass};
 use super::{day_of, format_day, rate};
 
 /// Impression or click.
@@ -241,30 +241,32 @@ pub fn count(
     facts: Vec<ResolvedAdFact>,
     window: ClickWindow,
 ) {
-    let valid_clicks: Vec<WindowedClick<(&AdGroup, u64)>> = facts
-        .iter()
-        .filter(|f| f.action == AdAction::Click && traffic::reason(f.traffic, f.status).is_none())
-        .map(|f| WindowedClick {
-            key: (&f.group, f.shopper),
-            received_ms: f.received_ms,
-            dedup_key: f.dedup_key,
-        })
-        .collect();
-    let mut counted = traffic::counted_clicks(&valid_clicks, window).into_iter();
-    let decided: Vec<Option<Invalid>> = facts
-        .iter()
-        .map(|f| match traffic::reason(f.traffic, f.status) {
-            Some(why) => Some(why),
-            None if f.action == AdAction::Impression => None,
-            None if counted.next().unwrap_or(true) => None,
-            None => Some(Invalid::ClickWindow),
-        })
-        .collect();
-    for (f, why) in facts.into_iter().zip(decided) {
+    let mut clicks = Vec::new();
+    for f in facts {
+        match f.action {
+            AdAction::Impression => {
+                let why = traffic::reason(f.traffic, f.status);
+                groups
+                    .entry(f.group)
+                    .or_default()
+                    .add(f.action, f.status, why, 1);
+            }
+            AdAction::Click => clicks.push(ClickFact {
+                group: f.group,
+                shopper: f.shopper,
+                dedup_key: f.dedup_key,
+                status: f.status,
+                traffic: f.traffic,
+                received_ms: f.received_ms,
+            }),
+        }
+    }
+    let verdicts = traffic::click_verdicts(&clicks, window);
+    for (c, why) in clicks.into_iter().zip(verdicts) {
         groups
-            .entry(f.group)
+            .entry(c.group)
             .or_default()
-            .add(f.action, f.status, why, 1);
+            .add(AdAction::Click, c.status, why, 1);
     }
 }
 

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::status::AdIdStatus;
-use super::traffic::{self, ClickWindow, InvalidCounts, TrafficClass, WindowedClick};
+use super::traffic::{self, ClickFact, ClickWindow, InvalidCounts, TrafficClass};
 use super::{format_day, rate};
 
 /// Impression or click.
@@ -201,7 +201,7 @@ pub(crate) fn earliest(a: i64, b: i64) -> i64 {
 /// class, receive time), which are windowed here. Both stores call this.
 pub fn rows(
     impressions: impl IntoIterator<Item = (ProductGroup, AdIdStatus, TrafficClass, u64)>,
-    clicks: Vec<(ProductGroup, u64, u128, AdIdStatus, TrafficClass, i64)>,
+    clicks: Vec<ClickFact<ProductGroup>>,
     window: ClickWindow,
 ) -> Vec<ProductReportRow> {
     let mut groups: BTreeMap<ProductGroup, ProductCounts> = BTreeMap::new();
@@ -215,32 +215,14 @@ pub fn rows(
             c.worst = c.worst.max(status);
         }
     }
-    let valid: Vec<WindowedClick<(&ProductGroup, u64)>> = clicks
-        .iter()
-        .filter(|c| traffic::reason(c.4, c.3).is_none())
-        .map(|c| WindowedClick {
-            key: (&c.0, c.1),
-            received_ms: c.5,
-            dedup_key: c.2,
-        })
-        .collect();
-    let mut counted = traffic::counted_clicks(&valid, window).into_iter();
-    let mut tally: Vec<(ProductGroup, AdIdStatus, Option<traffic::Invalid>)> = Vec::new();
-    for (g, _, _, status, class, _) in clicks.iter() {
-        let why = match traffic::reason(*class, *status) {
-            Some(why) => Some(why),
-            None if counted.next().unwrap_or(true) => None,
-            None => Some(traffic::Invalid::ClickWindow),
-        };
-        tally.push((g.clone(), *status, why));
-    }
-    for (g, status, why) in tally {
-        let c = groups.entry(g).or_default();
+    let verdicts = traffic::click_verdicts(&clicks, window);
+    for (click, why) in clicks.into_iter().zip(verdicts) {
+        let c = groups.entry(click.group).or_default();
         match why {
             None => c.clicks += 1,
             Some(why) => c.invalid_clicks.add(why, 1),
         }
-        c.worst = c.worst.max(status);
+        c.worst = c.worst.max(click.status);
     }
     groups
         .iter()
@@ -262,14 +244,14 @@ pub fn report<'a>(
                     .entry((d.group, d.status, d.traffic))
                     .or_default() += 1;
             }
-            ProductAction::Click => clicks.push((
-                d.group.clone(),
-                d.shopper,
-                d.dedup_key,
-                d.status,
-                d.traffic,
-                d.received_ms,
-            )),
+            ProductAction::Click => clicks.push(ClickFact {
+                group: d.group.clone(),
+                shopper: d.shopper,
+                dedup_key: d.dedup_key,
+                status: d.status,
+                traffic: d.traffic,
+                received_ms: d.received_ms,
+            }),
         }
     }
     rows(

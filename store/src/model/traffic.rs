@@ -209,6 +209,52 @@ pub fn counted_clicks<K: Ord>(clicks: &[WindowedClick<K>], window: ClickWindow) 
     counted
 }
 
+/// One distinct click as the billable rules see it: its report group, shopper and
+/// identity, and the best status, class and earliest receive time of its copies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClickFact<G> {
+    /// The report group it counts in.
+    pub group: G,
+    /// The shopper ([`shopper_hash`]).
+    pub shopper: u64,
+    /// Dedup key.
+    pub dedup_key: u128,
+    /// Best ad id status of its copies.
+    pub status: AdIdStatus,
+    /// Best traffic class of its copies.
+    pub traffic: TrafficClass,
+    /// Earliest receive time of its copies (0 when unknown).
+    pub received_ms: i64,
+}
+
+/// Why each distinct click is invalid, in the order given (`None`: it counts): its
+/// traffic class and ad id status first ([`reason`]), then the click window among the
+/// valid clicks of its group and shopper ([`counted_clicks`]). Both stores' product
+/// and ad reports decide with this.
+pub fn click_verdicts<G: Ord>(
+    clicks: &[ClickFact<G>],
+    window: ClickWindow,
+) -> Vec<Option<Invalid>> {
+    let valid: Vec<WindowedClick<(&G, u64)>> = clicks
+        .iter()
+        .filter(|c| reason(c.traffic, c.status).is_none())
+        .map(|c| WindowedClick {
+            key: (&c.group, c.shopper),
+            received_ms: c.received_ms,
+            dedup_key: c.dedup_key,
+        })
+        .collect();
+    let mut counted = counted_clicks(&valid, window).into_iter();
+    clicks
+        .iter()
+        .map(|c| match reason(c.traffic, c.status) {
+            Some(why) => Some(why),
+            None if counted.next().unwrap_or(true) => None,
+            None => Some(Invalid::ClickWindow),
+        })
+        .collect()
+}
+
 /// A shopper's tracking id as the click window keys it (a 64-bit hash; the raw id is
 /// not stored again beside every fact).
 pub fn shopper_hash(tracking_id: &str) -> u64 {

@@ -10,6 +10,7 @@ use crate::clickhouse::rows::{
 };
 use crate::clickhouse::ClickHouseStore;
 use crate::model::products::{self, ProductGroup, ProductReportRow};
+use crate::model::traffic::ClickFact;
 use crate::{ReportFilter, StoreError};
 
 /// One fact per dedup key and action with the best status and class of its copies
@@ -81,14 +82,14 @@ impl ClickHouseStore {
         let clicks = clicks
             .into_iter()
             .map(|c| {
-                Ok((
-                    group(c.campaign_id, c.ad_id, c.catalog_id, c.product_code, c.day),
-                    c.shopper,
-                    parse_dedup(&c.dedup_key)?,
-                    parse_status(c.status)?,
-                    parse_traffic(c.traffic)?,
-                    c.received_ms,
-                ))
+                Ok(ClickFact {
+                    group: group(c.campaign_id, c.ad_id, c.catalog_id, c.product_code, c.day),
+                    shopper: c.shopper,
+                    dedup_key: parse_dedup(&c.dedup_key)?,
+                    status: parse_status(c.status)?,
+                    traffic: parse_traffic(c.traffic)?,
+                    received_ms: c.received_ms,
+                })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(products::rows(impressions, clicks, f.click_window))
