@@ -92,31 +92,46 @@ pub(crate) struct AdFactCh<'a> {
     pub(crate) received_ms: i64,
 }
 
-/// Resolved ad impressions counted per campaign, ad, day, status and traffic class.
+/// Distinct product or ad facts of a report, as the server returns them in one pass:
+/// impressions counted per group, status and traffic class (`dedup_key` empty,
+/// `shopper` and `received_ms` 0), clicks one row each (`facts` 1), since the click
+/// window needs them one by one. Ad rows have empty catalog and product.
 #[derive(Row, Deserialize)]
-pub(crate) struct AdAgg {
-    pub(crate) campaign_id: String,
-    pub(crate) ad_id: String,
-    pub(crate) day: i32,
-    pub(crate) status: u8,
-    pub(crate) traffic: u8,
-    pub(crate) facts: u64,
-}
-
-/// One resolved (distinct) click of a report: its group, identity and what the
-/// click window and the invalid reasons need.
-#[derive(Row, Deserialize)]
-pub(crate) struct ClickCh {
+pub(crate) struct FactCountCh {
     pub(crate) campaign_id: String,
     pub(crate) ad_id: String,
     pub(crate) catalog_id: String,
     pub(crate) product_code: String,
     pub(crate) day: i32,
+    pub(crate) action: String,
     pub(crate) dedup_key: String,
     pub(crate) status: u8,
     pub(crate) traffic: u8,
     pub(crate) shopper: u64,
     pub(crate) received_ms: i64,
+    pub(crate) facts: u64,
+}
+
+/// The select list and grouping of a [`FactCountCh`] pass over distinct facts whose
+/// day column is `day`, status `status`, class `traffic`, receive time `received`.
+pub(crate) fn fact_counts(
+    group: &str,
+    day: &str,
+    status: &str,
+    traffic: &str,
+    received: &str,
+) -> (String, String) {
+    (
+        format!(
+            "SELECT {group}, {day}, action, if(action = '{CLICK}', dedup_key, '') AS click_key, \
+             {status}, {traffic}, if(action = '{CLICK}', shopper, toUInt64(0)) AS click_shopper, \
+             if(action = '{CLICK}', {received}, toInt64(0)) AS click_received, count()"
+        ),
+        format!(
+            " GROUP BY {group}, {day}, action, click_key, {status}, {traffic}, click_shopper, \
+             click_received"
+        ),
+    )
 }
 
 /// A stored traffic class code.
@@ -341,19 +356,6 @@ pub(crate) struct FunnelAgg {
     pub(crate) funnel_gaps: u64,
     pub(crate) repeated_milestones: u64,
     pub(crate) ad_id_status: u8,
-}
-
-/// Distinct product impressions counted per group, status and traffic class.
-#[derive(Row, Deserialize)]
-pub(crate) struct ProductAgg {
-    pub(crate) campaign_id: String,
-    pub(crate) ad_id: String,
-    pub(crate) catalog_id: String,
-    pub(crate) product_code: String,
-    pub(crate) day: i32,
-    pub(crate) status: u8,
-    pub(crate) traffic: u8,
-    pub(crate) impressions: u64,
 }
 
 #[cfg(test)]
