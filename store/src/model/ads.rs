@@ -25,7 +25,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::products::earliest;
 use super::status::AdIdStatus;
 use super::traffic::{self, ClickFact, ClickWindow, Invalid, InvalidCounts, TrafficClass};
 use super::{day_of, format_day, rate};
@@ -135,7 +134,7 @@ pub fn resolve<'a>(copies: impl IntoIterator<Item = &'a AdFact>) -> Vec<Resolved
                 b.status = b.status.min(c.status);
                 b.traffic = b.traffic.min(c.traffic);
                 b.shopper = b.shopper.max(c.shopper);
-                b.received_ms = earliest(b.received_ms, c.received_ms);
+                b.received_ms = traffic::earliest(b.received_ms, c.received_ms);
             })
             .or_insert(Best {
                 first: c,

@@ -172,7 +172,7 @@ pub fn distinct<'a>(
                 d.traffic = d.traffic.min(f.traffic);
                 d.group = d.group.min(&f.group);
                 d.shopper = d.shopper.max(f.shopper);
-                d.received_ms = earliest(d.received_ms, f.received_ms);
+                d.received_ms = traffic::earliest(d.received_ms, f.received_ms);
             })
             .or_insert(DistinctProductFact {
                 group: &f.group,
@@ -185,15 +185,6 @@ pub fn distinct<'a>(
             });
     }
     by_key.into_values().collect()
-}
-
-/// The earlier of two receive times, 0 (unknown) only when both are.
-pub(crate) fn earliest(a: i64, b: i64) -> i64 {
-    match (a > 0, b > 0) {
-        (true, true) => a.min(b),
-        (true, false) => a,
-        _ => b,
-    }
 }
 
 /// Rows of the report (sorted by group) from impressions already counted per group,

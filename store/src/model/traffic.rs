@@ -209,6 +209,15 @@ pub fn counted_clicks<K: Ord>(clicks: &[WindowedClick<K>], window: ClickWindow) 
     counted
 }
 
+/// The earlier of two receive times, 0 (unknown) only when both are.
+pub fn earliest(a: i64, b: i64) -> i64 {
+    match (a > 0, b > 0) {
+        (true, true) => a.min(b),
+        (true, false) => a,
+        _ => b,
+    }
+}
+
 /// One distinct click as the billable rules see it: its report group, shopper and
 /// identity, and the best status, class and earliest receive time of its copies.
 #[derive(Debug, Clone, PartialEq, Eq)]
