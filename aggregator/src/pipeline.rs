@@ -44,7 +44,7 @@ use rm_schemas::order::{self, OrderRecord};
 use rm_schemas::EventRecord;
 use tokio_util::sync::CancellationToken;
 
-use rm_store::model::campaign::campaign_of;
+use rm_store::model::ad_id_campaign::campaign_of;
 use rm_store::model::carts::{CartFact, CartKey};
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};

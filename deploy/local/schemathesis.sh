@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs schemathesis (PyPI, pinned) into a venv under the machine-wide state dir if
 # missing, then prints the path of its `schemathesis` command on stdout. Used by
-# tests/api_schemathesis.rs. Everything else goes to stderr.
+# tests/it/api_schemathesis.rs. Everything else goes to stderr.
 set -euo pipefail
 STATE_DIR=${RM_LOCAL_DIR:-/var/tmp/retail-media-local}
 VENV=$STATE_DIR/venv-st

@@ -19,5 +19,5 @@ done <<<"$services_env"
 : "${RM_API_DATABASE_URL:?up.sh did not print RM_API_DATABASE_URL}"
 : "${RM_CLICKHOUSE_NEWEST_URL:?up.sh did not print RM_CLICKHOUSE_NEWEST_URL}"
 export RM_REQUIRE_SERVICES=1
-bash deploy/local/tools.sh # yamllint, kubernetes-validate (tests/deploy_artifacts.rs)
+bash deploy/local/tools.sh # yamllint, kubernetes-validate (tests/it/deploy_artifacts.rs)
 exec cargo test --workspace --all-targets "$@"

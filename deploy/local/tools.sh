@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs, if missing, the command-line tools the deploy tests use (tests/deploy_artifacts.rs),
+# Installs, if missing, the command-line tools the deploy tests use (tests/it/deploy_artifacts.rs),
 # into a Python venv under the machine-wide state dir:
 #
 #   $RM_LOCAL_DIR/venv (default /var/tmp/retail-media-local/venv)

@@ -313,5 +313,4 @@ impl EventLog for KafkaLog {
 }
 
 #[cfg(test)]
-#[path = "kafka_tests.rs"]
 mod tests;

@@ -99,5 +99,4 @@ fn redirect(location: HeaderValue) -> Response {
 }
 
 #[cfg(test)]
-#[path = "ad_events_tests.rs"]
 mod tests;

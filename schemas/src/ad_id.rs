@@ -26,6 +26,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 /// Prefix and version of realised ad ids of the `default` namespace.
@@ -280,6 +281,42 @@ fn rand_fill(buf: &mut [u8]) {
         let n = (buf.len() - filled).min(b.len());
         buf[filled..filled + n].copy_from_slice(&b[..n]);
         filled += n;
+    }
+}
+
+/// Why an `adId` did not verify (the non-valid [`Verdict`]s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnverifiedAdId {
+    /// Signed by us, past its expiry.
+    Expired,
+    /// Shaped like ours, but the signature does not verify.
+    BadSignature,
+    /// Not one of our ids.
+    Foreign,
+}
+
+impl UnverifiedAdId {
+    /// Every value, for pre-registering metric series.
+    pub const ALL: [UnverifiedAdId; 3] = [Self::Expired, Self::BadSignature, Self::Foreign];
+
+    /// The verdict's marker; `None` for a valid id.
+    pub const fn of(v: Verdict) -> Option<Self> {
+        match v {
+            Verdict::Valid => None,
+            Verdict::Expired => Some(Self::Expired),
+            Verdict::BadSignature => Some(Self::BadSignature),
+            Verdict::Foreign => Some(Self::Foreign),
+        }
+    }
+
+    /// The wire name (also the `verdict` metric label).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Expired => "expired",
+            Self::BadSignature => "bad_signature",
+            Self::Foreign => "foreign",
+        }
     }
 }
 

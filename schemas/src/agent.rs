@@ -35,7 +35,7 @@ use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::UnverifiedAdId;
+use crate::ad_id::UnverifiedAdId;
 
 /// The user agent's class, as the edge records it in the `agent` field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -575,5 +575,4 @@ fn rule10(carts: &BTreeMap<(String, String), Sorted<'_>>) -> RuleCheck {
 }
 
 #[cfg(test)]
-#[path = "inspect_tests.rs"]
 mod tests;

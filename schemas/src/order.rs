@@ -73,17 +73,19 @@ pub const MAX_PRICE: Decimal = money::MAX_AMOUNT;
 
 /// One order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Order {
     /// The retailer's order id: the idempotency key.
     pub id: String,
-    /// Tracking id: the customer.
+    /// Tracking id: the customer (this or `sessionId` is required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub customer_id: Option<String>,
     /// Tracking id: the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
-    /// When the order was placed, with the offset the retailer sent.
+    /// When the order was placed: RFC 3339 with the offset the retailer sent.
+    #[cfg_attr(feature = "json-schema", schemars(with = "String"))]
     pub order_date: DateTime<FixedOffset>,
     /// Catalog of the products.
     pub catalog_id: String,
@@ -95,9 +97,11 @@ pub struct Order {
     pub ad_ids: Vec<String>,
     /// The lines (at least one).
     pub order_items: Vec<OrderItem>,
-    /// The currency of every price of the order, when it named one (see
-    /// [`Order::currency`]).
+    /// The currency of every price of the order: an ISO 4217 code (`EUR`). An
+    /// extension (the spec shows none): without it the order is in the deployment's
+    /// default currency, USD ([`Order::currency`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<String>"))]
     pub currency: Option<Currency>,
 }
 
@@ -115,21 +119,25 @@ impl Order {
 
 /// One line of an order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OrderItem {
     /// Product code in the order's catalog.
     pub product_code: String,
     /// Units bought (at least 1).
     pub quantity: u64,
-    /// List price of one unit, exact, in the order's currency.
+    /// List price of one unit, in the order's currency: a JSON number read exactly as
+    /// written (a decimal, at most 8 decimals, 0 to 10^12; never rounded to binary).
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         serialize_with = "optional_number"
     )]
     pub regular_unit_price: Option<Decimal>,
-    /// What the line cost the shopper: the revenue of the line, exact, in the order's
-    /// currency.
+    /// What the line cost the shopper: the revenue of the line, in the order's
+    /// currency, a JSON number read exactly as written, like `regularUnitPrice`.
+    #[cfg_attr(feature = "json-schema", schemars(with = "f64"))]
     #[serde(serialize_with = "number")]
     pub total_order_item_price_after_discounts: Decimal,
     /// The ad the retailer associates with this line.

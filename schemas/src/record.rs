@@ -39,6 +39,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use crate::ad_id::UnverifiedAdId;
 use crate::agent::{AgentClass, InvalidReason, Traffic};
 use crate::dedup_key::DedupKey;
 use crate::event::InteractionEvent;
@@ -74,42 +75,6 @@ pub struct EventRecord {
     /// The event.
     #[serde(flatten)]
     pub event: InteractionEvent,
-}
-
-/// Why an `adId` did not verify (the non-valid [`crate::ad_id::Verdict`]s).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UnverifiedAdId {
-    /// Signed by us, past its expiry.
-    Expired,
-    /// Shaped like ours, but the signature does not verify.
-    BadSignature,
-    /// Not one of our ids.
-    Foreign,
-}
-
-impl UnverifiedAdId {
-    /// Every value, for pre-registering metric series.
-    pub const ALL: [UnverifiedAdId; 3] = [Self::Expired, Self::BadSignature, Self::Foreign];
-
-    /// The verdict's marker; `None` for a valid id.
-    pub const fn of(v: crate::ad_id::Verdict) -> Option<Self> {
-        match v {
-            crate::ad_id::Verdict::Valid => None,
-            crate::ad_id::Verdict::Expired => Some(Self::Expired),
-            crate::ad_id::Verdict::BadSignature => Some(Self::BadSignature),
-            crate::ad_id::Verdict::Foreign => Some(Self::Foreign),
-        }
-    }
-
-    /// The wire name (also the `verdict` metric label).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Expired => "expired",
-            Self::BadSignature => "bad_signature",
-            Self::Foreign => "foreign",
-        }
-    }
 }
 
 /// Error decoding a record.

@@ -313,5 +313,4 @@ impl<I: Copy> ViewWalk<I> {
 }
 
 #[cfg(test)]
-#[path = "video_funnel_tests.rs"]
 mod tests;

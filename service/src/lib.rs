@@ -11,6 +11,7 @@ pub mod body;
 pub mod listener;
 pub mod ops;
 pub mod ops_listener;
+pub mod readiness;
 pub mod response;
 pub mod serve;
 pub mod shutdown;

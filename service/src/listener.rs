@@ -2,11 +2,9 @@
 //! may take to send a request head, stay idle between requests and send a body, and
 //! how many connections one listener keeps open at once. The binary flattens
 //! [`ListenerConfig`] into its settings and hands each service the same
-//! [`ServeOptions`](crate::serve::ServeOptions).
+//! [`ServeOptions`], which [`crate::serve`] applies to each connection.
 
 use std::time::Duration;
-
-use crate::serve::ServeOptions;
 
 /// Default of `--http-header-timeout-secs`.
 pub const DEFAULT_HEADER_TIMEOUT_SECS: u64 = 10;
@@ -68,6 +66,40 @@ impl ListenerConfig {
             body_timeout: secs(self.body_timeout_secs),
             max_connections: self.max_connections.max(1),
             ..ServeOptions::default()
+        }
+    }
+}
+
+/// Default of `--drain-deadline-secs`: how long shutdown waits for in-flight requests.
+pub const DEFAULT_DRAIN_DEADLINE_SECS: u64 = 10;
+
+/// Serving options.
+#[derive(Debug, Clone, Copy)]
+pub struct ServeOptions {
+    /// Largest request head (request line plus headers) in bytes.
+    pub max_head_bytes: usize,
+    /// How long shutdown waits for in-flight requests.
+    pub drain_deadline: Duration,
+    /// How long a client has to send a request head.
+    pub header_timeout: Duration,
+    /// How long a keep-alive connection may be idle between requests.
+    pub idle_timeout: Duration,
+    /// How long a request body has to arrive, once a handler reads it (the loop
+    /// itself reads no bodies; handlers that do bound them with this).
+    pub body_timeout: Duration,
+    /// Most connections open at once on the listener.
+    pub max_connections: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            max_head_bytes: 16 * 1024,
+            drain_deadline: Duration::from_secs(DEFAULT_DRAIN_DEADLINE_SECS),
+            header_timeout: Duration::from_secs(DEFAULT_HEADER_TIMEOUT_SECS),
+            idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS),
+            body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECS),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }

@@ -15,10 +15,9 @@ use http::{Method, StatusCode};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::{ops_listener, response, Response};
+use crate::{readiness, response, Response};
 
-/// Says whether the service can accept work, and if not, why.
-pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub use crate::readiness::ReadinessCheck;
 
 /// The operational endpoints of one service's port.
 #[derive(Clone)]
@@ -47,7 +46,7 @@ impl Ops {
     /// Ops endpoints of a service on the process registry: not ready once `shutdown`
     /// is cancelled (so load balancers stop sending work while it drains), else as
     /// `ready` says. The check is also reported, with its reason, on the process's
-    /// operations listener; when the process has one ([`ops_listener::enable`]),
+    /// operations listener; when the process has one ([`readiness::enable`]),
     /// `/metrics` is served there and not on this port.
     pub fn until_shutdown(
         shutdown: CancellationToken,
@@ -60,9 +59,9 @@ impl Ops {
                 ready()
             }
         });
-        ops_listener::Registry::process().register(&check);
+        readiness::Registry::process().register(&check);
         let ops = Self::new(crate::telemetry::install(), check);
-        if ops_listener::enabled() {
+        if readiness::enabled() {
             ops.without_metrics()
         } else {
             ops
@@ -91,7 +90,7 @@ impl Ops {
                 }
             },
             "/metrics" => match &self.metrics {
-                Some(m) => metrics_response(m),
+                Some(m) => response::metrics(m),
                 None => return None,
             },
             _ => return None,
@@ -101,15 +100,6 @@ impl Ops {
         }
         Some(r)
     }
-}
-
-/// The Prometheus text exposition of `metrics`.
-pub(crate) fn metrics_response(metrics: &PrometheusHandle) -> Response {
-    response::with_body(
-        StatusCode::OK,
-        "text/plain; version=0.0.4; charset=utf-8",
-        metrics.render(),
-    )
 }
 
 #[cfg(test)]

@@ -7,16 +7,12 @@
 //!   one per line (`not ready\n- ClickHouse ping: ...\n`).
 //! - `GET /metrics`: the process's Prometheus registry.
 //!
-//! Every service registers its readiness check here when it builds its [`Ops`]
-//! (the registry is process-wide, like the Prometheus recorder). The registry holds
-//! the checks weakly: a service that has stopped no longer counts as running. Once
+//! Every service registers its readiness check in the process's [`Registry`]
+//! ([`crate::readiness`]) when it builds its [`Ops`]; this listener asks it. Once
 //! [`enable`] is called, services started afterwards stop serving `/metrics` on their
 //! public ports.
 //!
 //! [`Ops`]: crate::ops::Ops
-
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use http::{Method, StatusCode};
 use hyper::body::Incoming;
@@ -24,88 +20,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::ops::{metrics_response, ReadinessCheck};
+pub use crate::readiness::{enable, enabled, Registry};
 use crate::serve::{Handler, ServeOptions};
 use crate::{response, Response, ServeError};
-
-static ENABLED: AtomicBool = AtomicBool::new(false);
-static PROCESS: Registry = Registry::new();
-
-/// Declares that this process serves its ops endpoints on an operations listener:
-/// services started afterwards no longer serve `/metrics` on their public ports.
-/// Call it before starting the services.
-pub fn enable() {
-    ENABLED.store(true, Ordering::Relaxed);
-}
-
-/// Whether [`enable`] was called.
-pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
-}
-
-type Check = dyn Fn() -> Result<(), String> + Send + Sync;
-
-/// The readiness checks of the services of one process.
-pub struct Registry {
-    checks: Mutex<Vec<Weak<Check>>>,
-}
-
-impl Default for Registry {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Registry {
-    /// An empty registry.
-    pub const fn new() -> Self {
-        Self {
-            checks: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// The registry of this process.
-    pub fn process() -> &'static Registry {
-        &PROCESS
-    }
-
-    /// Adds a service's check; it counts while the check is alive elsewhere.
-    pub fn register(&self, check: &ReadinessCheck) {
-        let mut checks = self.checks.lock().unwrap_or_else(PoisonError::into_inner);
-        checks.retain(|c| c.strong_count() > 0);
-        checks.push(Arc::downgrade(check));
-    }
-
-    /// Asks every live check: whether `expected` services run and all are ready, and
-    /// the body of `/readyz` (the distinct reasons, one per line).
-    pub fn report(&self, expected: usize) -> (bool, String) {
-        let live: Vec<Arc<Check>> = {
-            let mut checks = self.checks.lock().unwrap_or_else(PoisonError::into_inner);
-            checks.retain(|c| c.strong_count() > 0);
-            checks.iter().filter_map(Weak::upgrade).collect()
-        };
-        // Checks run outside the lock: they read their backend's health flags.
-        let mut reasons: Vec<String> = Vec::new();
-        if live.len() < expected {
-            reasons.push(format!("{} of {expected} services running", live.len()));
-        }
-        for why in live.iter().filter_map(|c| c().err()) {
-            if !reasons.contains(&why) {
-                reasons.push(why);
-            }
-        }
-        if reasons.is_empty() {
-            return (true, "ready\n".to_owned());
-        }
-        let mut body = "not ready\n".to_owned();
-        for r in reasons {
-            body.push_str("- ");
-            body.push_str(&r.replace('\n', " "));
-            body.push('\n');
-        }
-        (false, body)
-    }
-}
 
 /// Answers the operations listener's requests.
 #[derive(Clone)]
@@ -138,7 +55,7 @@ impl OpsHandler {
                 };
                 response::with_body(status, "text/plain", body)
             }
-            "/metrics" => metrics_response(&self.metrics),
+            "/metrics" => response::metrics(&self.metrics),
             _ => return response::not_found(path),
         };
         if method != Method::GET && method != Method::HEAD {

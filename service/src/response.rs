@@ -109,3 +109,13 @@ pub fn static_asset(
     }
     r
 }
+
+/// The Prometheus text exposition of `metrics`.
+pub(crate) fn metrics(metrics: &metrics_exporter_prometheus::PrometheusHandle) -> Response {
+    with_body(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        metrics.render(),
+    )
+}
+

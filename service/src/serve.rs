@@ -25,10 +25,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::listener::{
-    DEFAULT_BODY_TIMEOUT_SECS, DEFAULT_HEADER_TIMEOUT_SECS, DEFAULT_IDLE_TIMEOUT_SECS,
-    DEFAULT_MAX_CONNECTIONS,
-};
+pub use crate::listener::{ServeOptions, DEFAULT_DRAIN_DEADLINE_SECS};
 use crate::watchdog::{self, Clock, Expired, Tracked, Watched};
 use crate::Response;
 
@@ -49,40 +46,6 @@ pub enum ServeError {
     /// In-flight requests did not finish within the drain deadline.
     #[error("drain deadline of {0:?} passed with connections still open")]
     DrainTimeout(Duration),
-}
-
-/// Default of `--drain-deadline-secs`: how long shutdown waits for in-flight requests.
-pub const DEFAULT_DRAIN_DEADLINE_SECS: u64 = 10;
-
-/// Serving options.
-#[derive(Debug, Clone, Copy)]
-pub struct ServeOptions {
-    /// Largest request head (request line plus headers) in bytes.
-    pub max_head_bytes: usize,
-    /// How long shutdown waits for in-flight requests.
-    pub drain_deadline: Duration,
-    /// How long a client has to send a request head.
-    pub header_timeout: Duration,
-    /// How long a keep-alive connection may be idle between requests.
-    pub idle_timeout: Duration,
-    /// How long a request body has to arrive, once a handler reads it (the loop
-    /// itself reads no bodies; handlers that do bound them with this).
-    pub body_timeout: Duration,
-    /// Most connections open at once on the listener.
-    pub max_connections: usize,
-}
-
-impl Default for ServeOptions {
-    fn default() -> Self {
-        Self {
-            max_head_bytes: 16 * 1024,
-            drain_deadline: Duration::from_secs(DEFAULT_DRAIN_DEADLINE_SECS),
-            header_timeout: Duration::from_secs(DEFAULT_HEADER_TIMEOUT_SECS),
-            idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS),
-            body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECS),
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-        }
-    }
 }
 
 /// Serves `handler` on `listener` until `shutdown` is cancelled, then drains.

@@ -14,7 +14,7 @@ use crate::model::attribution::{OrderLine, Touch};
 use crate::model::carts::{CartEventRow, CartFact, CartKey};
 use crate::model::funnel::{ViewFact, ViewKey, ViewRow};
 use crate::model::products::ProductFact;
-use crate::{embedded, Backend, StoreError};
+use crate::{Backend, StoreError};
 
 /// Hash maps and sets of the hot path: entity keys are hashed several times per
 /// event, so a fast hash (foldhash) rather than SipHash. The keys come from
@@ -60,8 +60,10 @@ pub struct EntitySets {
 pub struct PreparedWrite {
     /// The batch.
     pub batch: BatchWrite,
-    /// The embedded store's encoded rows.
-    pub embedded: Option<Arc<embedded::Encoded>>,
+    /// What the backend made of the batch ahead of time (the embedded store's encoded
+    /// rows), opaque to everyone else: the backend that made it reads it back, so this
+    /// module names no backend.
+    pub ahead: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// The write side of a report store: what the aggregator calls.
@@ -87,7 +89,7 @@ pub trait WriteStore: Backend {
     fn prepare(&self, batch: BatchWrite) -> PreparedWrite {
         PreparedWrite {
             batch,
-            embedded: None,
+            ahead: None,
         }
     }
 

@@ -7,7 +7,7 @@
 // token, the network down); then logs out and in as a second client of another
 // namespace (--rival-client, --rival-secret) and reads its picker. Prints
 // `RESULT {json}` as its last line for
-// tests/analyst_page.rs, which compares the numbers with what it fired; exits 1 when
+// tests/it/analyst_page.rs, which compares the numbers with what it fired; exits 1 when
 // the page itself misbehaved (a script error, a missing element).
 //
 // Usage: node analyst_page.mjs --api http://127.0.0.1:PORT --campaign ID

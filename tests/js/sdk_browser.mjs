@@ -218,7 +218,7 @@ try {
   await sleep(500);
   for (const b of beacons) {
     // DevTools reports keepalive fetches still open at a navigation as aborted, though
-    // the browser completes them (keepalive's purpose): tests/sdk_browser.rs finds
+    // the browser completes them (keepalive's purpose): tests/it/sdk_browser.rs finds
     // them in the edge's log.
     const kept = b.beforeReload && b.status === 'failed: net::ERR_ABORTED';
     if (b.status !== 200 && !kept) failures.push(`beacon ${b.raw} answered ${b.status}`);

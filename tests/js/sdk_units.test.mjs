@@ -2,7 +2,7 @@
 // fake IntersectionObserver drives viewability, a fake <video> (an EventTarget with
 // currentTime, duration, muted...) drives trackVideo, and a transport function
 // captures every URL. Each test loads a fresh copy of the snippet into a fake window.
-// Run: node --test tests/js/sdk_units.test.mjs (tests/sdk_browser.rs runs it too).
+// Run: node --test tests/js/sdk_units.test.mjs (tests/it/sdk_browser.rs runs it too).
 
 import { test, mock, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';

@@ -2,7 +2,7 @@
 // through a real playback of every linear creative (impression/creativeView, start,
 // quartiles, pause/resume, mute/unmute, complete, click), lets it expand the macros,
 // and prints the parsed creatives and every URL it fired as JSON. The Rust test
-// (tests/vast_playback.rs) fires those URLs at the edge.
+// (tests/it/vast_playback.rs) fires those URLs at the edge.
 //
 // usage: node vast_playback.mjs <adm.xml>
 import fs from 'node:fs';

@@ -69,13 +69,7 @@ mod topic;
 mod writer;
 
 #[cfg(test)]
-mod crash_tests;
-#[cfg(test)]
-mod migration_tests;
-#[cfg(test)]
-mod retention_tests;
-#[cfg(test)]
-mod torn_tail_tests;
+mod tests;
 
 pub use retention::{Removed, RetentionStatus};
 use state::State;

@@ -170,13 +170,14 @@ impl WriteStore for EmbeddedStore {
         let encoded = Arc::new(Encoded::of(&batch));
         PreparedWrite {
             batch,
-            embedded: Some(encoded),
+            ahead: Some(encoded),
         }
     }
 
     async fn write_prepared(&self, w: &PreparedWrite) -> Result<(), StoreError> {
-        match &w.embedded {
-            Some(e) => self.write_encoded(Arc::clone(e)).await,
+        let encoded = w.ahead.as_ref().and_then(|a| Arc::clone(a).downcast::<Encoded>().ok());
+        match encoded {
+            Some(e) => self.write_encoded(e).await,
             None => self.write(&w.batch).await,
         }
     }

@@ -164,7 +164,7 @@ impl Touch {
     /// The namespace of the touch: the one its ad id names (`default` for ids of the
     /// `rm1` form and for ids that are not ours).
     pub fn namespace(&self) -> &str {
-        crate::model::campaign::namespace_str(&self.ad_id)
+        crate::model::ad_id_campaign::namespace_str(&self.ad_id)
     }
 }
 
@@ -539,7 +539,7 @@ mod tests {
             dedup_key: key,
             kind,
             ad_id: ad.into(),
-            campaign_id: crate::model::campaign::campaign_of(ad),
+            campaign_id: crate::model::ad_id_campaign::campaign_of(ad),
             catalog_id: if kind == TouchKind::CreativeClick {
                 String::new()
             } else {

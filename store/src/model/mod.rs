@@ -12,11 +12,11 @@
 //! `timestamp` (event time), never by arrival. Sales [`attribution`] is the same kind
 //! of function, of two sets (touches and order lines), evaluated when the sales report
 //! is read. [`campaigns`] rolls the reports up per campaign and day; [`status`] is how
-//! each row shows unverified ad ids; [`campaign`] maps an ad id to its campaign.
+//! each row shows unverified ad ids; [`ad_id_campaign`] maps an ad id to its campaign.
 
 pub mod ads;
 pub mod attribution;
-pub mod campaign;
+pub mod ad_id_campaign;
 pub mod campaigns;
 pub mod carts;
 pub mod funnel;

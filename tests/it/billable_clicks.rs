@@ -1,0 +1,230 @@
+//! One shopper's 100 clicks on one ad, timestamps 1 ms apart (a player that rebuilds
+//! the URL on every retry, or a script re-firing one valid ad id), are one billable
+//! click: in the ads, products and campaign reports and in spend, also when no single
+//! edge saw them all. On the embedded backends the edge is restarted (`kill -9`)
+//! mid-stream, so its in-memory click window forgets the first click; on Kafka +
+//! ClickHouse they arrive through two edges and the aggregator is `kill -9`ed while it
+//! works through them. Either way more than one click reaches the log, and the
+//! reports' click window (on the edge's receive time) counts them once, the rest as
+//! `invalidClicks.clickWindow`.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{beacon, demo_token, enc, get, report_rows, send, Service};
+use rm_schemas::ad_id::AdIdKeys;
+
+use crate::common::sessions;
+
+use crate::common::exact;
+
+use exact::{fire_all, metric};
+
+/// `demo-products`, whose `maxBid` is $1.20 (the quick start's demo data).
+const CAMPAIGN: &str = "demo-products";
+
+fn at(base: chrono::DateTime<chrono::Utc>, ms: i64) -> String {
+    (base + chrono::Duration::milliseconds(ms)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Click `i` of the stream: an ad click and a product click, 1 ms after click `i - 1`.
+fn click(edge: SocketAddr, ad: &str, t0: chrono::DateTime<chrono::Utc>, i: i64) {
+    let ts = at(t0, i);
+    let r = get(
+        edge,
+        &format!(
+            "/v1/events/ad/click?adId={}&sessionId=s-billable&timestamp={}",
+            enc(ad),
+            enc(&ts)
+        ),
+    )
+    .unwrap();
+    assert!(r.status < 400, "{}", String::from_utf8_lossy(&r.body));
+    let r = get(
+        edge,
+        &beacon(&[
+            ("adId", ad),
+            ("interactionType", "productClick"),
+            ("timestamp", &ts),
+            ("sessionId", "s-billable"),
+            ("catalogId", "demo-catalog"),
+            ("productCode", "cola-1l"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
+fn rows(api: SocketAddr, path: &str) -> Vec<serde_json::Value> {
+    report_rows(api, &format!("Bearer {}", demo_token(api)), path)
+}
+
+/// A money value of a report as a number, whichever form it is written in (a JSON
+/// number, or a decimal string with its currency symbol or code).
+fn amount(v: &serde_json::Value) -> f64 {
+    match v {
+        serde_json::Value::Number(n) => n.as_f64().unwrap(),
+        serde_json::Value::String(s) => s
+            .trim_matches(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-'))
+            .parse()
+            .unwrap_or_else(|_| panic!("not an amount: {s}")),
+        other => panic!("not an amount: {other}"),
+    }
+}
+
+/// Waits until the reports hold every click that reached the log (`records` ad clicks
+/// and as many product clicks), then checks there is one billable click of each.
+fn one_billable_click(api: SocketAddr, ad: &str, records: u64) {
+    assert!(records > 1, "the test needs clicks past one edge's window");
+    let t = Instant::now();
+    let ads = loop {
+        let ads = rows(api, &format!("/v1/reports/ads?adId={}", enc(ad)));
+        let seen: u64 = ads
+            .iter()
+            .map(|r| r["clicks"].as_u64().unwrap() + r["notBillableClicks"].as_u64().unwrap())
+            .sum();
+        if seen == records {
+            break ads;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(90),
+            "{records} clicks expected: {ads:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(ads.len(), 1, "{ads:#?}");
+    assert_eq!(ads[0]["clicks"], 1, "{ads:#?}");
+    assert_eq!(ads[0]["invalidClicks"]["clickWindow"], records - 1);
+    let products = rows(api, &format!("/v1/reports/products?adId={}", enc(ad)));
+    assert_eq!(products.len(), 1, "{products:#?}");
+    assert_eq!(products[0]["clicks"], 1, "{products:#?}");
+    assert_eq!(products[0]["invalidClicks"]["clickWindow"], records - 1);
+    let campaigns = rows(api, &format!("/v1/reports/campaigns?campaignId={CAMPAIGN}"));
+    assert_eq!(campaigns.len(), 1, "{campaigns:#?}");
+    assert_eq!(campaigns[0]["clicks"], 1);
+    assert_eq!(campaigns[0]["productClicks"], 1);
+    assert_eq!(amount(&campaigns[0]["spend"]), 1.2, "1 click x $1.20");
+    // Read as CSV, the same counts.
+    let auth = format!("Bearer {}", demo_token(api));
+    let csv = send(
+        api,
+        "GET",
+        &format!("/v1/reports/ads?adId={}&format=csv", enc(ad)),
+        &[("Authorization", &auth)],
+        b"",
+    )
+    .unwrap();
+    let text = String::from_utf8(csv.body).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(col("clicks"), "1", "{text}");
+    assert_eq!(col("invalidClicks.clickWindow"), (records - 1).to_string());
+}
+
+/// The ad clicks of the ad in the log.
+fn ad_clicks_logged(edge: SocketAddr) -> u64 {
+    metric(
+        edge,
+        "ingest_events_accepted_total{interaction_type=\"adClick\"}",
+    )
+    .unwrap_or(0.0) as u64
+}
+
+fn mint(keys: &AdIdKeys) -> String {
+    keys.mint_in(
+        "demo",
+        CAMPAIGN,
+        "cola-1l",
+        chrono::Utc::now().timestamp() + 3_600,
+    )
+    .unwrap()
+}
+
+#[test]
+fn embedded_one_billable_click_through_an_edge_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = AdIdKeys::generate_key();
+    let keys = AdIdKeys::from_list(&key).unwrap();
+    let env = [
+        ("RM_AD_ID_KEYS", key),
+        ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "50".to_owned()),
+    ];
+    let ad = mint(&keys);
+    let t0 = chrono::Utc::now() - chrono::Duration::seconds(5);
+    let mut logged = 0;
+    // Three process lives, each killed without warning after its share: each new
+    // edge's window is empty, so each writes the first click it sees.
+    for (from, to) in [(0, 40), (40, 70), (70, 100)] {
+        let svc = Service::start("all", dir.path(), &env);
+        for i in from..to {
+            click(svc.ingest, &ad, t0, i);
+        }
+        logged += ad_clicks_logged(svc.ingest);
+        svc.kill9();
+    }
+    assert_eq!(logged, 3, "one ad click per edge life");
+    let svc = Service::start("all", dir.path(), &env);
+    one_billable_click(svc.api, &ad, logged);
+    assert_eq!(svc.terminate(), Some(0));
+}
+
+#[test]
+fn kafka_clickhouse_one_billable_click_through_two_edges_and_aggregator_kills() {
+    let Some((mut env, _drop)) = common::kafka_clickhouse_env("billable", 2) else {
+        return;
+    };
+    let key = AdIdKeys::generate_key();
+    let keys = AdIdKeys::from_list(&key).unwrap();
+    env.push(("RM_AD_ID_KEYS", key));
+    env.push(("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_owned()));
+    let dir = tempfile::tempdir().unwrap();
+    let edges = [
+        Service::start("ingest", &dir.path().join("edge-1"), &env),
+        Service::start("ingest", &dir.path().join("edge-2"), &env),
+    ];
+    // A backlog of realistic sessions first, so the aggregator is mid-stream when the
+    // clicks come and when it is killed.
+    let (beacons, _) = sessions::generate(31, 300, 200);
+    fire_all(edges[0].ingest, &beacons);
+    let ad = mint(&keys);
+    let t0 = chrono::Utc::now() - chrono::Duration::seconds(5);
+    for i in 0..100 {
+        click(edges[(i % 2) as usize].ingest, &ad, t0, i);
+    }
+    let logged: u64 = edges.iter().map(|e| ad_clicks_logged(e.ingest)).sum();
+    assert_eq!(logged, 2, "one ad click per edge");
+    let mut slow = env.clone();
+    slow.push(("RM_AGGREGATOR_BATCH_MAX_RECORDS", "2".to_owned()));
+    aggregate_with_kills(&dir.path().join("aggregator"), &slow, 3);
+    let agg = Service::start("aggregate", &dir.path().join("aggregator"), &env);
+    let api = Service::start("api", &dir.path().join("api"), &env);
+    one_billable_click(api.api, &ad, logged);
+    assert_eq!(agg.terminate(), Some(0));
+    assert_eq!(api.terminate(), Some(0));
+}
+
+/// Starts the aggregator and `kill -9`s it while it works (lag above zero), `kills`
+/// times.
+fn aggregate_with_kills(dir: &Path, env: &[(&str, String)], kills: usize) {
+    for i in 0..kills {
+        let agg = Service::start("aggregate", dir, env);
+        let t = Instant::now();
+        while metric(agg.aggregator, "aggregator_consumer_lag_records").unwrap_or(0.0) <= 0.0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "kill {}: no lag seen; make the stream longer",
+                i + 1
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(50 + 40 * i as u64));
+        agg.kill9();
+    }
+}
