@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::Tokens;
 use crate::model::client::Scope;
-use crate::routes::{self, Access};
+use crate::routes::Access;
 use crate::state::State;
 use crate::{run, ApiConfig, ApiDeps};
 
@@ -94,7 +94,7 @@ async fn every_row_is_served_behind_its_access_rule() {
             ..Default::default()
         },
     ));
-    for r in routes::table() {
+    for r in crate::endpoints::table() {
         let path = r.path.replace("{segment.id}", "x").replace("{id}", "x");
         let at = format!("{} {}", r.method, r.path);
         let (status, challenge) = call(addr, &r.method, &path, "").await;

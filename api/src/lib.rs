@@ -1,33 +1,30 @@
 //! The partner API service (port 8081 by default).
 //!
-//! Every partner route is one row of the route table ([`routes`]) naming its
-//! handler: the router matches the row, checks its access rule (bearer JWT scope or
-//! the orders API key; the token endpoint checks its OAuth client itself) and calls
+//! Every partner route is one row of the route table naming its handler, written
+//! beside the handler and its body types in its resource's module ([`endpoints`]):
+//! the router ([`routes`]) matches the row, checks its access rule (bearer JWT scope
+//! or the orders API key; the token endpoint checks its OAuth client itself) and calls
 //! the handler, which reads the body within a bound. The OpenAPI document
 //! ([`openapi`]) is generated from the same table. Errors become the spec's error
 //! status object (or the token endpoint's RFC 6749 body) in one place ([`error`]).
 //! State (clients, keys, segments, campaigns, catalog, orders taken) lives behind
 //! [`state`]; reports are read from the aggregator's store ([`reports`]).
 
-pub mod admin;
 pub mod ads;
 pub mod auth;
-pub mod campaigns;
 pub mod demo;
+pub mod endpoints;
 pub mod error;
-mod handlers;
 pub mod metrics;
 pub mod model;
 pub mod openapi;
-pub mod orders;
 pub mod reports;
 pub mod routes;
-pub mod sdk;
-pub mod segments;
 pub mod state;
 pub mod tenancy;
 pub mod vast;
-pub mod web;
+
+pub use endpoints::sdk;
 
 #[cfg(test)]
 mod access_tests;
@@ -304,7 +301,7 @@ pub async fn run(
     serve: ServeOptions,
 ) -> Result<(), ApiError> {
     let auth = prepare(&config, &deps.state).await?;
-    let routes = routes::table();
+    let routes = endpoints::table();
     metrics::register(&routes.iter().map(|r| r.path).collect::<Vec<_>>());
     let openapi = Bytes::from(openapi::document(&routes).to_string());
     let (ready_store, ready_state) = (Arc::clone(&deps.store), Arc::clone(&deps.state));

@@ -1,30 +1,16 @@
 //! The OpenAPI 3.0 document at `/openapi.json`, generated at start from the route
-//! table (`routes`) and the wire types' schemars schemas, so it cannot drift from
-//! what the router serves and what serde accepts. Also the schema-only types of
-//! bodies that have no resource type of their own.
+//! table (the rows of `crate::endpoints`) and the schemars schemas of the types the
+//! handlers serialise and parse (each beside its endpoint, or the contract's own, as
+//! `rm_schemas::order`), so it cannot drift from what the router serves and what serde
+//! accepts. Also the two error bodies every route documents.
 
 use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::model::catalog::Product;
 use crate::model::client::Scope;
 use crate::routes::{Access, Content, QueryParam, RequestBody, Route};
-
-/// Token endpoint success body.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct TokenResponse {
-    /// The JWT.
-    pub access_token: String,
-    /// Seconds until it expires.
-    pub expires_in: u64,
-    /// Always `Bearer`.
-    pub token_type: String,
-    /// Scopes granted, space-separated.
-    #[serde(default)]
-    pub scope: String,
-}
 
 /// Token endpoint error body (RFC 6749 5.2).
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -45,124 +31,6 @@ pub struct Status {
     pub message: String,
     /// Details, each with an `@type`.
     pub details: Vec<Map<String, Value>>,
-}
-
-/// A JWK set.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct Jwks {
-    /// The keys (OKP, Ed25519).
-    pub keys: Vec<Map<String, Value>>,
-}
-
-/// `POST /v1/products` body.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProductsBody {
-    /// Products to add or replace (at most 10,000 per request).
-    pub products: Vec<Product>,
-}
-
-/// `POST /v1/products` answer.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ProductsUpserted {
-    /// How many products were written.
-    pub upserted: u64,
-}
-
-/// An order line (schema of `rm_schemas::order::OrderItem`).
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OrderItemSchema {
-    /// Product code.
-    pub product_code: String,
-    /// Units, 1 or more.
-    pub quantity: u64,
-    /// List price of one unit, in the order's currency: a JSON number read exactly as
-    /// written (a decimal, at most 8 decimals, 0 to 10^12; never rounded to binary).
-    #[serde(default)]
-    pub regular_unit_price: Option<f64>,
-    /// Revenue of the line, in the order's currency: a JSON number read exactly as
-    /// written, like `regularUnitPrice`.
-    pub total_order_item_price_after_discounts: f64,
-    /// The ad the retailer associates with the line.
-    #[serde(default)]
-    pub ad_id: Option<String>,
-    /// Seller.
-    #[serde(default)]
-    pub seller_id: Option<String>,
-}
-
-/// An order (schema of `rm_schemas::order::Order`).
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OrderSchema {
-    /// Order id: the idempotency key.
-    pub id: String,
-    /// Tracking id: customer (this or sessionId is required).
-    #[serde(default)]
-    pub customer_id: Option<String>,
-    /// Tracking id: session.
-    #[serde(default)]
-    pub session_id: Option<String>,
-    /// RFC 3339 time of the order.
-    pub order_date: String,
-    /// Catalog.
-    pub catalog_id: String,
-    /// Team.
-    #[serde(default)]
-    pub team_id: Option<String>,
-    /// Ads associated with the order.
-    #[serde(default)]
-    pub ad_ids: Vec<String>,
-    /// Lines.
-    pub order_items: Vec<OrderItemSchema>,
-    /// The currency of every price of the order: an ISO 4217 code (`EUR`). An
-    /// extension (the spec shows none): without it the order is in the deployment's
-    /// default currency, USD.
-    #[serde(default)]
-    pub currency: Option<String>,
-}
-
-/// `POST /v1/orders` body.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct OrdersRequest {
-    /// Orders (at most 1,000).
-    pub orders: Vec<OrderSchema>,
-}
-
-/// One order's outcome.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct OrderOutcome {
-    /// Order id.
-    pub id: String,
-    /// `accepted` (written now) or `duplicate` (taken before; nothing changed).
-    pub status: String,
-}
-
-/// `POST /v1/orders` answer.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct OrdersAccepted {
-    /// Orders written now.
-    pub accepted: u64,
-    /// Orders taken before.
-    pub duplicates: u64,
-    /// Per order.
-    pub orders: Vec<OrderOutcome>,
-}
-
-/// The inspector's answer (see the README's "integration inspector").
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct InspectorReport {
-    /// The report members: events, views, carts, rules.
-    #[serde(flatten)]
-    pub report: Map<String, Value>,
-}
-
-/// A report answer.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ReportRows {
-    /// Rows, with camelCase members (see the README's report tables).
-    pub rows: Vec<Map<String, Value>>,
 }
 
 fn status_text(code: u16) -> &'static str {
@@ -322,7 +190,7 @@ mod tests {
 
     #[test]
     fn every_route_is_documented_with_resolvable_refs() {
-        let routes = crate::routes::table();
+        let routes = crate::endpoints::table();
         let doc = document(&routes);
         for r in &routes {
             let op = &doc["paths"][r.path][r.method.as_str().to_lowercase()];
@@ -345,7 +213,7 @@ mod tests {
 
     #[test]
     fn every_operation_is_one_row_with_its_access_and_parameters() {
-        let routes = crate::routes::table();
+        let routes = crate::endpoints::table();
         let doc = document(&routes);
         let operations: usize = doc["paths"]
             .as_object()
@@ -401,14 +269,14 @@ mod tests {
         let body = br#"{"orders":[{"id":"o","customerId":"c","sessionId":"s","orderDate":"2026-11-22T10:00:00Z","catalogId":"k","teamId":"t","adIds":["a"],"currency":"EUR","orderItems":[{"productCode":"p","quantity":1,"regularUnitPrice":1.0,"totalOrderItemPriceAfterDiscounts":1.0,"adId":"a","sellerId":"x"}]}]}"#;
         let orders = rm_schemas::order::parse_orders(body).unwrap();
         let wire = serde_json::to_value(&orders[0]).unwrap();
-        let doc = document(&crate::routes::table());
-        let props = &doc["components"]["schemas"]["OrderSchema"]["properties"];
+        let doc = document(&crate::endpoints::table());
+        let props = &doc["components"]["schemas"]["Order"]["properties"];
         for k in wire.as_object().unwrap().keys() {
-            assert!(props[k].is_object(), "OrderSchema lacks {k}");
+            assert!(props[k].is_object(), "Order lacks {k}");
         }
-        let item_props = &doc["components"]["schemas"]["OrderItemSchema"]["properties"];
+        let item_props = &doc["components"]["schemas"]["OrderItem"]["properties"];
         for k in wire["orderItems"][0].as_object().unwrap().keys() {
-            assert!(item_props[k].is_object(), "OrderItemSchema lacks {k}");
+            assert!(item_props[k].is_object(), "OrderItem lacks {k}");
         }
     }
 }

@@ -16,6 +16,7 @@
 //! its campaigns, are in the answer; a `campaignId` of another namespace is a 404,
 //! as if it did not exist.
 //!
+//! Each route is a [`ReportKind`]; its query string is decoded once ([`query::parse`]).
 //! Query parameters (all optional; [`query`]): `campaignId`, `adId`, `catalogId`,
 //! `from` and `to` (inclusive UTC days, `YYYY-MM-DD`, at most 400 days, the last 400
 //! by default), `namespaceId` (operators), `pageSize` and `pageToken` ([`page`]:
@@ -83,49 +84,14 @@ use rm_store::{campaign_report, ReportStore, StoreError, Tenant};
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::routes::QueryParam;
 
 mod csv;
+mod kind;
 pub mod page;
 pub mod query;
 pub use csv::{to_csv, FORMULA_STARTS};
-pub use query::namespace_param;
-use query::Format;
-
-/// The report routes.
-pub const ROUTES: [&str; 7] = [
-    "/v1/reports/video-funnel",
-    "/v1/reports/products",
-    "/v1/reports/ads",
-    "/v1/reports/campaigns",
-    "/v1/reports/carts",
-    "/v1/reports/carts/campaigns",
-    "/v1/reports/sales",
-];
-
-/// The query parameters every report route reads.
-pub const QUERY: [QueryParam; 9] = [
-    param("campaignId", r#"{"type": "string"}"#),
-    param("namespaceId", r#"{"type": "string"}"#),
-    param("adId", r#"{"type": "string"}"#),
-    param("catalogId", r#"{"type": "string"}"#),
-    param("from", r#"{"type": "string", "format": "date"}"#),
-    param("to", r#"{"type": "string", "format": "date"}"#),
-    param("format", r#"{"type": "string", "enum": ["json", "csv"]}"#),
-    param(
-        "pageSize",
-        r#"{"type": "integer", "minimum": 1, "maximum": 10000, "default": 1000}"#,
-    ),
-    param("pageToken", r#"{"type": "string"}"#),
-];
-
-const fn param(name: &'static str, schema: &'static str) -> QueryParam {
-    QueryParam {
-        name,
-        required: false,
-        schema,
-    }
-}
+pub use kind::ReportKind;
+use query::{Format, ReportQuery};
 
 /// What each campaign cost, for ROAS. Implemented from the campaign data.
 pub trait CampaignCosts: Send + Sync {
@@ -211,7 +177,7 @@ impl From<StoreError> for ApiError {
 const CSV_CHUNK_BYTES: usize = 64 * 1024;
 const CSV_CHUNKS_WAITING: usize = 4;
 
-fn render<T: Serialize + Send + 'static>(rows: Vec<T>, q: &query::ReportQuery) -> Response {
+fn render<T: Serialize + Send + 'static>(rows: Vec<T>, q: &ReportQuery) -> Response {
     let (rows, next) = q.page.apply(rows);
     match q.format {
         Format::Json => {
@@ -250,56 +216,45 @@ fn render<T: Serialize + Send + 'static>(rows: Vec<T>, q: &query::ReportQuery) -
     }
 }
 
-/// Answers a report route without campaign costs and with the default attribution
-/// windows; [`answer_with`] is the full entry point.
+/// Answers a report without campaign costs and with the default attribution windows;
+/// [`answer_with`] is the full entry point.
 pub async fn answer<S: ReportStore>(
     store: &S,
-    path: &str,
+    kind: ReportKind,
     query: &str,
     headers: &HeaderMap,
 ) -> Response {
-    answer_with(store, &NoCosts, &Windows::default(), path, query, headers).await
+    answer_with(store, &NoCosts, &Windows::default(), kind, query, headers).await
 }
 
-/// Answers a report route over every namespace: `costs` gives the sales report's
-/// ROAS, `windows` its attribution windows (`rm_store::StoreConfig::attribution`).
+/// Answers a report over every namespace: `costs` gives the sales report's ROAS,
+/// `windows` its attribution windows (`rm_store::StoreConfig::attribution`).
 pub async fn answer_with<S: ReportStore, C: CampaignCosts + ?Sized>(
     store: &S,
     costs: &C,
     windows: &Windows,
-    path: &str,
+    kind: ReportKind,
     query: &str,
     headers: &HeaderMap,
 ) -> Response {
-    answer_for(store, costs, windows, None, path, query, headers).await
-}
-
-/// Answers a report route for `tenant` (`None`: every namespace).
-pub async fn answer_for<S: ReportStore, C: CampaignCosts + ?Sized>(
-    store: &S,
-    costs: &C,
-    windows: &Windows,
-    tenant: Option<Tenant>,
-    path: &str,
-    query: &str,
-    headers: &HeaderMap,
-) -> Response {
-    rows(store, costs, windows, tenant, path, query, headers)
-        .await
-        .unwrap_or_else(|e| e.response())
-}
-
-async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
-    store: &S,
-    costs: &C,
-    windows: &Windows,
-    tenant: Option<Tenant>,
-    path: &str,
-    query: &str,
-    headers: &HeaderMap,
-) -> Result<Response, ApiError> {
     let today = rm_store::model::day_of(chrono::Utc::now().timestamp_millis());
-    let mut q = query::parse(path, query, headers, today)?;
+    let answer = match query::parse(kind, query, headers, today) {
+        Ok(q) => rows(store, costs, windows, None, kind, q).await,
+        Err(e) => Err(e),
+    };
+    answer.unwrap_or_else(|e| e.response())
+}
+
+/// The rows of report `kind` for `tenant` (`None`: every namespace), as the query
+/// `q` (decoded once, by the caller) asks, rendered.
+pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
+    store: &S,
+    costs: &C,
+    windows: &Windows,
+    tenant: Option<Tenant>,
+    kind: ReportKind,
+    mut q: ReportQuery,
+) -> Result<Response, ApiError> {
     if let (Some(t), Some(c)) = (&tenant, &q.filter.campaign_id) {
         if !t.campaigns.contains(c) {
             return Err(ApiError::NotFound(format!(
@@ -310,7 +265,7 @@ async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
     q.filter.tenant = tenant;
     q.filter.click_window = windows.billable_clicks;
     let f = q.filter.clone();
-    if path == "/v1/reports/campaigns" {
+    if kind == ReportKind::Campaigns {
         for (field, set) in [
             ("adId", f.ad_id.is_some()),
             ("catalogId", f.catalog_id.is_some()),
@@ -322,23 +277,23 @@ async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
             }
         }
     }
-    Ok(match path {
-        "/v1/reports/ads" => render(store.ads(&f).await?, &q),
-        "/v1/reports/campaigns" => render(
+    Ok(match kind {
+        ReportKind::Ads => render(store.ads(&f).await?, &q),
+        ReportKind::Campaigns => render(
             campaign_report(store, &f, windows, |c| costs.max_bid(c)).await?,
             &q,
         ),
-        "/v1/reports/video-funnel" => render(store.funnel(&f).await?, &q),
-        "/v1/reports/products" => render(store.products(&f).await?, &q),
-        "/v1/reports/carts" => render(store.carts(&f).await?, &q),
-        "/v1/reports/sales" => {
+        ReportKind::VideoFunnel => render(store.funnel(&f).await?, &q),
+        ReportKind::Products => render(store.products(&f).await?, &q),
+        ReportKind::Carts => render(store.carts(&f).await?, &q),
+        ReportKind::Sales => {
             let rows: Vec<SalesRow> = (store.sales(&f, windows).await?)
                 .into_iter()
                 .map(|r| SalesRow::new(r, costs))
                 .collect();
             render(rows, &q)
         }
-        _ => render(store.cart_campaigns(&f).await?, &q),
+        ReportKind::CartCampaigns => render(store.cart_campaigns(&f).await?, &q),
     })
 }
 

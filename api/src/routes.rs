@@ -1,8 +1,9 @@
-//! The route table: every partner route with its method, path template, handler,
-//! access rule, query parameters, request and response bodies and documented
-//! statuses. The router matches requests against it and calls the row's handler
-//! (`handlers`); the OpenAPI document (`openapi`) is generated from the same rows, so
-//! the two cannot drift. Adding an endpoint is adding a row and its handler. Path
+//! A route row and the router: every partner route is a [`Route`] with its method,
+//! path template, handler, access rule, query parameters, request and response bodies
+//! and documented statuses, written beside its handler in its resource's module
+//! (`crate::endpoints`, which assembles the table). The router matches requests
+//! against the table and calls the row's handler; the OpenAPI document
+//! (`crate::openapi`) is generated from the same rows, so the two cannot drift. Path
 //! captures are percent-decoded by `rm_schemas::percent` (`Rules::PATH_SEGMENT`: `+`
 //! is itself; a malformed escape or bytes that are not UTF-8 match no route).
 //!
@@ -10,7 +11,7 @@
 //! row holds it as a fn pointer through a closure that boxes its future:
 //!
 //! ```text
-//! handler: |api, call| Box::pin(handlers::get_segment(api, call)),
+//! handler: |api, call| Box::pin(get_segment(api, call)),
 //! ```
 
 use std::future::Future;
@@ -22,15 +23,7 @@ use rm_schemas::percent::{self, Rules};
 use rm_service::Response;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use crate::handlers;
-
-mod admin;
-use crate::model::campaign::{ApproveBody, CampaignBody};
 use crate::model::client::Scope;
-use crate::model::segment::SegmentBody;
-use crate::openapi::{
-    Jwks, OrdersAccepted, OrdersRequest, ProductsBody, ProductsUpserted, ReportRows, TokenResponse,
-};
 use crate::{Api, ApiError};
 
 /// A matched request, as its handler gets it (after the route's access rule passed).
@@ -59,9 +52,8 @@ impl Call {
 pub(crate) type HandlerFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Response, ApiError>> + Send + 'a>>;
 
-/// A route's handler: an `async fn(&Api, Call) -> Result<Response, ApiError>` in
-/// [`handlers`], boxed by a closure in its row: `|api, call|
-/// Box::pin(handlers::name(api, call))`.
+/// A route's handler: an `async fn(&Api, Call) -> Result<Response, ApiError>` beside
+/// its row, boxed by a closure in the row: `|api, call| Box::pin(name(api, call))`.
 pub(crate) type Handler = for<'a> fn(&'a Api, Call) -> HandlerFuture<'a>;
 
 /// Who may call a route. The router checks `Bearer` and `ApiKey` before the handler
@@ -145,238 +137,9 @@ pub struct Route {
     pub errors: &'static [u16],
 }
 
-fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+/// The schema of `T`, for a row's [`RequestBody::Json`] or [`Content::Json`].
+pub(crate) fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
     g.subschema_for::<T>()
-}
-
-const REPORT_ERRORS: &[u16] = &[400, 401, 403, 404];
-
-/// Every partner route (the ops routes `/healthz`, `/readyz`, `/metrics` are
-/// answered before this table).
-pub fn table() -> Vec<Route> {
-    let seg: &'static [Scope] = &[Scope::Segments];
-    let camp: &'static [Scope] = &[Scope::Campaigns];
-    let reports: &'static [Scope] = &[Scope::Reports];
-    let mut t = vec![
-        Route {
-            method: Method::POST,
-            path: "/v1/oauth2/token",
-            op: "Token",
-            handler: |api, call| Box::pin(handlers::token(api, call)),
-            access: Access::ClientBasic,
-            summary: "Request an access token (OAuth 2.0 client credentials, HTTP Basic client authentication)",
-            query: &[],
-            request: RequestBody::Form(crate::auth::token::form_schema),
-            ok: 200,
-            response: Content::Json(schema::<TokenResponse>),
-            errors: &[400, 401, 429],
-        },
-        Route {
-            method: Method::GET,
-            path: "/.well-known/jwks.json",
-            op: "Jwks",
-            handler: |api, call| Box::pin(handlers::jwks(api, call)),
-            access: Access::Public,
-            summary: "Public keys that verify access tokens (JWK set)",
-            query: &[],
-            request: RequestBody::None,
-            ok: 200,
-            response: Content::Json(schema::<Jwks>),
-            errors: &[],
-        },
-        Route {
-            method: Method::GET,
-            path: "/openapi.json",
-            op: "OpenApi",
-            handler: |api, call| Box::pin(handlers::openapi(api, call)),
-            access: Access::Public,
-            summary: "This document",
-            query: &[],
-            request: RequestBody::None,
-            ok: 200,
-            response: Content::AnyJson,
-            errors: &[],
-        },
-        Route {
-            method: Method::GET,
-            path: crate::sdk::PATH,
-            op: "Sdk",
-            handler: |api, call| Box::pin(handlers::sdk(api, call)),
-            access: Access::Public,
-            summary: "The browser tracking snippet",
-            query: &[],
-            request: RequestBody::None,
-            ok: 200,
-            response: Content::Text("text/javascript"),
-            errors: &[],
-        },
-        Route {
-            method: Method::POST,
-            path: "/v1/segments",
-            op: "CreateSegment",
-            handler: |api, call| Box::pin(handlers::create_segment(api, call)),
-            access: Access::Bearer(seg),
-            summary: "Create a segment (in the caller's namespace)",
-            query: &[],
-            request: RequestBody::Json(schema::<SegmentBody>),
-            ok: 200,
-            response: Content::Json(schema::<SegmentBody>),
-            errors: &[400, 401, 403, 409],
-        },
-        Route {
-            method: Method::GET,
-            path: "/v1/segments/{segment.id}",
-            op: "GetSegment",
-            handler: |api, call| Box::pin(handlers::get_segment(api, call)),
-            access: Access::Bearer(seg),
-            summary: "Read a segment",
-            query: &[],
-            request: RequestBody::None,
-            ok: 200,
-            response: Content::Json(schema::<SegmentBody>),
-            errors: &[401, 403, 404],
-        },
-        Route {
-            method: Method::PUT,
-            path: "/v1/segments/{segment.id}",
-            op: "UpdateSegment",
-            handler: |api, call| Box::pin(handlers::update_segment(api, call)),
-            access: Access::Bearer(seg),
-            summary: "Update a segment (the body replaces it)",
-            query: &[],
-            request: RequestBody::Json(schema::<SegmentBody>),
-            ok: 200,
-            response: Content::Json(schema::<SegmentBody>),
-            errors: &[400, 401, 403, 404],
-        },
-        Route {
-            method: Method::POST,
-            path: "/v3/bannerx-campaigns",
-            op: "CreateCampaign",
-            handler: |api, call| Box::pin(handlers::create_campaign(api, call)),
-            access: Access::Bearer(camp),
-            summary: "Create a banner X campaign (in the caller's namespace, or the one an operator names)",
-            query: &[],
-            request: RequestBody::Json(schema::<CampaignBody>),
-            ok: 200,
-            response: Content::Json(schema::<CampaignBody>),
-            errors: &[400, 401, 403, 409],
-        },
-        Route {
-            method: Method::GET,
-            path: "/v3/bannerx-campaigns/{id}",
-            op: "GetCampaign",
-            handler: |api, call| Box::pin(handlers::get_campaign(api, call)),
-            access: Access::Bearer(camp),
-            summary: "Read a banner X campaign",
-            query: &[],
-            request: RequestBody::None,
-            ok: 200,
-            response: Content::Json(schema::<CampaignBody>),
-            errors: &[401, 403, 404],
-        },
-        Route {
-            method: Method::POST,
-            path: "/v3/bannerx-campaigns/{id}:approve",
-            op: "ApproveCampaign",
-            handler: |api, call| Box::pin(handlers::approve_campaign(api, call)),
-            access: Access::Bearer(camp),
-            summary: "Approve or reject a banner X campaign",
-            query: &[],
-            request: RequestBody::Json(schema::<ApproveBody>),
-            ok: 200,
-            response: Content::Json(schema::<CampaignBody>),
-            errors: &[400, 401, 403, 404],
-        },
-        Route {
-            method: Method::POST,
-            path: "/v1/products",
-            op: "UpsertProducts",
-            handler: |api, call| Box::pin(handlers::upsert_products(api, call)),
-            access: Access::Bearer(camp),
-            summary: "Add or replace catalog products",
-            query: &[],
-            request: RequestBody::Json(schema::<ProductsBody>),
-            ok: 200,
-            response: Content::Json(schema::<ProductsUpserted>),
-            errors: &[400, 401, 403],
-        },
-        Route {
-            method: Method::POST,
-            path: "/v1/ads/generate",
-            op: "GenerateAds",
-            handler: |api, call| Box::pin(handlers::generate_ads(api, call)),
-            access: Access::Bearer(&[Scope::Ads]),
-            summary: "Generate ads for a placement: product ads and banner X ads (video ones with a VAST 4.0 adm)",
-            query: &[],
-            request: RequestBody::Json(schema::<crate::ads::AdsRequest>),
-            ok: 200,
-            response: Content::Json(schema::<crate::ads::AdsResponse>),
-            errors: &[400, 401, 403],
-        },
-        Route {
-            method: Method::GET,
-            path: "/v1/debug/events",
-            op: "DebugEvents",
-            handler: |api, call| Box::pin(handlers::debug_events(api, call)),
-            access: Access::Bearer(&[Scope::Reports]),
-            summary: "The integration inspector: a tracking id's latest events, their outcomes, and the spec's rule checks (query: trackingId)",
-            query: &[QueryParam {
-                name: "trackingId",
-                required: true,
-                schema: r#"{"type": "string", "minLength": 1}"#,
-            }],
-            request: RequestBody::None,
-            ok: 200,
-            response: Content::Json(schema::<crate::openapi::InspectorReport>),
-            errors: &[400, 401, 403, 404],
-        },
-        Route {
-            method: Method::POST,
-            path: "/v1/orders",
-            op: "Orders",
-            handler: |api, call| Box::pin(handlers::orders(api, call)),
-            access: Access::ApiKey,
-            summary: "Report orders (HTTP Basic with the secret API key); idempotent by order id",
-            query: &[],
-            request: RequestBody::Json(schema::<OrdersRequest>),
-            ok: 200,
-            response: Content::Json(schema::<OrdersAccepted>),
-            errors: &[400, 401, 429, 503],
-        },
-    ];
-    t.extend(admin::routes());
-    for path in crate::reports::ROUTES {
-        t.push(Route {
-            method: Method::GET,
-            path,
-            op: "Report",
-            handler: |api, call| Box::pin(handlers::report(api, call)),
-            access: Access::Bearer(reports),
-            summary: "Campaign report rows (JSON, or CSV with format=csv)",
-            query: &crate::reports::QUERY,
-            request: RequestBody::None,
-            ok: 200,
-            response: Content::JsonOrCsv(schema::<ReportRows>),
-            errors: REPORT_ERRORS,
-        });
-    }
-    for asset in &crate::web::ASSETS {
-        t.push(Route {
-            method: Method::GET,
-            path: asset.path,
-            op: "Web",
-            handler: |api, call| Box::pin(handlers::web(api, call)),
-            access: Access::Public,
-            summary: "The analyst page (static; it reads the report routes with a token)",
-            query: &[],
-            request: RequestBody::None,
-            ok: 200,
-            response: Content::Text(asset.media_type()),
-            errors: &[],
-        });
-    }
-    t
 }
 
 /// The outcome of matching a request.
@@ -455,7 +218,7 @@ mod tests {
 
     #[test]
     fn templates_capture_ids_and_verbs() {
-        let t = table();
+        let t = crate::endpoints::table();
         let Match::Found(r, id) = find(&t, &Method::POST, "/v3/bannerx-campaigns/c-1:approve")
         else {
             panic!("no match")

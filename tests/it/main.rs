@@ -28,6 +28,7 @@ mod edge_kafka;
 mod hostile_traffic;
 mod inspector;
 mod invalid_traffic;
+mod openapi_conformance;
 mod ops_listener;
 mod prometheus_scrape;
 mod report_pages;

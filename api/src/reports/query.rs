@@ -14,6 +14,7 @@ use rm_store::model::parse_day;
 use rm_store::ReportFilter;
 
 use super::page::PageRequest;
+use super::ReportKind;
 use crate::error::ApiError;
 
 /// Most days one report covers.
@@ -43,15 +44,38 @@ pub struct ReportQuery {
 pub const PARAMS: &str =
     "campaignId, adId, catalogId, from, to, namespaceId, format, pageSize, pageToken";
 
-/// Parses `query` for the report at `path`, `today` being the UTC day now.
+/// Decodes a report's query string (leniently, as `serde_urlencoded` would): the one
+/// decoding of it, whose pairs [`namespace_of`] and [`from_pairs`] read.
+pub fn decode(query: &str) -> Result<Vec<(String, String)>, ApiError> {
+    percent::decode_pairs(query, Rules::LENIENT_FORM)
+        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))
+}
+
+/// The `namespaceId` the decoded query names, if any.
+pub fn namespace_of(pairs: &[(String, String)]) -> Option<&str> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == "namespaceId")
+        .map(|(_, v)| v.as_str())
+}
+
+/// Parses `query` for report `kind`, `today` being the UTC day now.
 pub fn parse(
-    path: &str,
+    kind: ReportKind,
     query: &str,
     headers: &HeaderMap,
     today: i32,
 ) -> Result<ReportQuery, ApiError> {
-    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
-        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
+    from_pairs(kind, decode(query)?, headers, today)
+}
+
+/// The query of report `kind` from its decoded pairs ([`decode`]).
+pub fn from_pairs(
+    kind: ReportKind,
+    pairs: Vec<(String, String)>,
+    headers: &HeaderMap,
+    today: i32,
+) -> Result<ReportQuery, ApiError> {
     let mut f = ReportFilter::default();
     let wants_csv = headers
         .get(header::ACCEPT)
@@ -66,7 +90,7 @@ pub fn parse(
         };
         match k.as_str() {
             "campaignId" => f.campaign_id = Some(v),
-            // Read by `namespace_param` before the filter.
+            // Read by `namespace_of`, before the filter (tenancy comes first).
             "namespaceId" => {}
             "adId" => f.ad_id = Some(v),
             "catalogId" => f.catalog_id = Some(v),
@@ -95,7 +119,7 @@ pub fn parse(
         }
     }
     bound_range(&mut f, today)?;
-    let page = PageRequest::parse(path, &f, format, size.as_deref(), token.as_deref())?;
+    let page = PageRequest::parse(kind.path(), &f, format, size.as_deref(), token.as_deref())?;
     Ok(ReportQuery {
         filter: f,
         format,
@@ -128,16 +152,6 @@ fn bound_range(f: &mut ReportFilter, today: i32) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The `namespaceId` a report query names, if any.
-pub fn namespace_param(query: &str) -> Result<Option<String>, ApiError> {
-    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
-        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
-    Ok(pairs
-        .into_iter()
-        .find(|(k, _)| k == "namespaceId")
-        .map(|(_, v)| v))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,7 +160,7 @@ mod tests {
     const TODAY: i32 = 20_000;
 
     fn q(s: &str) -> Result<ReportQuery, ApiError> {
-        parse("/v1/reports/ads", s, &HeaderMap::new(), TODAY)
+        parse(ReportKind::Ads, s, &HeaderMap::new(), TODAY)
     }
 
     #[test]

@@ -99,7 +99,7 @@ async fn sales_rows_carry_roas_where_the_cost_is_known() {
     let w = Windows::default();
     let h = HeaderMap::new();
     let (status, json) =
-        body(answer_with(&store, &costs, &w, "/v1/reports/sales", "", &h).await).await;
+        body(answer_with(&store, &costs, &w, ReportKind::Sales, "", &h).await).await;
     assert_eq!(status, StatusCode::OK);
     let v: serde_json::Value = serde_json::from_str(&json).expect("json");
     assert_eq!(
@@ -116,7 +116,7 @@ async fn sales_rows_carry_roas_where_the_cost_is_known() {
             &store,
             &costs,
             &w,
-            "/v1/reports/sales",
+            ReportKind::Sales,
             "campaignId=camp-1&format=csv",
             &h,
         )
@@ -128,9 +128,9 @@ async fn sales_rows_carry_roas_where_the_cost_is_known() {
         "campaignId,catalogId,productCode,day,orders,units,revenue,currency,clickAttributions,viewAttributions,roas\r\n\
          camp-1,cat,p1,2026-11-18,1,2,30.00,USD,1,0,3.0\r\n"
     );
-    let (_, none) = body(answer(&store, "/v1/reports/sales", "from=2026-11-19", &h).await).await;
+    let (_, none) = body(answer(&store, ReportKind::Sales, "from=2026-11-19", &h).await).await;
     assert_eq!(none, r#"{"rows":[]}"#);
-    let (status, _) = body(answer(&store, "/v1/reports/sales", "from=yesterday", &h).await).await;
+    let (status, _) = body(answer(&store, ReportKind::Sales, "from=yesterday", &h).await).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
@@ -164,7 +164,7 @@ async fn ads_and_campaigns_answer_json_and_csv() {
     };
     store.write(&write).await.expect("write");
     let h = HeaderMap::new();
-    let (status, json) = body(answer(&store, "/v1/reports/ads", "", &h).await).await;
+    let (status, json) = body(answer(&store, ReportKind::Ads, "", &h).await).await;
     assert_eq!(status, StatusCode::OK);
     let v: serde_json::Value = serde_json::from_str(&json).expect("json");
     assert_eq!(
@@ -187,7 +187,7 @@ async fn ads_and_campaigns_answer_json_and_csv() {
             &store,
             &costs,
             &w,
-            "/v1/reports/campaigns",
+            ReportKind::Campaigns,
             "format=csv",
             &h,
         )
@@ -202,12 +202,12 @@ async fn ads_and_campaigns_answer_json_and_csv() {
          camp-1,2026-11-18,2,1,0.5,0,0.0,0,0,0,0,0.00,USD,0.50,0.0\r\n"
     );
     let (_, unknown_bid) =
-        body(answer(&store, "/v1/reports/campaigns", "campaignId=camp-1", &h).await).await;
+        body(answer(&store, ReportKind::Campaigns, "campaignId=camp-1", &h).await).await;
     let v: serde_json::Value = serde_json::from_str(&unknown_bid).expect("json");
     assert_eq!(v["rows"][0]["spend"], serde_json::Value::Null);
     assert_eq!(v["rows"][0]["roas"], serde_json::Value::Null);
     for q in ["adId=x", "catalogId=c"] {
-        let (status, err) = body(answer(&store, "/v1/reports/campaigns", q, &h).await).await;
+        let (status, err) = body(answer(&store, ReportKind::Campaigns, q, &h).await).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{q}");
         let field = q.split('=').next().unwrap_or_default();
         assert!(err.contains(&format!("\"field\":\"{field}\"")), "{err}");
@@ -251,7 +251,7 @@ async fn money_is_exact_and_two_currencies_never_add() {
         max_bid: [("camp-1".to_owned(), usd("$0.10"))].into(),
     };
     let (w, h) = (Windows::default(), HeaderMap::new());
-    let (_, json) = body(answer_with(&store, &costs, &w, "/v1/reports/sales", "", &h).await).await;
+    let (_, json) = body(answer_with(&store, &costs, &w, ReportKind::Sales, "", &h).await).await;
     let v: serde_json::Value = serde_json::from_str(&json).expect("json");
     let rows: Vec<(&str, &str, &serde_json::Value)> = v["rows"]
         .as_array()
@@ -273,7 +273,7 @@ async fn money_is_exact_and_two_currencies_never_add() {
         ]
     );
     let (_, json) =
-        body(answer_with(&store, &costs, &w, "/v1/reports/campaigns", "", &h).await).await;
+        body(answer_with(&store, &costs, &w, ReportKind::Campaigns, "", &h).await).await;
     let v: serde_json::Value = serde_json::from_str(&json).expect("json");
     let rows = v["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 2, "{v}");

@@ -12,14 +12,121 @@
 //! Secrets are generated here (32 random bytes, base64url), shown once in the 201,
 //! and kept only as Argon2id hashes.
 
+use http::{Method, StatusCode};
+use rm_service::Response;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::{json_status, ok_json};
 use crate::auth::{secret, Auth};
 use crate::error::{parse_json, ApiError};
 use crate::model::check_id;
 use crate::model::client::{ApiKey, Client, Scope};
+use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
 use crate::state::State;
+use crate::Api;
+
+/// The operator routes (scope `admin`).
+pub(crate) fn routes() -> Vec<Route> {
+    let admin: &'static [Scope] = &[Scope::Admin];
+    vec![
+        Route {
+            method: Method::POST,
+            path: "/v1/admin/clients",
+            op: "CreateClient",
+            handler: |api, call| Box::pin(post_client(api, call)),
+            access: Access::Bearer(admin),
+            summary: "Create an OAuth client in a namespace (operators); its secret is shown once",
+            query: &[],
+            request: RequestBody::Json(schema::<NewClient>),
+            ok: 201,
+            response: Content::Json(schema::<CreatedClient>),
+            errors: &[400, 401, 403, 409],
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/admin/clients",
+            op: "ListClients",
+            handler: |api, call| Box::pin(get_clients(api, call)),
+            access: Access::Bearer(admin),
+            summary: "List OAuth clients, without secrets (operators)",
+            query: &[],
+            request: RequestBody::None,
+            ok: 200,
+            response: Content::Json(schema::<ClientList>),
+            errors: &[401, 403],
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/v1/admin/clients/{clientId}",
+            op: "RemoveClient",
+            handler: |api, call| Box::pin(delete_client(api, call)),
+            access: Access::Bearer(admin),
+            summary: "Remove an OAuth client; its tokens stop working within 10 s on every api instance (operators)",
+            query: &[],
+            request: RequestBody::None,
+            ok: 200,
+            response: Content::AnyJson,
+            errors: &[401, 403, 404],
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/admin/order-keys",
+            op: "CreateOrderKey",
+            handler: |api, call| Box::pin(post_order_key(api, call)),
+            access: Access::Bearer(admin),
+            summary: "Create an orders API key for a namespace (operators); the key is shown once",
+            query: &[],
+            request: RequestBody::Json(schema::<NewOrderKey>),
+            ok: 201,
+            response: Content::Json(schema::<CreatedOrderKey>),
+            errors: &[400, 401, 403],
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/v1/admin/order-keys/{keyId}",
+            op: "RemoveOrderKey",
+            handler: |api, call| Box::pin(delete_order_key(api, call)),
+            access: Access::Bearer(admin),
+            summary: "Remove an orders API key (operators)",
+            query: &[],
+            request: RequestBody::None,
+            ok: 200,
+            response: Content::AnyJson,
+            errors: &[401, 403, 404],
+        },
+    ]
+}
+
+/// `POST /v1/admin/clients`.
+async fn post_client(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let body = api.body(call.body).await?;
+    json_status(StatusCode::CREATED, &create_client(&api.state, &body).await?)
+}
+
+/// `GET /v1/admin/clients`.
+async fn get_clients(api: &Api, _call: Call) -> Result<Response, ApiError> {
+    ok_json(&list_clients(&api.state).await?)
+}
+
+/// `DELETE /v1/admin/clients/{clientId}`.
+async fn delete_client(api: &Api, call: Call) -> Result<Response, ApiError> {
+    ok_json(&remove_client(&api.state, &api.auth, &call.id).await?)
+}
+
+/// `POST /v1/admin/order-keys`.
+async fn post_order_key(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let body = api.body(call.body).await?;
+    json_status(
+        StatusCode::CREATED,
+        &create_order_key(&api.state, &body).await?,
+    )
+}
+
+/// `DELETE /v1/admin/order-keys/{keyId}`.
+async fn delete_order_key(api: &Api, call: Call) -> Result<Response, ApiError> {
+    ok_json(&remove_order_key(&api.state, &call.id).await?)
+}
 
 /// `POST /v1/admin/clients` body.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -13,13 +13,75 @@
 //! second copy changes no count. A log failure answers 503: nothing of that order
 //! was acknowledged, and the retry writes it.
 
+use http::Method;
 use rm_eventlog::{AnyLog, EventLog};
+use rm_schemas::order::Order;
 use rm_schemas::{order, topics};
+use rm_service::Response;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
+use super::ok_json;
 use crate::error::ApiError;
 use crate::metrics;
-use crate::openapi::{OrderOutcome, OrdersAccepted};
+use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
 use crate::state::State;
+use crate::Api;
+
+/// `POST /v1/orders` body, documented with the contract's own types
+/// (`rm_schemas::order`), which `order::parse_orders` reads.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OrdersRequest {
+    /// Orders (at most 1,000).
+    pub orders: Vec<Order>,
+}
+
+/// One order's outcome.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct OrderOutcome {
+    /// Order id.
+    pub id: String,
+    /// `accepted` (written now) or `duplicate` (taken before; nothing changed).
+    pub status: String,
+}
+
+/// `POST /v1/orders` answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct OrdersAccepted {
+    /// Orders written now.
+    pub accepted: u64,
+    /// Orders taken before.
+    pub duplicates: u64,
+    /// Per order.
+    pub orders: Vec<OrderOutcome>,
+}
+
+/// The orders route (HTTP Basic with an orders API key).
+pub(crate) fn routes() -> Vec<Route> {
+    vec![Route {
+        method: Method::POST,
+        path: "/v1/orders",
+        op: "Orders",
+        handler: |api, call| Box::pin(orders(api, call)),
+        access: Access::ApiKey,
+        summary: "Report orders (HTTP Basic with the secret API key); idempotent by order id",
+        query: &[],
+        request: RequestBody::Json(schema::<OrdersRequest>),
+        ok: 200,
+        response: Content::Json(schema::<OrdersAccepted>),
+        errors: &[400, 401, 429, 503],
+    }]
+}
+
+/// `POST /v1/orders` (the router has checked the API key): in the key's namespace.
+async fn orders(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let log = api.log.as_deref().ok_or_else(|| {
+        ApiError::Unavailable("this api instance has no event log for orders".into())
+    })?;
+    let ns = call.caller()?.namespace.clone();
+    let body = api.body(call.body).await?;
+    ok_json(&take(&api.state, log, &ns, &body).await?)
+}
 
 /// Takes the orders of `body`, sent with a key of namespace `ns`.
 pub async fn take(

@@ -18,11 +18,61 @@
 
 use std::sync::OnceLock;
 
-use http::{header, HeaderMap, HeaderValue, Method};
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use rm_service::{response, Response};
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::routes::{Access, Call, Content, RequestBody, Route};
+use crate::Api;
+
+/// The page's routes, one per asset.
+pub(crate) fn routes() -> Vec<Route> {
+    ASSETS
+        .iter()
+        .map(|asset| Route {
+            method: Method::GET,
+            path: asset.path,
+            op: "Web",
+            handler: |api, call| Box::pin(web(api, call)),
+            access: Access::Public,
+            summary: "The analyst page (static; it reads the report routes with a token)",
+            query: &[],
+            request: RequestBody::None,
+            ok: 200,
+            response: Content::Text(asset.media_type()),
+            errors: &[],
+        })
+        .collect()
+}
+
+/// `GET /openapi.json`: the document of every route, built at start.
+pub(crate) fn document_routes() -> Vec<Route> {
+    vec![Route {
+        method: Method::GET,
+        path: "/openapi.json",
+        op: "OpenApi",
+        handler: |api, call| Box::pin(openapi(api, call)),
+        access: Access::Public,
+        summary: "This document",
+        query: &[],
+        request: RequestBody::None,
+        ok: 200,
+        response: Content::AnyJson,
+        errors: &[],
+    }]
+}
+
+/// The analyst page and its assets (the path picks which).
+async fn web(_api: &Api, call: Call) -> Result<Response, ApiError> {
+    let p = &call.parts;
+    Ok(answer(p.uri.path(), &p.method, &p.headers))
+}
+
+/// `GET /openapi.json`: the document built at start.
+async fn openapi(api: &Api, _call: Call) -> Result<Response, ApiError> {
+    Ok(response::json(StatusCode::OK, api.openapi.clone()))
+}
 
 /// One served file.
 #[derive(Debug, Clone, Copy)]
@@ -48,17 +98,17 @@ pub const ASSETS: [Asset; 3] = [
     Asset {
         path: "/reports",
         content_type: "text/html; charset=utf-8",
-        body: include_str!("../web/reports.html"),
+        body: include_str!("../../web/reports.html"),
     },
     Asset {
         path: "/reports/reports.js",
         content_type: "text/javascript; charset=utf-8",
-        body: include_str!("../web/reports.js"),
+        body: include_str!("../../web/reports.js"),
     },
     Asset {
         path: "/reports/reports.css",
         content_type: "text/css; charset=utf-8",
-        body: include_str!("../web/reports.css"),
+        body: include_str!("../../web/reports.css"),
     },
 ];
 

@@ -3,10 +3,82 @@
 //! of the client that creates it; another namespace's segment is answered as absent
 //! (`crate::tenancy`). The update rule is in `model::segment`.
 
+use http::Method;
+use rm_service::Response;
+
+use super::ok_json;
 use crate::error::{parse_json, ApiError};
+use crate::model::client::Scope;
 use crate::model::segment::{Segment, SegmentBody};
+use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
 use crate::state::State;
 use crate::tenancy::Caller;
+use crate::Api;
+
+/// The segment routes (scope `segments`).
+pub(crate) fn routes() -> Vec<Route> {
+    let seg: &'static [Scope] = &[Scope::Segments];
+    vec![
+        Route {
+            method: Method::POST,
+            path: "/v1/segments",
+            op: "CreateSegment",
+            handler: |api, call| Box::pin(create_segment(api, call)),
+            access: Access::Bearer(seg),
+            summary: "Create a segment (in the caller's namespace)",
+            query: &[],
+            request: RequestBody::Json(schema::<SegmentBody>),
+            ok: 200,
+            response: Content::Json(schema::<SegmentBody>),
+            errors: &[400, 401, 403, 409],
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/segments/{segment.id}",
+            op: "GetSegment",
+            handler: |api, call| Box::pin(get_segment(api, call)),
+            access: Access::Bearer(seg),
+            summary: "Read a segment",
+            query: &[],
+            request: RequestBody::None,
+            ok: 200,
+            response: Content::Json(schema::<SegmentBody>),
+            errors: &[401, 403, 404],
+        },
+        Route {
+            method: Method::PUT,
+            path: "/v1/segments/{segment.id}",
+            op: "UpdateSegment",
+            handler: |api, call| Box::pin(update_segment(api, call)),
+            access: Access::Bearer(seg),
+            summary: "Update a segment (the body replaces it)",
+            query: &[],
+            request: RequestBody::Json(schema::<SegmentBody>),
+            ok: 200,
+            response: Content::Json(schema::<SegmentBody>),
+            errors: &[400, 401, 403, 404],
+        },
+    ]
+}
+
+/// `POST /v1/segments`.
+async fn create_segment(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let caller = call.caller()?.clone();
+    let body = api.body(call.body).await?;
+    ok_json(&create(&api.state, &caller, &body).await?)
+}
+
+/// `GET /v1/segments/{segment.id}`.
+async fn get_segment(api: &Api, call: Call) -> Result<Response, ApiError> {
+    ok_json(&get(&api.state, call.caller()?, &call.id).await?)
+}
+
+/// `PUT /v1/segments/{segment.id}`.
+async fn update_segment(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let caller = call.caller()?.clone();
+    let body = api.body(call.body).await?;
+    ok_json(&update(&api.state, &caller, &call.id, &body).await?)
+}
 
 fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("no segment has id '{id}'"))

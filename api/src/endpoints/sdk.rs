@@ -14,12 +14,36 @@ use rm_service::{response, Response};
 use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
+use crate::routes::{Access, Call, Content, RequestBody, Route};
+use crate::Api;
+
+/// The snippet's route.
+pub(crate) fn routes() -> Vec<Route> {
+    vec![Route {
+        method: Method::GET,
+        path: PATH,
+        op: "Sdk",
+        handler: |api, call| Box::pin(sdk(api, call)),
+        access: Access::Public,
+        summary: "The browser tracking snippet",
+        query: &[],
+        request: RequestBody::None,
+        ok: 200,
+        response: Content::Text("text/javascript"),
+        errors: &[],
+    }]
+}
+
+/// `GET /sdk/beacon.js`.
+async fn sdk(_api: &Api, call: Call) -> Result<Response, ApiError> {
+    Ok(answer(&call.parts.method, &call.parts.headers))
+}
 
 /// Path of the snippet.
 pub const PATH: &str = "/sdk/beacon.js";
 
 /// The snippet's source, as served.
-pub const SOURCE: &str = include_str!("../sdk/beacon.js");
+pub const SOURCE: &str = include_str!("../../sdk/beacon.js");
 
 const CONTENT_TYPE: &str = "text/javascript; charset=utf-8";
 const CACHE_CONTROL: &str = "public, max-age=300";

@@ -1,0 +1,42 @@
+//! Ad generation: `POST /v1/ads/generate` (scope `ads`), decided among the caller's
+//! namespace's campaigns and catalogs only; product ads and banner X ads, video ones
+//! with a VAST 4.0 `adm` carrying our tracking. The decision itself is
+//! [`crate::ads`]; this module reads the request and answers.
+
+use http::Method;
+use rm_service::Response;
+
+use super::ok_json;
+use crate::ads::{AdsRequest, AdsResponse};
+use crate::model::client::Scope;
+use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
+use crate::{ads, Api, ApiError};
+
+/// The ads route.
+pub(crate) fn routes() -> Vec<Route> {
+    vec![Route {
+        method: Method::POST,
+        path: "/v1/ads/generate",
+        op: "GenerateAds",
+        handler: |api, call| Box::pin(generate_ads(api, call)),
+        access: Access::Bearer(&[Scope::Ads]),
+        summary: "Generate ads for a placement: product ads and banner X ads (video ones with a VAST 4.0 adm)",
+        query: &[],
+        request: RequestBody::Json(schema::<AdsRequest>),
+        ok: 200,
+        response: Content::Json(schema::<AdsResponse>),
+        errors: &[400, 401, 403],
+    }]
+}
+
+/// `POST /v1/ads/generate`.
+async fn generate_ads(api: &Api, call: Call) -> Result<Response, ApiError> {
+    let caller = call.caller()?.clone();
+    let body = api.body(call.body).await?;
+    ok_json(&ads::generate(
+        &api.ads,
+        &api.serving,
+        &caller.namespace,
+        &body,
+    )?)
+}
