@@ -38,9 +38,9 @@ use rm_schemas::order::OrderRecord;
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{EventRecord, InteractionType};
 
+use rm_store::model::ad_id_campaign::{campaign_of, campaign_str};
 use rm_store::model::ads::{AdAction, AdFact};
 use rm_store::model::attribution::{self, OrderLine};
-use rm_store::model::ad_id_campaign::{campaign_of, campaign_str};
 use rm_store::model::carts::{self, CartFact, CartKey};
 use rm_store::model::day_of;
 use rm_store::model::funnel::{self, ViewFact, ViewKey};

@@ -87,10 +87,13 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use http_body_util::BodyExt as _;
     use metrics_exporter_prometheus::PrometheusBuilder;
 
     use super::*;
+    use crate::readiness::ReadinessCheck;
 
     fn check(r: Result<(), &'static str>) -> ReadinessCheck {
         Arc::new(move || r.map_err(str::to_owned))

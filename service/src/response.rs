@@ -118,4 +118,3 @@ pub(crate) fn metrics(metrics: &metrics_exporter_prometheus::PrometheusHandle) -
         metrics.render(),
     )
 }
-

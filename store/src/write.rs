@@ -87,10 +87,7 @@ pub trait WriteStore: Backend {
     /// The part of a write that needs no earlier write to have finished (encoding),
     /// done by the pipeline on its fold stage while the previous batch is written.
     fn prepare(&self, batch: BatchWrite) -> PreparedWrite {
-        PreparedWrite {
-            batch,
-            ahead: None,
-        }
+        PreparedWrite { batch, ahead: None }
     }
 
     /// Writes a prepared batch durably (idempotent; may be retried).

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{send, HttpResponse, Service};
-use rm_api::model::ad_id_campaign::BannerXCampaign;
+use rm_api::model::campaign::BannerXCampaign;
 use rm_api::model::catalog::Product;
 use rm_api::model::client::{ApiKey, Client, Scope};
 use rm_api::model::segment::Segment;

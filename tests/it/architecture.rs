@@ -124,14 +124,21 @@ fn module_graph(src: &std::path::Path) -> Graph {
             let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let rel = f.strip_prefix(src).unwrap_or(f);
             let in_tests = rel.components().any(|c| c.as_os_str() == "tests");
-            if in_tests || name == "tests.rs" || name.ends_with("_tests.rs") || name == "proptests.rs"
+            if in_tests
+                || name == "tests.rs"
+                || name.ends_with("_tests.rs")
+                || name == "proptests.rs"
             {
                 continue;
             }
             let text = std::fs::read_to_string(f).expect("read module file");
             let at_top = f.parent() == Some(src);
             let named = named_modules(non_test(&text), at_top);
-            refs.extend(top.iter().filter(|o| *o != m && named.contains(*o)).cloned());
+            refs.extend(
+                top.iter()
+                    .filter(|o| *o != m && named.contains(*o))
+                    .cloned(),
+            );
         }
         refs.sort();
         refs.dedup();
@@ -159,7 +166,11 @@ fn named_modules(text: &str, at_top: bool) -> std::collections::BTreeSet<String>
         }
         for prefix in prefixes {
             for (i, _) in code.match_indices(prefix) {
-                if code[..i].chars().next_back().is_some_and(|c| ident(c) || c == ':') {
+                if code[..i]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| ident(c) || c == ':')
+                {
                     continue;
                 }
                 let rest = &code[i + prefix.len()..];

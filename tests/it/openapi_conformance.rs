@@ -29,7 +29,13 @@ struct Call {
     body: Vec<u8>,
 }
 
-fn call(method: &'static str, template: &'static str, target: &str, auth: &str, body: Value) -> Call {
+fn call(
+    method: &'static str,
+    template: &'static str,
+    target: &str,
+    auth: &str,
+    body: Value,
+) -> Call {
     let mut headers = vec![("Authorization", auth.to_owned())];
     let body = if body.is_null() {
         Vec::new()
@@ -125,10 +131,7 @@ fn every_operations_answer_validates_against_the_document() {
     svc.wait_ready(svc.api, Duration::from_secs(60));
     let api = svc.api;
     let doc: Value = get(api, "/openapi.json").unwrap().json();
-    let partner = format!(
-        "Bearer {}",
-        token(api, "demo-client", "demo-secret", None)
-    );
+    let partner = format!("Bearer {}", token(api, "demo-client", "demo-secret", None));
     let operator = format!("Bearer {}", demo_token(api));
     let basic = format!(
         "Basic {}",
@@ -288,7 +291,12 @@ fn every_operations_answer_validates_against_the_document() {
             .collect();
         let r = send(api, c.method, &c.target, &headers, &c.body).unwrap();
         let documented = &doc["paths"][c.template][c.method.to_lowercase()];
-        assert!(documented.is_object(), "{} {} is not documented", c.method, c.template);
+        assert!(
+            documented.is_object(),
+            "{} {} is not documented",
+            c.method,
+            c.template
+        );
         let ok: Vec<&String> = documented["responses"]
             .as_object()
             .unwrap()
@@ -357,6 +365,9 @@ fn every_operations_answer_validates_against_the_document() {
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
     eprintln!("{report}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "answers that contradict the document:\n{report}");
+    assert!(
+        out.status.success(),
+        "answers that contradict the document:\n{report}"
+    );
     svc.terminate();
 }

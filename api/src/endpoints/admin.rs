@@ -101,7 +101,10 @@ pub(crate) fn routes() -> Vec<Route> {
 /// `POST /v1/admin/clients`.
 async fn post_client(api: &Api, call: Call) -> Result<Response, ApiError> {
     let body = api.body(call.body).await?;
-    json_status(StatusCode::CREATED, &create_client(&api.state, &body).await?)
+    json_status(
+        StatusCode::CREATED,
+        &create_client(&api.state, &body).await?,
+    )
 }
 
 /// `GET /v1/admin/clients`.

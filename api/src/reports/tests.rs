@@ -182,18 +182,8 @@ async fn ads_and_campaigns_answer_json_and_csv() {
         ..KnownCosts::default()
     };
     let w = Windows::default();
-    let (status, csv) = body(
-        answer_with(
-            &store,
-            &costs,
-            &w,
-            ReportKind::Campaigns,
-            "format=csv",
-            &h,
-        )
-        .await,
-    )
-    .await;
+    let (status, csv) =
+        body(answer_with(&store, &costs, &w, ReportKind::Campaigns, "format=csv", &h).await).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         csv,

@@ -175,7 +175,10 @@ impl WriteStore for EmbeddedStore {
     }
 
     async fn write_prepared(&self, w: &PreparedWrite) -> Result<(), StoreError> {
-        let encoded = w.ahead.as_ref().and_then(|a| Arc::clone(a).downcast::<Encoded>().ok());
+        let encoded = w
+            .ahead
+            .as_ref()
+            .and_then(|a| Arc::clone(a).downcast::<Encoded>().ok());
         match encoded {
             Some(e) => self.write_encoded(e).await,
             None => self.write(&w.batch).await,

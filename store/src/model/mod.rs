@@ -14,9 +14,9 @@
 //! is read. [`campaigns`] rolls the reports up per campaign and day; [`status`] is how
 //! each row shows unverified ad ids; [`ad_id_campaign`] maps an ad id to its campaign.
 
+pub mod ad_id_campaign;
 pub mod ads;
 pub mod attribution;
-pub mod ad_id_campaign;
 pub mod campaigns;
 pub mod carts;
 pub mod funnel;

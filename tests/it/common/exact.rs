@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{beacon, get};
 use crate::common::sessions::{self, Params};
+use crate::common::{beacon, get};
 
 pub fn fire_all(addr: SocketAddr, beacons: &[Params]) {
     let chunks: Vec<Vec<Params>> = beacons

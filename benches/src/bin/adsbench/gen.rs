@@ -19,7 +19,7 @@
 //!   $0.10-$5.00. All active and approved, 2026-01-01 to 2030-12-31.
 
 use chrono::{DateTime, TimeZone, Utc};
-use rm_api::model::ad_id_campaign::{
+use rm_api::model::campaign::{
     ApprovalState, BannerXCampaign, CampaignState, CampaignType, CatalogFilter, ProductKey,
     SlotType, VideoConfig,
 };

@@ -14,8 +14,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::embedded::EmbeddedLog;
 use crate::config::EmbeddedLogConfig;
+use crate::embedded::EmbeddedLog;
 
 /// Set to the log's path, turns [`crash_child`] into the appending child.
 const CHILD_ENV: &str = "RM_EVENTLOG_CRASH_CHILD";

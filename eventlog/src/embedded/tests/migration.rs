@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::config::EmbeddedLogConfig;
 use crate::embedded::legacy::RedbLog;
 use crate::embedded::migrate::{LEGACY_FILE, MIGRATED_FILE};
 use crate::embedded::EmbeddedLog;
-use crate::config::EmbeddedLogConfig;
 
 const TOPICS: [&str; 2] = ["events", "orders"];
 

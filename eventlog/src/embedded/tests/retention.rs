@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use redb::Database;
 
+use crate::config::EmbeddedLogConfig;
 use crate::embedded::legacy::format::{encode_segment, log_name, log_table, OFFSETS};
 use crate::embedded::retention::now_ms;
 use crate::embedded::EmbeddedLog;
-use crate::config::EmbeddedLogConfig;
 
 const HOUR_MS: u64 = 3_600_000;
 

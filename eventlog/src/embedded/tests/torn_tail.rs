@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::config::EmbeddedLogConfig;
 use crate::embedded::frame::{self, Parsed};
 use crate::embedded::EmbeddedLog;
-use crate::config::EmbeddedLogConfig;
 
 /// Set to the log's path, turns [`torn_child`] into the appending child.
 const CHILD_ENV: &str = "RM_EVENTLOG_TORN_CHILD";
