@@ -26,7 +26,6 @@ pub mod sdk;
 pub mod segments;
 pub mod state;
 pub mod tenancy;
-pub mod vast;
 pub mod web;
 
 #[cfg(test)]

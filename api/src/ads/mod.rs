@@ -1,7 +1,7 @@
 //! `POST /v1/ads/generate` (scope `ads`): decide ads for a placement ([`index`]),
 //! mint a realised ad id per ad (`rm_schemas::ad_id`), and build what a page or a
 //! player needs: impression and click URLs on the edge, banner X fields, and for
-//! video banners a VAST 4.0 `adm` with our tracking injected ([`crate::vast`]).
+//! video banners a VAST 4.0 `adm` with our tracking injected (`rm_vast`).
 //!
 //! The index is rebuilt in the background ([`AdsEngine::refresh`]): the campaign part
 //! every `RM_API_ADS_REFRESH_SECS` and right after a campaign changes through this

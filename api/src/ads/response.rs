@@ -21,7 +21,7 @@ use super::index::{BannerPick, ProductPick};
 use super::request::Decided;
 use crate::error::ApiError;
 use crate::model::campaign::{BannerXConfig, ProductKey};
-use crate::vast::{self, TrackingContext, VideoAd, VideoCreative};
+use rm_vast::{self as vast, TrackingContext, VideoAd, VideoCreative};
 
 /// What serving needs besides the decision.
 #[derive(Debug, Clone)]
