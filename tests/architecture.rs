@@ -88,6 +88,12 @@ fn nothing_depends_on_a_later_stage() {
         "VAST is pure: the contract only"
     );
     assert!(
+        !deps("rm-ads")
+            .iter()
+            .any(|d| d == "rm-store" || d == "rm-api"),
+        "the ads take their inputs through a trait the api implements"
+    );
+    assert!(
         deps("rm-schemas").is_empty(),
         "the contract depends on nothing"
     );

@@ -8,10 +8,10 @@
 use chrono::Utc;
 
 use crate::error::{parse_json, ApiError};
-use crate::model::campaign::{valid_campaign_id, ApproveBody, CampaignBody};
 use crate::openapi::{ProductsBody, ProductsUpserted};
 use crate::state::State;
 use crate::tenancy::Caller;
+use rm_ads::model::campaign::{valid_campaign_id, ApproveBody, CampaignBody};
 
 /// Most products in one upsert.
 pub const MAX_PRODUCTS_PER_REQUEST: usize = 10_000;
@@ -45,7 +45,7 @@ async fn visible(
     state: &State,
     caller: &Caller,
     id: &str,
-) -> Result<crate::model::campaign::BannerXCampaign, ApiError> {
+) -> Result<rm_ads::model::campaign::BannerXCampaign, ApiError> {
     if !valid_campaign_id(id) {
         return Err(not_found(id));
     }

@@ -8,9 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::model::catalog::Product;
 use crate::model::client::Scope;
 use crate::routes::{Access, Content, QueryParam, RequestBody, Route};
+use rm_ads::model::catalog::Product;
 
 /// Token endpoint success body.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]

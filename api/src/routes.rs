@@ -25,13 +25,13 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use crate::handlers;
 
 mod admin;
-use crate::model::campaign::{ApproveBody, CampaignBody};
 use crate::model::client::Scope;
 use crate::model::segment::SegmentBody;
 use crate::openapi::{
     Jwks, OrdersAccepted, OrdersRequest, ProductsBody, ProductsUpserted, ReportRows, TokenResponse,
 };
 use crate::{Api, ApiError};
+use rm_ads::model::campaign::{ApproveBody, CampaignBody};
 
 /// A matched request, as its handler gets it (after the route's access rule passed).
 pub(crate) struct Call {
@@ -309,9 +309,9 @@ pub fn table() -> Vec<Route> {
             access: Access::Bearer(&[Scope::Ads]),
             summary: "Generate ads for a placement: product ads and banner X ads (video ones with a VAST 4.0 adm)",
             query: &[],
-            request: RequestBody::Json(schema::<crate::ads::AdsRequest>),
+            request: RequestBody::Json(schema::<rm_ads::AdsRequest>),
             ok: 200,
-            response: Content::Json(schema::<crate::ads::AdsResponse>),
+            response: Content::Json(schema::<rm_ads::AdsResponse>),
             errors: &[400, 401, 403],
         },
         Route {
