@@ -9,6 +9,7 @@
 //! `{error, error_description}` instead of status objects ([`ApiError::OAuth`]).
 
 use http::{header, HeaderValue, StatusCode};
+use rm_ads::AdsError;
 use rm_schemas::rpc_status::{Code, RpcStatus};
 use rm_service::{response, Response};
 
@@ -71,6 +72,12 @@ pub enum ApiError {
     /// A bug or an unexpected failure (500); the text is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
+    /// Serving ads failed for a reason of the server's (500, like
+    /// [`ApiError::Internal`]): an ad id that could not be minted, a VAST document
+    /// that could not be built. Made only by `From<AdsError>`, which turns the ads'
+    /// field violations into [`ApiError::InvalidArgument`].
+    #[error("internal error: {0}")]
+    Ads(#[source] AdsError),
     /// The listener could not drain in time.
     #[error(transparent)]
     Serve(#[from] rm_service::ServeError),
@@ -105,7 +112,7 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE => Code::Unavailable,
                 _ => Code::Internal,
             },
-            Self::Internal(_) | Self::Serve(_) => Code::Internal,
+            Self::Internal(_) | Self::Serve(_) | Self::Ads(_) => Code::Internal,
         }
     }
 
@@ -124,7 +131,7 @@ impl ApiError {
             Self::Unavailable(_) => "unavailable",
             Self::ReportStore(_) => "store_unavailable",
             Self::OAuth(e) => e.error,
-            Self::Internal(_) | Self::Serve(_) => "internal",
+            Self::Internal(_) | Self::Serve(_) | Self::Ads(_) => "internal",
         }
     }
 
@@ -134,7 +141,7 @@ impl ApiError {
     pub fn response(&self) -> Response {
         let message = match self {
             Self::OAuth(e) => return oauth_response(e),
-            Self::Internal(_) | Self::Serve(_) => {
+            Self::Internal(_) | Self::Serve(_) | Self::Ads(_) => {
                 tracing::error!(error = %self, "internal error");
                 "internal error; the request was not completed".to_owned()
             }
@@ -203,6 +210,18 @@ impl ApiError {
             _ => {}
         }
         r
+    }
+}
+
+/// The ads' errors: a member at fault is the same 400 as the api's own
+/// ([`ApiError::InvalidArgument`], same field and message); anything else is a 500
+/// keeping the cause.
+impl From<AdsError> for ApiError {
+    fn from(e: AdsError) -> Self {
+        match e {
+            AdsError::Invalid { field, message } => Self::InvalidArgument { field, message },
+            other => Self::Ads(other),
+        }
     }
 }
 
@@ -344,6 +363,18 @@ mod tests {
         assert_eq!(
             body,
             br#"{"error":"slow_down","error_description":"retry in 7 s"}"#
+        );
+        // The ads' errors answer as the api's own did before they had their own type.
+        same(
+            AdsError::invalid("bannerXCampaign.endTime", "is before startTime").into(),
+            ApiError::invalid("bannerXCampaign.endTime", "is before startTime").response(),
+        );
+        let mint = AdsError::MintAdId {
+            campaign: "c1".into(),
+        };
+        same(
+            mint.into(),
+            ApiError::Internal("could not mint an ad id for campaign c1".into()).response(),
         );
         let r = ApiError::ApiKeyRejected("the API key is not valid".into()).response();
         assert_eq!(r.status(), 401);

@@ -8,7 +8,9 @@
 //! ([`openapi`]) is generated from the same table. Errors become the spec's error
 //! status object (or the token endpoint's RFC 6749 body) in one place ([`error`]).
 //! State (clients, keys, segments, campaigns, catalog, orders taken) lives behind
-//! [`state`]; reports are read from the aggregator's store ([`reports`]).
+//! [`state`]; reports are read from the aggregator's store ([`reports`]). Ads are
+//! decided by `rm_ads` from inputs the api reads for it ([`ads`]), with VAST from
+//! `rm_vast`.
 
 pub mod ads;
 pub mod auth;
@@ -22,8 +24,6 @@ pub mod reports;
 pub mod routes;
 pub mod state;
 pub mod tenancy;
-pub mod vast;
-
 pub use endpoints::sdk;
 
 #[cfg(test)]
@@ -147,8 +147,8 @@ struct Api {
     openapi: Bytes,
     max_body: usize,
     body_timeout: Duration,
-    ads: ads::AdsEngine,
-    serving: ads::Serving,
+    ads: rm_ads::AdsEngine,
+    serving: rm_ads::Serving,
     windows: rm_store::model::attribution::Windows,
     inspector: Option<InspectorFn>,
 }
@@ -318,11 +318,16 @@ pub async fn run(
             );
         }
     }
-    let engine = ads::AdsEngine::new().with_click_window(deps.windows.billable_clicks);
-    if let Err(e) = engine.refresh(&deps.state, &deps.store).await {
+    let engine = rm_ads::AdsEngine::new();
+    let inputs = ads::ApiInputs {
+        state: &deps.state,
+        store: &deps.store,
+        click_window: deps.windows.billable_clicks,
+    };
+    if let Err(e) = engine.refresh(&inputs).await {
         tracing::warn!(error = %e, "ads: first index build failed; retrying in the background");
     }
-    let serving = ads::Serving {
+    let serving = rm_ads::Serving {
         keys: deps.ad_keys.clone(),
         beacon_base: config.beacon_base_url.clone(),
         ad_ttl_secs: config.ad_ttl_secs,
@@ -364,7 +369,12 @@ pub async fn run(
                 }
                 if inner.ads.dirty() || last.elapsed() >= every {
                     last = Instant::now();
-                    if let Err(e) = inner.ads.refresh(&inner.state, &inner.store).await {
+                    let inputs = ads::ApiInputs {
+                        state: &inner.state,
+                        store: &inner.store,
+                        click_window: inner.windows.billable_clicks,
+                    };
+                    if let Err(e) = inner.ads.refresh(&inputs).await {
                         tracing::warn!(error = %e, "ads: index rebuild failed");
                     }
                 }

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{send, HttpResponse, Service};
-use rm_api::model::campaign::BannerXCampaign;
-use rm_api::model::catalog::Product;
+use rm_ads::model::campaign::BannerXCampaign;
+use rm_ads::model::catalog::Product;
 use rm_api::model::client::{ApiKey, Client, Scope};
 use rm_api::model::segment::Segment;
 use rm_api::state::embedded::EmbeddedKv;

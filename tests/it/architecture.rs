@@ -84,6 +84,16 @@ fn nothing_depends_on_a_later_stage() {
     assert!(!deps("rm-store").iter().any(|d| d != "rm-schemas"));
     assert!(!deps("rm-ingest").contains(&"rm-store".to_owned()));
     assert!(
+        !deps("rm-vast").iter().any(|d| d != "rm-schemas"),
+        "VAST is pure: the contract only"
+    );
+    assert!(
+        !deps("rm-ads")
+            .iter()
+            .any(|d| d == "rm-store" || d == "rm-api"),
+        "the ads take their inputs through a trait the api implements"
+    );
+    assert!(
         deps("rm-schemas").is_empty(),
         "the contract depends on nothing"
     );

@@ -1,16 +1,19 @@
 //! Ad generation: `POST /v1/ads/generate` (scope `ads`), decided among the caller's
 //! namespace's campaigns and catalogs only; product ads and banner X ads, video ones
-//! with a VAST 4.0 `adm` carrying our tracking. The decision itself is
-//! [`crate::ads`]; this module reads the request and answers.
+//! with a VAST 4.0 `adm` carrying our tracking. The decision itself is `rm_ads`, over
+//! the inputs the api reads for it (`crate::ads`); this module decodes the request and
+//! answers.
 
 use http::Method;
 use rm_service::Response;
 
+use rm_ads::{AdsRequest, AdsResponse};
+
 use super::ok_json;
-use crate::ads::{AdsRequest, AdsResponse};
+use crate::error::parse_json;
 use crate::model::client::Scope;
 use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
-use crate::{ads, Api, ApiError};
+use crate::{Api, ApiError};
 
 /// The ads route.
 pub(crate) fn routes() -> Vec<Route> {
@@ -32,11 +35,11 @@ pub(crate) fn routes() -> Vec<Route> {
 /// `POST /v1/ads/generate`.
 async fn generate_ads(api: &Api, call: Call) -> Result<Response, ApiError> {
     let caller = call.caller()?.clone();
-    let body = api.body(call.body).await?;
-    ok_json(&ads::generate(
+    let req: AdsRequest = parse_json(&api.body(call.body).await?)?;
+    ok_json(&rm_ads::generate(
         &api.ads,
         &api.serving,
         &caller.namespace,
-        &body,
+        req,
     )?)
 }

@@ -10,12 +10,12 @@ use rm_service::Response;
 
 use super::ok_json;
 use crate::error::{parse_json, ApiError};
-use crate::model::campaign::{valid_campaign_id, ApproveBody, CampaignBody};
 use crate::model::client::Scope;
 use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
 use crate::state::State;
 use crate::tenancy::Caller;
 use crate::Api;
+use rm_ads::model::campaign::{valid_campaign_id, ApproveBody, CampaignBody};
 
 /// The campaign routes (scope `campaigns`).
 pub(crate) fn routes() -> Vec<Route> {
@@ -114,7 +114,7 @@ async fn visible(
     state: &State,
     caller: &Caller,
     id: &str,
-) -> Result<crate::model::campaign::BannerXCampaign, ApiError> {
+) -> Result<rm_ads::model::campaign::BannerXCampaign, ApiError> {
     if !valid_campaign_id(id) {
         return Err(not_found(id));
     }

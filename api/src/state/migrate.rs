@@ -21,10 +21,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{decode, encode, KvStore, Ns, State, StateError};
-use crate::model::campaign::BannerXCampaign;
-use crate::model::catalog::Product;
 use crate::model::client::{ApiKey, Client};
 use crate::model::segment::Segment;
+use rm_ads::model::campaign::BannerXCampaign;
+use rm_ads::model::catalog::Product;
 use rm_schemas::namespace::DEFAULT;
 
 /// The current format version.

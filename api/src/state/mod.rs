@@ -24,10 +24,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::model::campaign::BannerXCampaign;
-use crate::model::catalog::Product;
 use crate::model::client::{ApiKey, Client};
 use crate::model::segment::Segment;
+use rm_ads::model::campaign::BannerXCampaign;
+use rm_ads::model::catalog::Product;
 
 /// A namespace of the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

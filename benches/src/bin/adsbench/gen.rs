@@ -19,11 +19,11 @@
 //!   $0.10-$5.00. All active and approved, 2026-01-01 to 2030-12-31.
 
 use chrono::{DateTime, TimeZone, Utc};
-use rm_api::model::campaign::{
+use rm_ads::model::campaign::{
     ApprovalState, BannerXCampaign, CampaignState, CampaignType, CatalogFilter, ProductKey,
     SlotType, VideoConfig,
 };
-use rm_api::model::catalog::Product;
+use rm_ads::model::catalog::Product;
 
 use super::rng::Rng;
 

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
-use rm_api::ads::index::{AdsIndex, ProductIndex};
-use rm_api::ads::request::FilterMode;
-use rm_api::ads::{response, AdsRequest, Serving};
+use rm_ads::index::{AdsIndex, ProductIndex};
+use rm_ads::request::FilterMode;
+use rm_ads::{response, AdsRequest, Serving};
 use rm_benches::hist::Histogram;
 use rm_schemas::ad_id::AdIdKeys;
 

@@ -2,12 +2,14 @@
 //!
 //! Category paths are `/`-separated, root first (`food/snacks/crisps`). A filter
 //! `category:food/snacks` matches a product in that category or below it.
+//!
+//! No I/O (the api stores catalogs); validation fails with [`crate::AdsError::Invalid`].
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::check_id;
-use crate::error::ApiError;
+use crate::AdsError;
 
 /// A product of a catalog.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -33,9 +35,9 @@ pub struct Product {
 
 impl Product {
     /// Checks ids and category syntax.
-    pub fn validate(&self, field: &str) -> Result<(), ApiError> {
+    pub fn validate(&self, field: &str) -> Result<(), AdsError> {
         if !self.namespace_id.is_empty() && !rm_schemas::namespace::valid(&self.namespace_id) {
-            return Err(ApiError::invalid(
+            return Err(AdsError::invalid(
                 format!("{field}.namespaceId"),
                 "not a namespace id ([a-z0-9_-], 1 to 64)",
             ));
@@ -44,7 +46,7 @@ impl Product {
         check_id(&format!("{field}.productCode"), &self.product_code)?;
         for (i, c) in self.categories.iter().enumerate() {
             if c.is_empty() || c.split('/').any(str::is_empty) {
-                return Err(ApiError::invalid(
+                return Err(AdsError::invalid(
                     format!("{field}.categories[{i}]"),
                     format!("'{c}' is not a category path like a/b/c"),
                 ));

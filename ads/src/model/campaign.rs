@@ -25,6 +25,9 @@
 //! Approval: any of the three states may be set from any state (the spec shows no
 //! restriction). `APPROVAL_STATE_REJECTED` needs a non-empty `rejectionReason`; the
 //! other states clear it. Every approval moves `updateTime`.
+//!
+//! No I/O (the api stores campaigns and decodes their bodies); validation fails with
+//! [`crate::AdsError::Invalid`] naming the member at fault.
 
 use chrono::{DateTime, Utc};
 use rm_schemas::money::{self, Currency, Money};
@@ -32,7 +35,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{check_id, check_text};
-use crate::error::ApiError;
+use crate::AdsError;
 
 /// Longest campaign id.
 pub const MAX_CAMPAIGN_ID_LEN: usize = 64;
@@ -572,19 +575,19 @@ fn names_currency(s: &str) -> bool {
         .any(|c| !(c.is_ascii_digit() || c == '.' || c.is_whitespace()))
 }
 
-fn colour(field: &str, v: &str) -> Result<(), ApiError> {
+fn colour(field: &str, v: &str) -> Result<(), AdsError> {
     let ok = v.is_empty()
         || (v.len() == 7 && v.starts_with('#') && v[1..].bytes().all(|b| b.is_ascii_hexdigit()));
     if ok {
         Ok(())
     } else {
-        Err(ApiError::invalid(field, format!("'{v}' is not #rrggbb")))
+        Err(AdsError::invalid(field, format!("'{v}' is not #rrggbb")))
     }
 }
 
-fn list<T>(field: &str, v: &[T]) -> Result<(), ApiError> {
+fn list<T>(field: &str, v: &[T]) -> Result<(), AdsError> {
     if v.len() > MAX_LIST {
-        return Err(ApiError::invalid(
+        return Err(AdsError::invalid(
             field,
             format!("more than {MAX_LIST} entries"),
         ));
@@ -595,16 +598,16 @@ fn list<T>(field: &str, v: &[T]) -> Result<(), ApiError> {
 impl BannerXCampaign {
     /// Checks what serde cannot: id syntax, money strings, colours, time order,
     /// list bounds, video creatives' unique UniversalAdIds.
-    pub fn validate(&self) -> Result<(), ApiError> {
+    pub fn validate(&self) -> Result<(), AdsError> {
         let p = "bannerXCampaign";
         if !valid_campaign_id(&self.id) {
-            return Err(ApiError::invalid(
+            return Err(AdsError::invalid(
                 format!("{p}.id"),
                 "must match [A-Za-z0-9_-]{1,64}",
             ));
         }
         if !rm_schemas::namespace::valid(&self.namespace_id) {
-            return Err(ApiError::invalid(
+            return Err(AdsError::invalid(
                 format!("{p}.namespaceId"),
                 "must match [a-z0-9_-]{1,64} (it is the campaign's namespace)",
             ));
@@ -620,7 +623,7 @@ impl BannerXCampaign {
         )?;
         if let (Some(a), Some(b)) = (self.start_time, self.end_time) {
             if b < a {
-                return Err(ApiError::invalid(
+                return Err(AdsError::invalid(
                     format!("{p}.endTime"),
                     "is before startTime",
                 ));
@@ -631,14 +634,14 @@ impl BannerXCampaign {
         for (field, v) in self.money_fields() {
             let field = format!("{p}.{field}");
             let m = parse_money(v, money::DEFAULT_CURRENCY)
-                .map_err(|e| ApiError::invalid(&field, e))?;
+                .map_err(|e| AdsError::invalid(&field, e))?;
             let Some(m) = m.filter(|_| names_currency(v)) else {
                 continue;
             };
             match &named {
                 None => named = Some((m.currency, field)),
                 Some((c, first)) if *c != m.currency => {
-                    return Err(ApiError::invalid(
+                    return Err(AdsError::invalid(
                         field,
                         format!(
                         "is in {} but {first} is in {c}: a campaign's amounts are in one currency",
@@ -677,7 +680,7 @@ impl BannerXCampaign {
                     .chars()
                     .any(|ch| ch.is_whitespace() || ch.is_control() || ch == '\\');
             if !ok {
-                return Err(ApiError::invalid(
+                return Err(AdsError::invalid(
                     format!("{p}.bannerXConfig.ctaLink"),
                     format!("'{link}' is not an absolute http(s) URL without spaces (it becomes a signed click redirect)"),
                 ));
@@ -691,7 +694,7 @@ impl BannerXCampaign {
                 .iter()
                 .any(|w| w.ad_id_value() == v.ad_id_value())
             {
-                return Err(ApiError::invalid(
+                return Err(AdsError::invalid(
                     format!("{field}.universalAdId"),
                     "is shared with another video creative (spec rule 4)",
                 ));
@@ -783,11 +786,11 @@ impl BannerXCampaign {
 
     /// Sets the approval, enforcing the rejection-reason rule, and moves
     /// `updateTime` to `now`.
-    pub fn approve(&mut self, req: ApprovalRequest, now: DateTime<Utc>) -> Result<(), ApiError> {
+    pub fn approve(&mut self, req: ApprovalRequest, now: DateTime<Utc>) -> Result<(), AdsError> {
         check_text("approval.rejectionReason", &req.rejection_reason)?;
         let reason = req.rejection_reason.trim();
         if req.state == ApprovalState::Rejected && reason.is_empty() {
-            return Err(ApiError::invalid(
+            return Err(AdsError::invalid(
                 "approval.rejectionReason",
                 "is required when the state is APPROVAL_STATE_REJECTED",
             ));
@@ -859,8 +862,9 @@ mod tests {
         assert_eq!(v["campaignState"], "CAMPAIGN_STATE_DRAFT");
         assert_eq!(v["approval"]["state"], "APPROVAL_STATE_PENDING");
         assert_eq!(v["settings"]["campaignType"], "CAMPAIGN_TYPE_BANNERX");
-        let e = crate::error::parse_json::<ApproveBody>(br#"{"approval":{"state":"YES"}}"#)
-            .unwrap_err();
+        // The api decodes bodies with serde_path_to_error too (`api::error::parse_json`).
+        let de = &mut serde_json::Deserializer::from_slice(br#"{"approval":{"state":"YES"}}"#);
+        let e = serde_path_to_error::deserialize::<_, ApproveBody>(de).unwrap_err();
         assert!(e.to_string().contains("approval.state"), "{e}");
     }
 

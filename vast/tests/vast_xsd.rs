@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rm_api::vast::{build, inject, serve, TrackingContext, VideoAd, VideoCreative};
+use rm_vast::{build, inject, serve, TrackingContext, VideoAd, VideoCreative};
 
 const BEACON: &str = "http://127.0.0.1:8080/v1/events/ad/interaction";
 const XSD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vast/vast4.xsd");

@@ -11,6 +11,10 @@
 //! `ClickTracking` on the edge, and our tracking injected (rules 4-7). A banner's
 //! `ctaLink` travels as a signed click destination, so the edge redirects to it and
 //! to nothing else.
+//!
+//! Pure apart from the clock (`expiresAt`): no I/O; a failure (an ad id that cannot
+//! be minted, a VAST document that cannot be built) is an [`crate::AdsError`], never an
+//! HTTP answer.
 
 use chrono::{DateTime, Utc};
 use rm_schemas::ad_id::AdIdKeys;
@@ -19,9 +23,9 @@ use serde::{Deserialize, Serialize};
 
 use super::index::{BannerPick, ProductPick};
 use super::request::Decided;
-use crate::error::ApiError;
 use crate::model::campaign::{BannerXConfig, ProductKey};
-use crate::vast::{self, TrackingContext, VideoAd, VideoCreative};
+use crate::AdsError;
+use rm_vast::{self as vast, TrackingContext, VideoAd, VideoCreative};
 
 /// What serving needs besides the decision.
 #[derive(Debug, Clone)]
@@ -145,7 +149,7 @@ pub fn build(
     d: &Decided,
     ads: &[ProductPick],
     banners: &[BannerPick],
-) -> Result<AdsResponse, ApiError> {
+) -> Result<AdsResponse, AdsError> {
     let now = Utc::now();
     let expires_at = now + chrono::Duration::seconds(s.ad_ttl_secs);
     let exp = expires_at.timestamp();
@@ -157,9 +161,11 @@ pub fn build(
         } else {
             &c.namespace_id
         };
-        s.keys.mint_in(ns, &c.id, creative, exp).ok_or_else(|| {
-            ApiError::Internal(format!("could not mint an ad id for campaign {}", c.id))
-        })
+        s.keys
+            .mint_in(ns, &c.id, creative, exp)
+            .ok_or_else(|| AdsError::MintAdId {
+                campaign: c.id.clone(),
+            })
     };
     let mut out = AdsResponse {
         ads: Vec::with_capacity(ads.len()),
@@ -247,10 +253,10 @@ pub fn build(
                 tracking_id: d.tracking_id.clone(),
                 cachebusting: true,
             };
-            Some(
-                vast::serve(&ad, &ctx)
-                    .map_err(|e| ApiError::Internal(format!("VAST for campaign {}: {e}", c.id)))?,
-            )
+            Some(vast::serve(&ad, &ctx).map_err(|source| AdsError::Vast {
+                campaign: c.id.clone(),
+                source,
+            })?)
         };
         out.banners.push(BannerAd {
             partner_ad_id: id,

@@ -8,12 +8,15 @@
 //! | `productFilters` | optional array of arrays of `category:<path>`; at most 16 x 16 |
 //! | `options.filterMode` | `OrAnd` (default: the outer array is OR, each inner array AND) or `AndOr` (outer AND, inner OR) |
 //! | `maxNumberOfAds` | optional, 1 to [`MAX_ADS`] (default 10); bounds the product ads and, separately, the banner ads |
+//!
+//! The api decodes the JSON body (its `parse_json` names the member of a decoding
+//! error); this only validates what decoded, failing with [`crate::AdsError::Invalid`].
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ApiError;
 use crate::model::check_id;
+use crate::AdsError;
 
 /// The largest `maxNumberOfAds`.
 pub const MAX_ADS: u32 = 50;
@@ -90,7 +93,7 @@ pub struct Decided {
 
 impl AdsRequest {
     /// Validates the request, naming the member at fault.
-    pub fn validate(self) -> Result<Decided, ApiError> {
+    pub fn validate(self) -> Result<Decided, AdsError> {
         let (tracking_param, tracking_id) = if !self.customer_id.is_empty() {
             check_id("customerId", &self.customer_id)?;
             ("customerId", self.customer_id)
@@ -98,7 +101,7 @@ impl AdsRequest {
             check_id("sessionId", &self.session_id)?;
             ("sessionId", self.session_id)
         } else {
-            return Err(ApiError::invalid(
+            return Err(AdsError::invalid(
                 "customerId",
                 "customerId or sessionId is required (it becomes the tracking id of the ads' beacons)",
             ));
@@ -106,7 +109,7 @@ impl AdsRequest {
         check_id("placement", &self.placement)?;
         check_id("catalogId", &self.catalog_id)?;
         if self.product_filters.len() > MAX_FILTERS {
-            return Err(ApiError::invalid(
+            return Err(AdsError::invalid(
                 "productFilters",
                 format!("more than {MAX_FILTERS} filter groups"),
             ));
@@ -114,13 +117,13 @@ impl AdsRequest {
         let mut filters = Vec::with_capacity(self.product_filters.len());
         for (i, group) in self.product_filters.iter().enumerate() {
             if group.len() > MAX_FILTERS {
-                return Err(ApiError::invalid(
+                return Err(AdsError::invalid(
                     format!("productFilters[{i}]"),
                     format!("more than {MAX_FILTERS} filters"),
                 ));
             }
             if group.is_empty() {
-                return Err(ApiError::invalid(
+                return Err(AdsError::invalid(
                     format!("productFilters[{i}]"),
                     "is empty",
                 ));
@@ -132,7 +135,7 @@ impl AdsRequest {
                     .map(|p| p.trim_matches('/'))
                     .filter(|p| !p.is_empty() && !p.split('/').any(str::is_empty))
                     .ok_or_else(|| {
-                        ApiError::invalid(
+                        AdsError::invalid(
                             format!("productFilters[{i}][{j}]"),
                             format!("'{f}' is not of the form category:<path>, e.g. category:food/snacks"),
                         )
@@ -145,7 +148,7 @@ impl AdsRequest {
             None => DEFAULT_ADS,
             Some(n) if (1..=MAX_ADS).contains(&n) => n,
             Some(n) => {
-                return Err(ApiError::invalid(
+                return Err(AdsError::invalid(
                     "maxNumberOfAds",
                     format!("{n} is outside 1..={MAX_ADS}"),
                 ))
@@ -179,48 +182,6 @@ pub fn passes(filters: &[Vec<String>], mode: FilterMode, in_cat: impl Fn(&str) -
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    fn req(v: serde_json::Value) -> Result<Decided, ApiError> {
-        crate::error::parse_json::<AdsRequest>(&serde_json::to_vec(&v).unwrap())?.validate()
-    }
-
-    #[test]
-    fn validation_names_the_member() {
-        let ok = serde_json::json!({"sessionId": "s", "placement": "category", "catalogId": "c"});
-        let d = req(ok.clone()).unwrap();
-        assert_eq!(
-            (d.tracking_param, d.max_ads, d.mode),
-            ("sessionId", 10, FilterMode::OrAnd)
-        );
-        let field = |v: serde_json::Value| match req(v) {
-            Err(ApiError::InvalidArgument { field, .. }) => field,
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(
-            field(serde_json::json!({"placement": "category", "catalogId": "c"})),
-            "customerId"
-        );
-        assert_eq!(
-            field(serde_json::json!({"sessionId": "s", "catalogId": "c"})),
-            "placement"
-        );
-        assert_eq!(
-            field(serde_json::json!({"sessionId": "s", "placement": "p"})),
-            "catalogId"
-        );
-        let mut bad = ok.clone();
-        bad["productFilters"] = serde_json::json!([["brand:x"]]);
-        assert_eq!(field(bad), "productFilters[0][0]");
-        let mut bad = ok.clone();
-        bad["maxNumberOfAds"] = serde_json::json!(0);
-        assert_eq!(field(bad), "maxNumberOfAds");
-        let mut bad = ok.clone();
-        bad["options"] = serde_json::json!({"filterMode": "XorNot"});
-        assert_eq!(field(bad), "options.filterMode");
-        let mut bad = ok;
-        bad["maxNumberOfAds"] = serde_json::json!("five");
-        assert_eq!(field(bad), "maxNumberOfAds");
-    }
 
     #[test]
     fn filter_modes_are_inverse() {

@@ -13,7 +13,7 @@ use rm_schemas::InteractionType;
 use super::{TrackingContext, VastError};
 
 /// The timestamp macro, written raw so players expand it (see the module docs of
-/// [`crate::vast`] on why not `%5BTIMESTAMP%5D`).
+/// [`crate`] on why not `%5BTIMESTAMP%5D`).
 pub const MACRO_TIMESTAMP: &str = "[TIMESTAMP]";
 /// The cache-busting macro, written raw for the same reason.
 pub const MACRO_CACHEBUSTING: &str = "[CACHEBUSTING]";

@@ -11,7 +11,7 @@ use super::xml::escape_into;
 use super::{TrackingContext, VastError, MAX_VAST_BYTES};
 
 /// Adds our tracking to every `Linear` creative of `vast_xml` (see the module docs of
-/// [`crate::vast`] for the placement, the ids and the refusals).
+/// [`crate`] for the placement, the ids and the refusals).
 pub fn inject(vast_xml: &str, ctx: &TrackingContext) -> Result<String, VastError> {
     if vast_xml.len() > MAX_VAST_BYTES {
         return Err(VastError::TooLarge {

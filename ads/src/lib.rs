@@ -1,33 +1,80 @@
-//! `POST /v1/ads/generate` (scope `ads`): decide ads for a placement ([`index`]),
-//! mint a realised ad id per ad (`rm_schemas::ad_id`), and build what a page or a
-//! player needs: impression and click URLs on the edge, banner X fields, and for
-//! video banners a VAST 4.0 `adm` with our tracking injected ([`crate::vast`]).
+//! Ads decisioning (`POST /v1/ads/generate`, scope `ads`, served by the api): decide
+//! ads for a placement ([`index`]), mint a realised ad id per ad
+//! (`rm_schemas::ad_id`), and build what a page or a player needs: impression and
+//! click URLs on the edge, banner X fields, and for video banners a VAST 4.0 `adm`
+//! with our tracking injected (`rm_vast`). It owns the campaign and catalog model
+//! ([`model`]) the decisions are made over.
 //!
 //! The index is rebuilt in the background ([`AdsEngine::refresh`]): the campaign part
 //! every `RM_API_ADS_REFRESH_SECS` and right after a campaign changes through this
 //! instance; the product part when products change through this instance or every
 //! [`PRODUCT_RELOAD_EVERY`] refreshes. Reading and decoding run on the blocking pool. Requests never wait for a rebuild.
+//!
+//! What this crate must not do: read the api's state or the report store, decode
+//! HTTP bodies or answer HTTP. Its inputs come through [`Inputs`], which the api
+//! implements over its state and the report store; its errors are [`AdsError`],
+//! which the api turns into its answers.
 
 pub mod candidates;
 #[cfg(test)]
 mod decide_proptests;
+mod error;
 pub mod index;
+pub mod model;
 pub mod request;
 pub mod response;
 
-use rm_store::model::traffic::ClickWindow;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use chrono::Utc;
-use rm_store::{AnyStore, ReportFilter, ReportStore};
 
-use crate::error::{parse_json, ApiError};
-use crate::state::State;
+pub use error::AdsError;
 use index::{AdsIndex, ProductIndex, Spend};
+use model::campaign::BannerXCampaign;
+use model::catalog::Product;
 pub use request::AdsRequest;
 pub use response::{AdsResponse, Serving};
+
+/// Billable clicks of one campaign on one day, as the ads report counts them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DayClicks {
+    /// The campaign.
+    pub campaign_id: String,
+    /// The day (UTC), `YYYY-MM-DD`.
+    pub day: String,
+    /// Billable clicks.
+    pub clicks: u64,
+}
+
+/// What the index is rebuilt from. The api implements it over its state (campaigns,
+/// catalogs) and the report store (billable clicks, counted with the reports' click
+/// window), so this crate reads neither.
+pub trait Inputs: Sync {
+    /// Why a read failed.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Every product of every catalog.
+    fn products(&self) -> impl Future<Output = Result<Vec<Product>, Self::Error>> + Send;
+
+    /// The campaigns' digest, with the campaigns unless the digest equals `known`.
+    fn campaigns_if_changed(
+        &self,
+        known: Option<u64>,
+    ) -> impl Future<Output = Result<(u64, Option<Vec<BannerXCampaign>>), Self::Error>> + Send;
+
+    /// Billable ad clicks per day of the campaigns `campaign_ids` (and only theirs).
+    fn billable_clicks(
+        &self,
+        campaign_ids: Vec<String>,
+    ) -> impl Future<Output = Result<Vec<DayClicks>, Self::Error>> + Send;
+}
+
+fn inputs_error(e: impl std::error::Error + Send + Sync + 'static) -> AdsError {
+    AdsError::Inputs(Box::new(e))
+}
 
 /// Every how many refreshes the products are re-read even without a local change
 /// (changes made through another api instance): 60 x the 5 s default = 5 minutes.
@@ -40,7 +87,7 @@ pub const REBUILD_EVERY: u64 = 12;
 /// What the last rebuild was made of.
 struct Basis {
     digest: u64,
-    campaigns: Arc<Vec<crate::model::campaign::BannerXCampaign>>,
+    campaigns: Arc<Vec<BannerXCampaign>>,
     spend: HashMap<String, Spend>,
 }
 
@@ -51,8 +98,6 @@ pub struct AdsEngine {
     campaigns_dirty: AtomicBool,
     refreshes: AtomicU64,
     basis: tokio::sync::Mutex<Option<Basis>>,
-    /// The click window spend is counted with (the reports').
-    click_window: ClickWindow,
 }
 
 impl Default for AdsEngine {
@@ -75,14 +120,7 @@ impl AdsEngine {
             campaigns_dirty: AtomicBool::new(true),
             refreshes: AtomicU64::new(0),
             basis: tokio::sync::Mutex::new(None),
-            click_window: ClickWindow::default(),
         }
-    }
-
-    /// The engine counting spend with `window`, as the reports do.
-    pub fn with_click_window(mut self, window: ClickWindow) -> AdsEngine {
-        self.click_window = window;
-        self
     }
 
     /// The index requests read.
@@ -106,17 +144,17 @@ impl AdsEngine {
         self.campaigns_dirty.load(Ordering::Acquire)
     }
 
-    /// Rebuilds the index from the state and the report store.
-    pub async fn refresh(&self, state: &State, store: &AnyStore) -> Result<(), ApiError> {
+    /// Rebuilds the index from `inputs` (the api's state and report store).
+    pub async fn refresh<I: Inputs>(&self, inputs: &I) -> Result<(), AdsError> {
         let n = self.refreshes.fetch_add(1, Ordering::AcqRel);
         let reload_products =
             self.products_dirty.swap(false, Ordering::AcqRel) || n % PRODUCT_RELOAD_EVERY == 0;
         self.campaigns_dirty.store(false, Ordering::Release);
         let products = if reload_products {
-            let all = state.products().await?;
+            let all = inputs.products().await.map_err(inputs_error)?;
             tokio::task::spawn_blocking(move || Arc::new(ProductIndex::build(all)))
                 .await
-                .map_err(|e| ApiError::Internal(e.to_string()))?
+                .map_err(AdsError::Rebuild)?
         } else {
             Arc::clone(self.index().products())
         };
@@ -125,7 +163,10 @@ impl AdsEngine {
         // of milliseconds of a core that requests need.
         let mut basis = self.basis.lock().await;
         let known = basis.as_ref().map(|b| b.digest);
-        let (digest, fresh) = state.campaigns_if_changed(known).await?;
+        let (digest, fresh) = inputs
+            .campaigns_if_changed(known)
+            .await
+            .map_err(inputs_error)?;
         // `fresh` is `None` only when the digest equals the basis's, so the basis is there.
         let campaigns = match fresh {
             Some(c) => Arc::new(c),
@@ -134,7 +175,7 @@ impl AdsEngine {
                 .map(|b| Arc::clone(&b.campaigns))
                 .unwrap_or_default(),
         };
-        let spend = spend(store, &campaigns, self.click_window).await;
+        let spend = spend(inputs, &campaigns).await;
         let unchanged = basis
             .as_ref()
             .is_some_and(|b| b.digest == digest && b.spend == spend);
@@ -152,22 +193,18 @@ impl AdsEngine {
             AdsIndex::build(products, &campaigns, &spend, Utc::now())
         })
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+        .map_err(AdsError::Rebuild)?;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(ix);
         Ok(())
     }
 }
 
-/// Spend per campaign with a spend limit: billable ad clicks (the ads report of
-/// the store, narrowed to those campaigns) times the campaign's `maxBid`, today and
+/// Spend per campaign with a spend limit: billable ad clicks ([`Inputs::billable_clicks`],
+/// the ads report of the store, narrowed to those campaigns) times the campaign's `maxBid`, today and
 /// in all, exact, in the campaign's currency (`rm_schemas::money::Money::times`). A store that cannot answer yields no
 /// spend (campaigns keep serving; the failure is logged).
-pub async fn spend(
-    store: &AnyStore,
-    campaigns: &[crate::model::campaign::BannerXCampaign],
-    click_window: ClickWindow,
-) -> HashMap<String, Spend> {
-    let limited: Vec<&crate::model::campaign::BannerXCampaign> = campaigns
+pub async fn spend<I: Inputs>(inputs: &I, campaigns: &[BannerXCampaign]) -> HashMap<String, Spend> {
+    let limited: Vec<&BannerXCampaign> = campaigns
         .iter()
         .filter(|c| {
             let l = &c.strategy.auction.spend_limit;
@@ -179,15 +216,8 @@ pub async fn spend(
     }
     // Only the limited campaigns' rows (ClickHouse narrows its query to them), not
     // the whole ads report.
-    let narrow = ReportFilter {
-        tenant: Some(rm_store::Tenant {
-            namespace: String::new(),
-            campaigns: Arc::new(limited.iter().map(|c| c.id.clone()).collect()),
-        }),
-        click_window,
-        ..ReportFilter::default()
-    };
-    let rows = match store.ads(&narrow).await {
+    let narrow = limited.iter().map(|c| c.id.clone()).collect();
+    let rows = match inputs.billable_clicks(narrow).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "ads: spend unknown, the report store did not answer");
@@ -226,14 +256,14 @@ pub async fn spend(
         .collect()
 }
 
-/// Answers `POST /v1/ads/generate` for a caller of namespace `ns`.
+/// Answers `POST /v1/ads/generate` for a caller of namespace `ns` (the api decodes
+/// the body).
 pub fn generate(
     engine: &AdsEngine,
     serving: &Serving,
     ns: &str,
-    body: &[u8],
-) -> Result<AdsResponse, ApiError> {
-    let req: AdsRequest = parse_json(body)?;
+    req: AdsRequest,
+) -> Result<AdsResponse, AdsError> {
     let decided = req.validate()?;
     let ix = engine.index();
     let (ads, banners) = ix.decide_in(ns, &decided);

@@ -4,7 +4,7 @@ use quick_xml::events::Event;
 use quick_xml::Reader;
 
 use super::*;
-use crate::vast::url::{MACRO_CACHEBUSTING, MACRO_TIMESTAMP};
+use crate::url::{MACRO_CACHEBUSTING, MACRO_TIMESTAMP};
 
 pub(crate) fn ctx() -> TrackingContext {
     TrackingContext {

@@ -5,7 +5,7 @@
 //! inside `startTime..endTime` (and `settings.fromTime..toTime` when set), list the
 //! request's catalog, serve its placement (an empty `placementId` serves all), and
 //! have spend left under both limits. Spend is cost per click: billable clicks times
-//! the auction's `maxBid` (see `ads::spend`), exact, in the campaign's currency, as
+//! the auction's `maxBid` (see `crate::spend`), exact, in the campaign's currency, as
 //! its limits are (`BannerXCampaign::currency`).
 //!
 //! Ranking is by `strategy.auction.maxBid`, highest first, ties by campaign id. Bids
@@ -489,8 +489,8 @@ impl AdsIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ads::request::FilterMode;
     use crate::model::campaign::ProductKey;
+    use crate::request::FilterMode;
 
     fn product(code: &str, cat: &str) -> Product {
         Product {

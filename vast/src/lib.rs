@@ -2,7 +2,11 @@
 //! into any VAST 4.x document, ours or an advertiser's ([`inject`]); [`serve`] is
 //! both (spec, Events rules 4-8; issue 5, "VAST 4.0 generation and injection").
 //!
-//! Pure functions over strings: no I/O, no clock, no randomness.
+//! Pure functions over strings: no I/O, no clock, no randomness. The crate knows
+//! nothing of campaigns, tenants or HTTP (the ads crate, `rm-ads`, builds a
+//! [`VideoAd`] from a campaign; the api turns [`VastError`] into its answers), and
+//! depends on the contract (`rm-schemas`) only for the event mapping and the edge's
+//! id bounds.
 //!
 //! # What injection writes
 //!
@@ -59,7 +63,7 @@
 //! which has no raw `[` `]` in a query, so `xmllint --schema` reports each of our
 //! `Tracking` values as not an `anyURI` while the macros are unexpanded; the
 //! documents validate once they are expanded, and everything else validates as
-//! served (`api/tests/vast_xsd.rs` checks both). [`url::MACRO_TIMESTAMP`] is the one
+//! served (`vast/tests/vast_xsd.rs` checks both). [`url::MACRO_TIMESTAMP`] is the one
 //! place to change the spelling should a stricter reading win.
 
 mod build;
