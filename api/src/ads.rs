@@ -77,10 +77,9 @@ impl rm_ads::Inputs for ApiInputs<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::error::{parse_json, ApiError};
-    use rm_ads::AdsRequest;
     use rm_ads::request::{Decided, FilterMode};
+    use rm_ads::AdsRequest;
 
     fn req(v: serde_json::Value) -> Result<Decided, ApiError> {
         Ok(parse_json::<AdsRequest>(&serde_json::to_vec(&v).unwrap())?.validate()?)
