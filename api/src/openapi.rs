@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::model::catalog::Product;
-use crate::model::client::Scope;
 use crate::routes::{Access, Content, QueryParam, RequestBody, Route};
+use rm_auth::client::Scope;
 
 /// Token endpoint success body.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]

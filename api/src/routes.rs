@@ -26,12 +26,12 @@ use crate::handlers;
 
 mod admin;
 use crate::model::campaign::{ApproveBody, CampaignBody};
-use crate::model::client::Scope;
 use crate::model::segment::SegmentBody;
 use crate::openapi::{
     Jwks, OrdersAccepted, OrdersRequest, ProductsBody, ProductsUpserted, ReportRows, TokenResponse,
 };
 use crate::{Api, ApiError};
+use rm_auth::client::Scope;
 
 /// A matched request, as its handler gets it (after the route's access rule passed).
 pub(crate) struct Call {

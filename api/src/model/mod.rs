@@ -5,7 +5,6 @@
 
 pub mod campaign;
 pub mod catalog;
-pub mod client;
 pub mod segment;
 
 use crate::error::ApiError;

@@ -6,7 +6,7 @@ use http::Method;
 
 use super::{schema, Access, Content, RequestBody, Route};
 use crate::handlers;
-use crate::model::client::Scope;
+use rm_auth::client::Scope;
 
 /// The operator routes.
 pub(super) fn routes() -> Vec<Route> {
