@@ -133,7 +133,6 @@ pub fn keys(action: KeysAction, data_dir: &Path, database_url: Option<&str>) -> 
         namespace,
     } = &action
     {
-        check_client_id(id)?;
         check_namespace(namespace)?;
         println!(
             "[[api_key]]\nname = {:?}\nnamespace = {:?}\nlookup = {:?}\nkey_hash = {:?}",
