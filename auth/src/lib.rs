@@ -223,3 +223,79 @@ impl Auth {
         Err(unauth("the API key is not valid"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::MemStore;
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+
+    fn value(token: &str) -> HeaderValue {
+        HeaderValue::from_str(&format!("Bearer {token}")).unwrap()
+    }
+
+    /// The one rule as the api applies it: revocation, scope, `nbf` and `ns`.
+    #[tokio::test]
+    async fn bearer_applies_the_one_rule() {
+        let store = MemStore::default();
+        let tokens = Tokens::load(&store, "iss", "aud", 60).await.unwrap();
+        let auth = Auth::new(tokens, &LimitSettings::default());
+        let tok = auth.tokens.issue("c1", "acme", &[Scope::Reports]).unwrap();
+        let who = auth.bearer(Some(&value(&tok)), &[Scope::Reports]).unwrap();
+        assert_eq!(
+            (who.client_id.as_str(), who.namespace.as_str()),
+            ("c1", "acme")
+        );
+        assert!(!who.admin);
+        assert!(matches!(
+            auth.bearer(Some(&value(&tok)), &[Scope::Ads]),
+            Err(AuthError::InsufficientScope(_))
+        ));
+        assert!(matches!(
+            auth.bearer(None, &[Scope::Reports]),
+            Err(AuthError::NoCredentials(_))
+        ));
+
+        // Signed by our key, but not valid yet, or naming no valid namespace.
+        let claims = auth.tokens.verify(&tok).unwrap();
+        let store_keys = store.keys.lock().unwrap().clone();
+        let seed = &store_keys["k1"];
+        let sk = {
+            use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+            use ed25519_dalek::pkcs8::EncodePrivateKey;
+            let b: [u8; 32] = URL_SAFE_NO_PAD
+                .decode(&seed.seed)
+                .unwrap()
+                .try_into()
+                .unwrap();
+            let der = ed25519_dalek::SigningKey::from_bytes(&b)
+                .to_pkcs8_der()
+                .unwrap();
+            EncodingKey::from_ed_der(der.as_bytes())
+        };
+        let mut h = Header::new(Algorithm::EdDSA);
+        h.kid = Some("k1".into());
+        let sign = |c: &Claims| jsonwebtoken::encode(&h, c, &sk).unwrap();
+        let mut later = claims.clone();
+        later.nbf += 3600;
+        let e = auth.tokens.verify(&sign(&later)).unwrap_err();
+        assert_eq!(e.to_string(), "the token is not valid yet");
+        let mut bad_ns = claims.clone();
+        bad_ns.ns = "Not A Namespace".into();
+        assert!(auth.tokens.verify(&sign(&bad_ns)).is_err());
+        let mut no_kid = Header::new(Algorithm::EdDSA);
+        no_kid.kid = None;
+        let t = jsonwebtoken::encode(&no_kid, &claims, &sk).unwrap();
+        assert_eq!(
+            auth.tokens.verify(&t).unwrap_err().to_string(),
+            "the token has no kid"
+        );
+
+        // A removed client's tokens issued before the removal are refused.
+        auth.revoke("c1", claims.iat);
+        assert!(matches!(
+            auth.bearer(Some(&value(&tok)), &[Scope::Reports]),
+            Err(AuthError::InvalidToken(m)) if m == "the token's client was removed"
+        ));
+    }
+}
