@@ -1,14 +1,15 @@
 //! The admin subcommands `clients` and `keys`: manage OAuth clients and order API
 //! keys in the api's embedded state (or PostgreSQL), each in its namespace, or print
 //! hashed entries for a clients file. A running api offers the same as the operator
-//! API (`/v1/admin/...`); the embedded state is locked while the api runs.
+//! API (`/v1/admin/...`); the embedded state is locked while the api runs. Client
+//! ids and namespaces follow the one client rule (`rm_auth::client`).
 
 use std::path::Path;
 
 use anyhow::Context as _;
-use rm_api::auth::secret;
-use rm_api::model::client::{ApiKey, Client, Scope};
 use rm_api::state::State;
+use rm_auth::client::{self, ApiKey, Client, Scope};
+use rm_auth::secret;
 
 use crate::cli::{ClientsAction, KeysAction};
 
@@ -26,11 +27,11 @@ async fn open(data_dir: &Path, database_url: Option<&str>) -> anyhow::Result<Sta
 }
 
 fn check_namespace(ns: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        rm_schemas::namespace::valid(ns),
-        "namespace '{ns}' is not [a-z0-9_-], 1 to 64 characters"
-    );
-    Ok(())
+    client::check_namespace(ns).map_err(|e| anyhow::anyhow!("namespace '{ns}': {e}"))
+}
+
+fn check_client_id(id: &str) -> anyhow::Result<()> {
+    client::check_client_id(id).map_err(|e| anyhow::anyhow!("client id {id:?}: {e}"))
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -60,6 +61,7 @@ pub fn clients(
         scopes: sc,
     } = &action
     {
+        check_client_id(id)?;
         check_namespace(namespace)?;
         println!(
             "[[client]]\nid = {:?}\nnamespace = {:?}\nsecret_hash = {:?}\nscopes = {:?}",
@@ -79,10 +81,7 @@ pub fn clients(
                 scopes: sc,
                 secret: s,
             } => {
-                anyhow::ensure!(
-                    !id.is_empty() && !id.contains(':'),
-                    "a client id must be non-empty and have no ':'"
-                );
+                check_client_id(&id)?;
                 check_namespace(&namespace)?;
                 let scopes = scopes(&sc)?;
                 let plain = s.unwrap_or_else(secret::generate);

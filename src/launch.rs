@@ -206,8 +206,8 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             },
             inspector: runs_edge.then(|| {
                 let i = inspector.clone();
-                Arc::new(move |id: &str, v: &rm_schemas::namespace::Viewer| {
-                    rm_ingest::report(&i, id, v)
+                Arc::new(move |query: &str, v: &rm_schemas::namespace::Viewer| {
+                    rm_ingest::debug_answer(&i, query, v)
                 }) as rm_api::InspectorFn
             }),
         };

@@ -11,11 +11,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Tokens;
-use crate::model::client::Scope;
 use crate::routes::Access;
 use crate::state::State;
 use crate::{run, ApiConfig, ApiDeps};
+use rm_auth::client::Scope;
+use rm_auth::Tokens;
 
 fn config() -> ApiConfig {
     ApiConfig {
@@ -68,7 +68,7 @@ async fn every_row_is_served_behind_its_access_rule() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = Arc::new(State::open_embedded(dir.path()).expect("state"));
     let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("store");
-    let tokens = Tokens::load(&state, "iss", "aud", 60).await.expect("keys");
+    let tokens = Tokens::load(&*state, "iss", "aud", 60).await.expect("keys");
     let bearer = |scope: Scope| {
         let t = tokens.issue("c", "acme", &[scope]).expect("token");
         format!("Authorization: Bearer {t}\r\n")

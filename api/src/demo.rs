@@ -15,12 +15,12 @@
 
 use serde::Deserialize;
 
-use crate::auth::secret;
-use crate::model::client::{ApiKey, Client, Scope};
 use crate::model::segment::Segment;
 use crate::state::{State, StateError};
 use rm_ads::model::campaign::BannerXCampaign;
 use rm_ads::model::catalog::Product;
+use rm_auth::client::{ApiKey, Client, Scope};
+use rm_auth::secret;
 
 /// The demo file.
 pub const DEMO_JSON: &str = include_str!("../demo/demo.json");

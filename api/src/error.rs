@@ -4,16 +4,34 @@
 //! cause is logged, the client gets a generic message.
 //!
 //! Every error answer of the api is built here: the router's 404 and 405, the access
-//! checks' 401 and 403 (with their `WWW-Authenticate` challenges), body, query and
-//! report errors, and the token endpoint's, which are RFC 6749 5.2 bodies
-//! `{error, error_description}` instead of status objects ([`ApiError::OAuth`]).
+//! checks' 401 and 403 (`rm_auth`'s one denial answer, [`Denial`], which the edge
+//! sends too), body, query and report errors, and the token endpoint's, which are
+//! RFC 6749 5.2 bodies `{error, error_description}` instead of status objects
+//! ([`ApiError::OAuth`]). Authentication errors ([`AuthError`]) arrive whole
+//! ([`ApiError::Auth`], the cause kept as the source) and are answered here.
 
 use http::{header, HeaderValue, StatusCode};
 use rm_ads::AdsError;
+use rm_auth::denial::Denial;
+use rm_auth::AuthError;
 use rm_schemas::rpc_status::{Code, RpcStatus};
 use rm_service::{response, Response};
 
-use crate::auth::token::TokenError;
+use crate::state::StateError;
+
+/// An RFC 6749 5.2 error of the token endpoint (`crate::auth::token`), answered by
+/// [`ApiError::OAuth`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// `error`.
+    pub error: &'static str,
+    /// `error_description`.
+    pub description: String,
+    /// `Retry-After` seconds, for 429.
+    pub retry_after: Option<u64>,
+}
 
 /// `@type` of field violation details.
 pub const BAD_REQUEST_TYPE: &str = "type.googleapis.com/google.rpc.BadRequest";
@@ -34,17 +52,12 @@ pub enum ApiError {
     /// The path exists, but not with this method (405); holds the `Allow` value.
     #[error("method not allowed; allowed: {0}")]
     MethodNotAllowed(String),
-    /// No credentials were sent (401; the challenge carries no error code, RFC 6750 3.1).
-    #[error("{0}")]
-    NoCredentials(String),
-    /// Credentials that do not verify (401).
-    #[error("{0}")]
-    Unauthenticated(String),
-    /// The orders API key is missing or does not verify (401 with the orders realm's
-    /// `Basic` challenge).
-    #[error("{0}")]
-    ApiKeyRejected(String),
-    /// Valid credentials without the needed scope (403).
+    /// An authentication failure: a denial (401/403) answered by `rm_auth`'s
+    /// [`Denial`], a limit (429), a full hashing queue or an unreadable state (503).
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// Valid credentials that may not do this: a missing scope, or a namespace not
+    /// the caller's (403, answered as [`Denial::InsufficientScope`]).
     #[error("{0}")]
     PermissionDenied(String),
     /// The addressed resource does not exist (404).
@@ -97,9 +110,7 @@ impl ApiError {
         match self {
             Self::InvalidArgument { .. } | Self::BodyTimeout(_) => Code::InvalidArgument,
             Self::MethodNotAllowed(_) => Code::Unimplemented,
-            Self::NoCredentials(_) | Self::Unauthenticated(_) | Self::ApiKeyRejected(_) => {
-                Code::Unauthenticated
-            }
+            Self::Auth(e) => auth_code(e),
             Self::PermissionDenied(_) => Code::PermissionDenied,
             Self::NotFound(_) => Code::NotFound,
             Self::AlreadyExists(_) => Code::AlreadyExists,
@@ -121,9 +132,14 @@ impl ApiError {
             Self::InvalidArgument { .. } => "invalid_argument",
             Self::BodyTimeout(_) => "body_timeout",
             Self::MethodNotAllowed(_) => "method_not_allowed",
-            Self::NoCredentials(_) | Self::Unauthenticated(_) | Self::ApiKeyRejected(_) => {
-                "unauthenticated"
-            }
+            Self::Auth(e) => match Denial::of(e) {
+                Some(d) => d.reason(),
+                None => match auth_code(e) {
+                    Code::ResourceExhausted => "resource_exhausted",
+                    Code::Unavailable => "unavailable",
+                    _ => "internal",
+                },
+            },
             Self::PermissionDenied(_) => "permission_denied",
             Self::NotFound(_) => "not_found",
             Self::AlreadyExists(_) => "already_exists",
@@ -141,6 +157,11 @@ impl ApiError {
     pub fn response(&self) -> Response {
         let message = match self {
             Self::OAuth(e) => return oauth_response(e),
+            Self::PermissionDenied(m) => return Denial::InsufficientScope(m).response(),
+            Self::Auth(e) => match Denial::of(e) {
+                Some(d) => return d.response(),
+                None => auth_message(e),
+            },
             Self::Internal(_) | Self::Serve(_) | Self::Ads(_) => {
                 tracing::error!(error = %self, "internal error");
                 "internal error; the request was not completed".to_owned()
@@ -159,36 +180,14 @@ impl ApiError {
             }));
         }
         let mut r = response::status(&s);
-        let bearer = |error: &str, description: &str| {
-            let d = description.replace(['"', '\\'], "'");
-            HeaderValue::from_str(&format!(
-                "Bearer realm=\"retail-media\", error=\"{error}\", error_description=\"{d}\""
-            ))
-            .unwrap_or_else(|_| HeaderValue::from_static("Bearer realm=\"retail-media\""))
-        };
         match self {
-            Self::NoCredentials(_) => {
-                // RFC 6750 3.1: no error code when no credentials were sent.
-                r.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Bearer realm=\"retail-media\""),
-                );
-            }
-            Self::Unauthenticated(m) => {
-                r.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, bearer("invalid_token", m));
-            }
-            Self::PermissionDenied(m) => {
-                r.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, bearer("insufficient_scope", m));
-            }
-            Self::ApiKeyRejected(_) => {
-                r.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    HeaderValue::from_static("Basic realm=\"retail-media-orders\""),
-                );
-            }
             Self::ResourceExhausted(_) | Self::Unavailable(_) => {
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            Self::Auth(e)
+                if matches!(auth_code(e), Code::ResourceExhausted | Code::Unavailable) =>
+            {
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
@@ -221,6 +220,44 @@ impl From<AdsError> for ApiError {
         match e {
             AdsError::Invalid { field, message } => Self::InvalidArgument { field, message },
             other => Self::Ads(other),
+        }
+    }
+}
+
+/// The gRPC code of an authentication error.
+fn auth_code(e: &AuthError) -> Code {
+    if let Some(d) = Denial::of(e) {
+        return d.code();
+    }
+    match e {
+        AuthError::Limited(_) => Code::ResourceExhausted,
+        AuthError::Busy | AuthError::KeysUnavailable(_) | AuthError::Store(_) => Code::Unavailable,
+        _ => Code::Internal,
+    }
+}
+
+/// The message of an authentication error that is not a denial (429 or 503), the
+/// cause logged once here: a state failure reads as the state's own 503.
+fn auth_message(e: &AuthError) -> String {
+    match e {
+        AuthError::Store(cause) => match cause.downcast_ref::<StateError>() {
+            Some(StateError::Backend(_)) => {
+                tracing::warn!(error = %cause, "auth: state unavailable");
+                "the api's state store is unavailable".to_owned()
+            }
+            Some(StateError::Corrupt { .. }) => {
+                tracing::error!(error = %cause, "corrupt state");
+                "the api's state store returned an unreadable value".to_owned()
+            }
+            None => {
+                tracing::warn!(error = %cause, "auth: store unavailable");
+                "the api's state store is unavailable".to_owned()
+            }
+        },
+        AuthError::Limited(_) | AuthError::Busy | AuthError::KeysUnavailable(_) => e.to_string(),
+        other => {
+            tracing::error!(error = %other, "auth: internal error");
+            "internal error; the request was not completed".to_owned()
         }
     }
 }
@@ -296,7 +333,9 @@ mod tests {
     fn statuses_follow_grpc_gateway() {
         assert_eq!(ApiError::invalid("a", "b").response().status(), 400);
         assert_eq!(
-            ApiError::Unauthenticated("x".into()).response().status(),
+            ApiError::from(AuthError::InvalidToken("x".into()))
+                .response()
+                .status(),
             401
         );
         let r = ApiError::PermissionDenied("x".into()).response();
@@ -376,7 +415,8 @@ mod tests {
             mint.into(),
             ApiError::Internal("could not mint an ad id for campaign c1".into()).response(),
         );
-        let r = ApiError::ApiKeyRejected("the API key is not valid".into()).response();
+        let r =
+            ApiError::from(AuthError::ApiKeyRejected("the API key is not valid".into())).response();
         assert_eq!(r.status(), 401);
         assert_eq!(
             r.headers()[header::WWW_AUTHENTICATE],

@@ -3,7 +3,7 @@
 //! Every partner route is one row of the route table naming its handler, written
 //! beside the handler and its body types in its resource's module ([`endpoints`]):
 //! the router ([`routes`]) matches the row, checks its access rule (bearer JWT scope
-//! or the orders API key; the token endpoint checks its OAuth client itself) and calls
+//! or the orders API key, with `rm_auth`; the token endpoint checks its OAuth client itself) and calls
 //! the handler, which reads the body within a bound. The OpenAPI document
 //! ([`openapi`]) is generated from the same table. Errors become the spec's error
 //! status object (or the token endpoint's RFC 6749 body) in one place ([`error`]).
@@ -84,7 +84,7 @@ pub struct ApiConfig {
     pub token_audience: String,
     /// Failed-authentication limits and the queue of secret checks.
     #[command(flatten)]
-    pub limits: auth::limiter::LimitSettings,
+    pub limits: rm_auth::limiter::LimitSettings,
     /// Largest accepted request body, in bytes.
     #[arg(long = "api-max-body-bytes", env = "RM_API_MAX_BODY_BYTES", default_value_t = 4 << 20)]
     pub max_body_bytes: usize,
@@ -141,7 +141,7 @@ struct Api {
     ops: Ops,
     store: Arc<AnyStore>,
     state: Arc<State>,
-    auth: auth::Auth,
+    auth: rm_auth::Auth,
     log: Option<Arc<AnyLog>>,
     routes: Vec<Route>,
     openapi: Bytes,
@@ -209,12 +209,17 @@ impl Api {
     ) -> Result<Response, ApiError> {
         let (parts, body) = req.into_parts();
         let caller = match route.access {
-            Access::Bearer(scopes) => Some(self.auth.bearer(&parts.headers, scopes)?),
+            Access::Bearer(scopes) => Some(
+                self.auth
+                    .bearer(parts.headers.get(http::header::AUTHORIZATION), scopes)?
+                    .into(),
+            ),
             Access::ApiKey => {
                 let source = auth::peer_ip(&parts.extensions);
+                let authorization = parts.headers.get(http::header::AUTHORIZATION);
                 let key = self
                     .auth
-                    .api_key(&self.state, &parts.headers, source)
+                    .api_key(&*self.state, authorization, source)
                     .await?;
                 Some(tenancy::Caller {
                     client_id: key.key_id,
@@ -252,12 +257,13 @@ pub struct ApiDeps {
     pub inspector: Option<InspectorFn>,
 }
 
-/// The integration inspector's report for one tracking id, as a viewer may see it.
-pub type InspectorFn =
-    Arc<dyn Fn(&str, &rm_schemas::namespace::Viewer) -> serde_json::Value + Send + Sync>;
+/// The integration inspector's route (`GET /v1/debug/events`), as the edge answers it
+/// (`rm_ingest::debug_route::answer`: one implementation on both ports): the
+/// answer to a request's query string for a verified viewer.
+pub type InspectorFn = Arc<dyn Fn(&str, &rm_schemas::namespace::Viewer) -> Response + Send + Sync>;
 
 /// Opens the token keys and loads the demo data and clients file as configured.
-pub async fn prepare(config: &ApiConfig, state: &State) -> Result<auth::Auth, ApiError> {
+pub async fn prepare(config: &ApiConfig, state: &State) -> Result<rm_auth::Auth, ApiError> {
     state::migrate::run(state)
         .await
         .map_err(|e| ApiError::Internal(format!("converting the api state: {e}")))?;
@@ -276,7 +282,7 @@ pub async fn prepare(config: &ApiConfig, state: &State) -> Result<auth::Auth, Ap
             .map_err(|e| ApiError::Internal(format!("clients file {}: {e}", path.display())))?;
         tracing::info!(entries = n, path = %path.display(), "clients file applied");
     }
-    let tokens = auth::Tokens::load(
+    let tokens = rm_auth::Tokens::load(
         state,
         &config.token_issuer,
         &config.token_audience,
@@ -284,7 +290,7 @@ pub async fn prepare(config: &ApiConfig, state: &State) -> Result<auth::Auth, Ap
     )
     .await
     .map_err(|e| ApiError::Internal(format!("loading signing keys: {e}")))?;
-    let auth = auth::Auth::new(tokens, &config.limits);
+    let auth = rm_auth::Auth::new(tokens, &config.limits);
     auth.refresh_revocations(state)
         .await
         .map_err(|e| ApiError::Internal(format!("loading revoked clients: {e}")))?;
@@ -361,9 +367,9 @@ pub async fn run(
                     () = stop.cancelled() => break,
                     () = tokio::time::sleep(Duration::from_millis(200)) => {}
                 }
-                if revocations.elapsed() >= auth::REVOCATIONS_REFRESH {
+                if revocations.elapsed() >= rm_auth::REVOCATIONS_REFRESH {
                     revocations = Instant::now();
-                    if let Err(e) = inner.auth.refresh_revocations(&inner.state).await {
+                    if let Err(e) = inner.auth.refresh_revocations(&*inner.state).await {
                         tracing::warn!(error = %e, "revoked clients: reread failed; keeping the last list");
                     }
                 }

@@ -9,8 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::model::client::Scope;
 use crate::routes::{Access, Content, QueryParam, RequestBody, Route};
+use rm_auth::client::Scope;
 
 /// Token endpoint error body (RFC 6749 5.2).
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]

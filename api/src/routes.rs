@@ -23,8 +23,8 @@ use rm_schemas::percent::{self, Rules};
 use rm_service::Response;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
-use crate::model::client::Scope;
 use crate::{Api, ApiError};
+use rm_auth::client::Scope;
 
 /// A matched request, as its handler gets it (after the route's access rule passed).
 pub(crate) struct Call {

@@ -30,6 +30,16 @@ pub struct Caller {
     pub admin: bool,
 }
 
+impl From<rm_auth::Principal> for Caller {
+    fn from(p: rm_auth::Principal) -> Self {
+        Caller {
+            client_id: p.client_id,
+            namespace: p.namespace,
+            admin: p.admin,
+        }
+    }
+}
+
 impl Caller {
     /// Whether the caller may see something of namespace `ns`.
     pub fn sees(&self, ns: &str) -> bool {

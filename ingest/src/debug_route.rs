@@ -1,20 +1,28 @@
-//! `GET /v1/debug/events?trackingId=...` on the edge's own port: the integration
-//! inspector's report ([`crate::inspector_report`]) behind a bearer token with scope
-//! `reports` (or `admin`), verified against the api's JWK set ([`crate::jwks`]).
-//! A tenant's token sees only its namespace's events (`crate::inspector_report`).
+//! `GET /v1/debug/events?trackingId=...`: the integration inspector's report
+//! ([`crate::inspector_report`]) behind a bearer token with scope `reports` (or
+//! `admin`). A tenant's token sees only its namespace's events.
 //!
-//! Served only when `RM_INGEST_JWKS_URL` is set; otherwise 404 saying where the
-//! inspector is (the api serves the same route when the edge runs in its process).
+//! One endpoint, one implementation of its logic ([`answer`]: the `trackingId`
+//! parameter, the report, `Cache-Control: no-store`), served on two ports: the api's
+//! when the edge runs in its process (the api's router checks the token and calls
+//! [`answer`] through `rm_api::InspectorFn`), and the edge's own when it runs alone
+//! and `RM_INGEST_JWKS_URL` is set (the token verified against the api's JWK set,
+//! [`crate::jwks`]; otherwise 404 saying where the inspector is). Both ports verify
+//! with `rm_auth`'s one rule and refuse with its one denial answer
+//! (`rm_auth::denial`).
 
 use http::{header, HeaderValue, Method, StatusCode};
 use hyper::body::Incoming;
+use rm_auth::denial::Denial;
+use rm_auth::AuthError;
 use rm_eventlog::EventLog;
+use rm_schemas::namespace::Viewer;
 use rm_schemas::rpc_status::Code;
 use rm_schemas::{RejectReason, Rejection};
 use rm_service::{response, Response};
 
 use crate::edge::Edge;
-use crate::jwks::Denied;
+use crate::inspector::Inspector;
 
 impl<L: EventLog> Edge<L> {
     /// Answers the inspector route.
@@ -30,63 +38,59 @@ impl<L: EventLog> Edge<L> {
                  to serve it on an edge running alone, set RM_INGEST_JWKS_URL to the api's /.well-known/jwks.json",
             );
         };
-        let auth = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        let viewer = match bearer.check(auth).await {
+        let viewer = match bearer.check(req.headers().get(header::AUTHORIZATION)).await {
             Ok(v) => v,
-            Err(denied) => {
-                return match denied {
-                    Denied::Unauthenticated(m) => {
-                        let mut r = response::error(Code::Unauthenticated, "unauthenticated", m);
-                        r.headers_mut().insert(
-                            header::WWW_AUTHENTICATE,
-                            HeaderValue::from_static("Bearer realm=\"retail-media\""),
-                        );
-                        r
-                    }
-                    Denied::Forbidden(m) => response::error(Code::PermissionDenied, "forbidden", m),
-                    Denied::Unavailable(m) => {
-                        tracing::warn!(error = %m, "jwks unavailable");
-                        response::unavailable(
-                            "jwks_unavailable",
-                            "the token cannot be verified right now; retry later",
-                            5,
-                        )
-                    }
-                }
-            }
+            Err(e) => return denied(&e),
         };
-        let query = req.uri().query().unwrap_or("");
-        let tracking_id = rm_schemas::query::decode_query(query)
-            .map_err(|r| response::status(&rm_schemas::rpc_status::RpcStatus::from_rejection(&r)))
-            .map(|pairs| {
-                pairs
-                    .into_iter()
-                    .find(|p| p.key == "trackingId")
-                    .map(|p| p.value.into_owned())
-                    .filter(|v| !v.is_empty())
-            });
-        let tracking_id = match tracking_id {
-            Ok(Some(id)) => id,
-            Ok(None) => {
-                let r = Rejection::new(
-                    RejectReason::MissingParameter,
-                    "trackingId",
-                    "trackingId is required: the sessionId, customerId or dtmToken to inspect",
-                );
-                return response::status(&rm_schemas::rpc_status::RpcStatus::from_rejection(&r));
-            }
-            Err(r) => return r,
-        };
-        let body = crate::inspector_report::report(&self.inspector, &tracking_id, &viewer);
-        let mut r = response::json(
-            StatusCode::OK,
-            serde_json::to_vec(&body).unwrap_or_default(),
-        );
-        r.headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        r
+        answer(&self.inspector, req.uri().query().unwrap_or(""), &viewer)
     }
+}
+
+/// The answer to a request the token let in: 401/403 by the one denial answer; the
+/// key set unavailable is a 503.
+fn denied(e: &AuthError) -> Response {
+    if let Some(d) = Denial::of(e) {
+        return d.response();
+    }
+    tracing::warn!(error = %e, "jwks unavailable");
+    response::unavailable(
+        "jwks_unavailable",
+        "the token cannot be verified right now; retry later",
+        5,
+    )
+}
+
+/// The route's answer to `query` for `viewer` (who the token let in), on either
+/// port: the report of the `trackingId` as the viewer may see it, 400 when the
+/// query does not decode or names no `trackingId`.
+pub fn answer(inspector: &Inspector, query: &str, viewer: &Viewer) -> Response {
+    let tracking_id = rm_schemas::query::decode_query(query)
+        .map_err(|r| response::status(&rm_schemas::rpc_status::RpcStatus::from_rejection(&r)))
+        .map(|pairs| {
+            pairs
+                .into_iter()
+                .find(|p| p.key == "trackingId")
+                .map(|p| p.value.into_owned())
+                .filter(|v| !v.is_empty())
+        });
+    let tracking_id = match tracking_id {
+        Ok(Some(id)) => id,
+        Ok(None) => {
+            let r = Rejection::new(
+                RejectReason::MissingParameter,
+                "trackingId",
+                "trackingId is required: the sessionId, customerId or dtmToken to inspect",
+            );
+            return response::status(&rm_schemas::rpc_status::RpcStatus::from_rejection(&r));
+        }
+        Err(r) => return r,
+    };
+    let body = crate::inspector_report::report(inspector, &tracking_id, viewer);
+    let mut r = response::json(
+        StatusCode::OK,
+        serde_json::to_vec(&body).unwrap_or_default(),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }

@@ -1,14 +1,15 @@
 //! Bearer tokens on the edge's own port (`GET /v1/debug/events` when the edge runs
-//! alone): verified against the api's JWK set, fetched from `RM_INGEST_JWKS_URL`
-//! with hyper's client and cached.
+//! alone): the api's JWK set, fetched from `RM_INGEST_JWKS_URL` with hyper's client
+//! and cached, and the api's list of removed clients beside it; the token itself is
+//! verified by `rm_auth`'s one verifier and claims rule (`rm_auth::verify`), the same
+//! the api applies: `alg` `EdDSA` with a `kid` of the set (`kty` `OKP`, `crv`
+//! `Ed25519`), the configured issuer and audience, `exp` and `nbf` with 30 s leeway,
+//! every claim present and a valid `ns`, not issued before its client was removed,
+//! and a `scope` holding `reports` or `admin`.
 //!
-//! Accepted: `alg` `EdDSA` only, a key of the set (`kty` `OKP`, `crv` `Ed25519`,
-//! matched by `kid` when the token has one), the configured issuer and audience, not
-//! expired (30 s leeway), and a `scope` claim (space-separated) holding `reports` or
-//! `admin`. The set is cached for five minutes and fetched again early when a token
-//! names an unknown `kid` (at most once every ten seconds). A token of a client the
-//! api removed is refused: the api publishes removed clients beside the set
-//! (`revoked-clients.json`: SHA-256 of each id and the time), reread every ten
+//! The set is cached for five minutes and fetched again early when a token names an
+//! unknown `kid` (at most once every ten seconds). The removed clients
+//! (`revoked-clients.json`: SHA-256 of each id and the time) are reread every ten
 //! seconds. A tenant's token (`reports`) sees its namespace only (the `ns` claim);
 //! `admin` is an operator.
 
@@ -19,7 +20,8 @@ use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use rm_auth::verify::{self, DecodingKey, KeySet, Verifier};
+use rm_auth::{AuthError, Scope};
 use rm_schemas::namespace::Viewer;
 use serde::Deserialize;
 
@@ -30,17 +32,6 @@ const MAX_JWKS_BYTES: usize = 256 * 1024;
 /// How often the list of removed clients is reread (well under the 60 s a removed
 /// client's token may keep working).
 const REVOCATIONS_EVERY: Duration = Duration::from_secs(10);
-
-/// Why a request is not let in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Denied {
-    /// No or unusable credentials: 401.
-    Unauthenticated(String),
-    /// A valid token without the scope: 403.
-    Forbidden(String),
-    /// The key set could not be fetched: 503.
-    Unavailable(String),
-}
 
 #[derive(Deserialize)]
 struct Jwk {
@@ -53,21 +44,6 @@ struct Jwk {
 #[derive(Deserialize)]
 struct Jwks {
     keys: Vec<Jwk>,
-}
-
-#[derive(Deserialize)]
-struct Claims {
-    #[serde(default)]
-    scope: String,
-    /// The client's namespace (tokens of this version always carry it).
-    #[serde(default)]
-    ns: Option<String>,
-    /// The client id.
-    #[serde(default)]
-    sub: String,
-    /// Issued at (Unix seconds).
-    #[serde(default)]
-    iat: i64,
 }
 
 /// `/.well-known/revoked-clients.json`: SHA-256 (hex) of each removed client id, and
@@ -95,11 +71,31 @@ struct Cache {
     fetched: Option<Instant>,
 }
 
+/// The fetched keys and removed clients, as the verifier reads them.
+struct Fetched<'a> {
+    keys: &'a [(Option<String>, DecodingKey)],
+    revoked: &'a std::collections::HashMap<String, i64>,
+}
+
+impl KeySet for Fetched<'_> {
+    fn key(&self, kid: &str) -> Option<&DecodingKey> {
+        self.keys
+            .iter()
+            .find(|(k, _)| k.as_deref() == Some(kid))
+            .map(|(_, d)| d)
+    }
+    fn revoked_at(&self, client_id: &str) -> Option<i64> {
+        // The api publishes the SHA-256 of each removed client id.
+        self.revoked
+            .get(&rm_auth::secret::lookup_digest(client_id))
+            .copied()
+    }
+}
+
 /// Verifies bearer tokens against a remote JWK set.
 pub struct BearerVerifier {
     url: hyper::Uri,
-    issuer: String,
-    audience: String,
+    verifier: Verifier,
     client: Client<HttpConnector, Empty<Bytes>>,
     cache: tokio::sync::Mutex<Cache>,
     revoked_url: Option<hyper::Uri>,
@@ -116,7 +112,7 @@ fn keys_of(doc: &[u8]) -> Result<Vec<(Option<String>, DecodingKey)>, String> {
         .filter(|k| k.kty.as_deref() == Some("OKP") && k.crv.as_deref() == Some("Ed25519"))
         .filter_map(|k| {
             let x = k.x?;
-            DecodingKey::from_ed_components(&x).ok().map(|d| (k.kid, d))
+            verify::ed25519_key(&x).map(|d| (k.kid, d))
         })
         .collect())
 }
@@ -140,8 +136,7 @@ impl BearerVerifier {
             revoked_url,
             revoked: tokio::sync::Mutex::new(Revoked::default()),
             url: uri,
-            issuer: issuer.to_owned(),
-            audience: audience.to_owned(),
+            verifier: Verifier::new(issuer, audience),
             client: Client::builder(TokioExecutor::new()).build_http(),
             cache: tokio::sync::Mutex::new(Cache {
                 keys: Vec::new(),
@@ -170,12 +165,14 @@ impl BearerVerifier {
         keys_of(&self.get_doc(&self.url, "JWK set").await?)
     }
 
-    /// When the client `sub` was removed, from the api's list, reread every
-    /// [`REVOCATIONS_EVERY`]. A list that cannot be read keeps the last one (and,
-    /// never read, counts as empty: the api may predate it), with a warning.
-    async fn revoked_at(&self, sub: &str) -> Option<i64> {
-        let url = self.revoked_url.as_ref()?;
+    /// The api's list of removed clients, reread every [`REVOCATIONS_EVERY`]. A
+    /// list that cannot be read keeps the last one (and, never read, counts as empty:
+    /// the api may predate it), with a warning.
+    async fn revoked(&self) -> tokio::sync::MutexGuard<'_, Revoked> {
         let mut r = self.revoked.lock().await;
+        let Some(url) = self.revoked_url.as_ref() else {
+            return r;
+        };
         if r.fetched.is_none_or(|t| t.elapsed() > REVOCATIONS_EVERY) {
             let doc = self
                 .get_doc(url, "revoked clients list")
@@ -196,26 +193,17 @@ impl BearerVerifier {
             }
             r.fetched = Some(Instant::now());
         }
-        use sha2::Digest as _;
-        let digest: String = sha2::Sha256::digest(sub.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        r.at.get(&digest).copied()
+        r
     }
 
-    /// The key for `kid`, fetching the set when it is stale or does not know `kid`.
-    async fn key(&self, kid: Option<&str>) -> Result<Option<DecodingKey>, Denied> {
+    /// The key set (a copy: no lock is held past this), fetched when it is stale or
+    /// does not know `kid`.
+    async fn keys(&self, kid: &str) -> Result<Vec<(Option<String>, DecodingKey)>, AuthError> {
         let mut c = self.cache.lock().await;
-        let find = |c: &Cache| {
-            c.keys
-                .iter()
-                .find(|(k, _)| kid.is_none() || k.as_deref() == kid)
-                .map(|(_, d)| d.clone())
-        };
+        let known = c.keys.iter().any(|(k, _)| k.as_deref() == Some(kid));
         let age = c.fetched.map(|t| t.elapsed());
         let stale = age.is_none_or(|a| a > CACHE_FOR);
-        let unknown = find(&c).is_none() && age.is_none_or(|a| a > REFETCH_AFTER);
+        let unknown = !known && age.is_none_or(|a| a > REFETCH_AFTER);
         if stale || unknown {
             match self.fetch().await {
                 Ok(keys) => {
@@ -223,74 +211,37 @@ impl BearerVerifier {
                     c.fetched = Some(Instant::now());
                 }
                 // A stale set still verifies until a fetch works again.
-                Err(e) if c.fetched.is_none() => return Err(Denied::Unavailable(e)),
+                Err(e) if c.fetched.is_none() => return Err(AuthError::KeysUnavailable(e)),
                 Err(e) => tracing::warn!(error = %e, "jwks refresh failed; using the cached set"),
             }
         }
-        Ok(find(&c))
+        Ok(c.keys.clone())
     }
 
-    /// Lets a request in when its `Authorization` header holds a valid token with
-    /// scope `reports` or `admin`; who it is: an operator (`admin`) or the tenant of
-    /// the token's namespace (`ns` claim).
-    pub async fn check(&self, authorization: Option<&str>) -> Result<Viewer, Denied> {
-        let unauth = |m: &str| Denied::Unauthenticated(m.to_owned());
-        let token = authorization
-            .and_then(|h| {
-                h.strip_prefix("Bearer ")
-                    .or_else(|| h.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                unauth("send Authorization: Bearer <token> (a token with scope reports)")
-            })?;
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|_| unauth("the token is not a well-formed JWT"))?;
-        if header.alg != Algorithm::EdDSA {
-            return Err(unauth("the token's alg is not EdDSA"));
-        }
-        let key = self
-            .key(header.kid.as_deref())
-            .await?
-            .ok_or_else(|| unauth("the token's key is not in the api's JWK set"))?;
-        let mut v = Validation::new(Algorithm::EdDSA);
-        v.set_issuer(&[&self.issuer]);
-        v.set_audience(&[&self.audience]);
-        v.set_required_spec_claims(&["exp", "iss", "aud"]);
-        v.leeway = 30;
-        let claims = jsonwebtoken::decode::<Claims>(token, &key, &v)
-            .map_err(|e| {
-                use jsonwebtoken::errors::ErrorKind as K;
-                unauth(match e.kind() {
-                    K::ExpiredSignature => "the token has expired",
-                    K::InvalidIssuer => "the token is from another issuer",
-                    K::InvalidAudience => "the token is for another audience",
-                    K::InvalidSignature => "the token's signature does not verify",
-                    _ => "the token is not valid",
-                })
-            })?
-            .claims;
-        if self
-            .revoked_at(&claims.sub)
-            .await
-            .is_some_and(|at| claims.iat <= at)
-        {
-            return Err(unauth("the token's client was removed"));
-        }
-        let scopes = || claims.scope.split(' ');
-        if scopes().any(|s| s == "admin") {
-            return Ok(Viewer::Operator);
-        }
-        if !scopes().any(|s| s == "reports") {
-            return Err(Denied::Forbidden(
-                "the token lacks scope reports (or admin)".to_owned(),
-            ));
-        }
-        match claims.ns {
-            Some(ns) if rm_schemas::namespace::valid(&ns) => Ok(Viewer::Tenant(ns)),
-            _ => Err(unauth("the token names no namespace; get a new one")),
-        }
+    /// Lets a request in when its `Authorization` header holds a token that passes
+    /// the one rule (`rm_auth::verify`) with scope `reports` or `admin`; who it is:
+    /// an operator (`admin`) or the tenant of the token's namespace (`ns` claim).
+    pub async fn check(
+        &self,
+        authorization: Option<&http::HeaderValue>,
+    ) -> Result<Viewer, AuthError> {
+        let token = verify::bearer_token(authorization)?;
+        // The header rule first: a token that cannot verify costs no fetch.
+        let kid = verify::key_id(token)?;
+        let keys = self.keys(&kid).await?;
+        let revoked = self.revoked().await;
+        let fetched = Fetched {
+            keys: &keys,
+            revoked: &revoked.at,
+        };
+        let who = self
+            .verifier
+            .authorize(token, &fetched, &[Scope::Reports])?;
+        Ok(if who.admin {
+            Viewer::Operator
+        } else {
+            Viewer::Tenant(who.namespace)
+        })
     }
 }
 
@@ -322,19 +273,20 @@ mod tests {
     #[tokio::test]
     async fn missing_and_malformed_tokens_are_401() {
         let v = BearerVerifier::new("http://127.0.0.1:9/jwks", "i", "a").expect("verifier");
+        let bearer = |t: &str| http::HeaderValue::from_str(&format!("Bearer {t}")).unwrap();
         assert!(matches!(
             v.check(None).await,
-            Err(Denied::Unauthenticated(_))
+            Err(AuthError::NoCredentials(_))
         ));
         assert!(matches!(
-            v.check(Some("Bearer x.y.z")).await,
-            Err(Denied::Unauthenticated(_))
+            v.check(Some(&bearer("x.y.z"))).await,
+            Err(AuthError::InvalidToken(_))
         ));
         // An HS256 token is refused before any key is fetched.
         let hs = "eyJhbGciOiJIUzI1NiJ9.eyJzY29wZSI6InJlcG9ydHMifQ.sig";
         assert!(matches!(
-            v.check(Some(&format!("Bearer {hs}"))).await,
-            Err(Denied::Unauthenticated(_))
+            v.check(Some(&bearer(hs))).await,
+            Err(AuthError::InvalidToken(_))
         ));
     }
 }

@@ -33,6 +33,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use config::IngestConfig;
+pub use debug_route::answer as debug_answer;
 pub use error::IngestError;
 pub use inspector::Inspector;
 pub use inspector_report::report;

@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 use common::{send, HttpResponse, Service};
 use rm_ads::model::campaign::BannerXCampaign;
 use rm_ads::model::catalog::Product;
-use rm_api::model::client::{ApiKey, Client, Scope};
 use rm_api::model::segment::Segment;
 use rm_api::state::embedded::EmbeddedKv;
 use rm_api::state::postgres::PostgresKv;
 use rm_api::state::{AnyKv, KvStore, Ns, State, StateError, StoredSigningKey};
+use rm_auth::client::{ApiKey, Client, Scope};
 use serde_json::{json, Value};
 
 /// Tests that use the shared server hold this for reading; the restart test holds it
@@ -423,7 +423,7 @@ async fn state_signing_keys_are_insert_once(f: &Fixture) {
     for _ in 0..8 {
         let state = Arc::clone(&state);
         tasks.spawn(async move {
-            rm_api::auth::Tokens::load(&state, "iss", "aud", 60)
+            rm_auth::Tokens::load(&*state, "iss", "aud", 60)
                 .await
                 .unwrap()
         });

@@ -17,7 +17,7 @@
 //! `Cache-Control: no-store` and `Pragma: no-cache`. The optional `scope` parameter
 //! narrows the token to a subset of the client's scopes. The form and the Basic
 //! credentials are decoded by `rm_schemas::percent` (`Rules::FORM`); error bodies are
-//! built by `ApiError::OAuth` (`crate::error`). The limits (`super::limiter`) are
+//! built by `ApiError::OAuth` (`crate::error`). The limits (`rm_auth::limiter`) are
 //! keyed by the connection's source address, so failures from elsewhere never refuse
 //! a partner's own address. While the global budget of unknown ids is spent, an
 //! unknown id gets 429 where a known one would get 401: client ids are not secrets
@@ -35,29 +35,17 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rm_schemas::percent::{self, Rules};
 use rm_service::{response, Response};
 
-use super::hash_queue::Busy;
-use super::limiter::Refused;
-use super::Auth;
+use rm_auth::hash_queue::Busy;
+use rm_auth::limiter::Refused;
+use rm_auth::{Auth, Scope};
+
 use crate::error::ApiError;
+pub use crate::error::TokenError;
 use crate::metrics;
-use crate::model::client::Scope;
 use crate::state::State;
 
 /// The route.
 pub const PATH: &str = "/v1/oauth2/token";
-
-/// An RFC 6749 5.2 error (answered by [`ApiError::OAuth`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// `error`.
-    pub error: &'static str,
-    /// `error_description`.
-    pub description: String,
-    /// `Retry-After` seconds, for 429.
-    pub retry_after: Option<u64>,
-}
 
 fn err(status: StatusCode, error: &'static str, description: impl Into<String>) -> TokenError {
     TokenError {

@@ -10,18 +10,18 @@
 //! | `DELETE /v1/admin/order-keys/{keyId}` | `{}` |
 //!
 //! Secrets are generated here (32 random bytes, base64url), shown once in the 201,
-//! and kept only as Argon2id hashes.
+//! and kept only as Argon2id hashes. Client ids and namespaces follow the one client
+//! rule (`rm_auth::client`), as in the `clients` subcommand and the clients file.
 
 use http::{Method, StatusCode};
+use rm_auth::client::{self, ApiKey, Client, Scope};
+use rm_auth::{secret, Auth};
 use rm_service::Response;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{json_status, ok_json};
-use crate::auth::{secret, Auth};
 use crate::error::{parse_json, ApiError};
-use crate::model::check_id;
-use crate::model::client::{ApiKey, Client, Scope};
 use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
 use crate::state::State;
 use crate::Api;
@@ -202,15 +202,9 @@ pub struct CreatedOrderKey {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct Removed {}
 
+/// The client rule's verdict on a namespace, as the body's `namespaceId`.
 fn check_namespace(ns: &str) -> Result<(), ApiError> {
-    if rm_schemas::namespace::valid(ns) {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            "namespaceId",
-            "must match [a-z0-9_-]{1,64}",
-        ))
-    }
+    client::check_namespace(ns).map_err(|e| ApiError::invalid("namespaceId", e.to_string()))
 }
 
 async fn hash(secret: String) -> Result<String, ApiError> {
@@ -222,11 +216,8 @@ async fn hash(secret: String) -> Result<String, ApiError> {
 /// `POST /v1/admin/clients`.
 pub async fn create_client(state: &State, body: &[u8]) -> Result<CreatedClient, ApiError> {
     let b: NewClient = parse_json(body)?;
-    check_id("clientId", &b.client_id)?;
-    if b.client_id.contains(':') {
-        // HTTP Basic splits at the first ':'.
-        return Err(ApiError::invalid("clientId", "must not contain ':'"));
-    }
+    client::check_client_id(&b.client_id)
+        .map_err(|e| ApiError::invalid("clientId", e.to_string()))?;
     check_namespace(&b.namespace_id)?;
     let scopes =
         Scope::parse_list(&b.scopes.join(" ")).map_err(|m| ApiError::invalid("scopes", m))?;

@@ -11,9 +11,9 @@ use rm_ads::{AdsRequest, AdsResponse};
 
 use super::ok_json;
 use crate::error::parse_json;
-use crate::model::client::Scope;
 use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
 use crate::{Api, ApiError};
+use rm_auth::client::Scope;
 
 /// The ads route.
 pub(crate) fn routes() -> Vec<Route> {

@@ -10,12 +10,12 @@ use rm_service::Response;
 
 use super::ok_json;
 use crate::error::{parse_json, ApiError};
-use crate::model::client::Scope;
 use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
 use crate::state::State;
 use crate::tenancy::Caller;
 use crate::Api;
 use rm_ads::model::campaign::{valid_campaign_id, ApproveBody, CampaignBody};
+use rm_auth::client::Scope;
 
 /// The campaign routes (scope `campaigns`).
 pub(crate) fn routes() -> Vec<Route> {

@@ -9,12 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use super::ok_json;
 use crate::error::{parse_json, ApiError};
-use crate::model::client::Scope;
 use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
 use crate::state::State;
 use crate::tenancy::Caller;
 use crate::Api;
 use rm_ads::model::catalog::Product;
+use rm_auth::client::Scope;
 
 /// Most products in one upsert.
 pub const MAX_PRODUCTS_PER_REQUEST: usize = 10_000;

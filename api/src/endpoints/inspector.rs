@@ -4,17 +4,15 @@
 //! ids only). The inspector lives on the edge; the api answers only when the edge runs
 //! in the same process (`retail-media all`), else 404 naming where to ask.
 
-use http::{header, HeaderValue, Method};
-use rm_schemas::percent::{self, Rules};
+use http::Method;
 use rm_service::Response;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::ok_json;
-use crate::model::client::Scope;
 use crate::routes::{schema, Access, Call, Content, QueryParam, RequestBody, Route};
 use crate::{Api, ApiError};
+use rm_auth::client::Scope;
 
 /// The inspector's answer (see the README's "integration inspector").
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -45,7 +43,9 @@ pub(crate) fn routes() -> Vec<Route> {
     }]
 }
 
-/// `GET /v1/debug/events?trackingId=`: the edge's inspector, when it runs here.
+/// `GET /v1/debug/events?trackingId=`: the edge's inspector, when it runs here,
+/// answered by the edge's own route logic (`crate::InspectorFn`) for the caller the
+/// router verified.
 async fn debug_events(api: &Api, call: Call) -> Result<Response, ApiError> {
     let inspector = api.inspector.as_ref().ok_or_else(|| {
         ApiError::NotFound(
@@ -54,21 +54,5 @@ async fn debug_events(api: &Api, call: Call) -> Result<Response, ApiError> {
         )
     })?;
     let query = call.parts.uri.query().unwrap_or("");
-    let pairs = percent::decode_pairs(query, Rules::LENIENT_FORM)
-        .map_err(|e| ApiError::invalid("query", format!("not a valid query string: {e}")))?;
-    let id = pairs
-        .iter()
-        .find(|(k, _)| k == "trackingId")
-        .map(|(_, v)| v.as_str())
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| {
-            ApiError::invalid(
-                "trackingId",
-                "required: the sessionId, customerId or dtmToken to inspect",
-            )
-        })?;
-    let mut r = ok_json(&inspector(id, &call.caller()?.viewer()))?;
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    Ok(r)
+    Ok(inspector(query, &call.caller()?.viewer()))
 }

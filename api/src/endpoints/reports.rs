@@ -11,10 +11,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::model::client::Scope;
 use crate::reports::{self, query, KnownCosts, ReportKind};
 use crate::routes::{schema, Access, Call, Content, Handler, QueryParam, RequestBody, Route};
 use crate::{Api, ApiError};
+use rm_auth::client::Scope;
 
 /// A report answer.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]

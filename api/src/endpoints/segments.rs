@@ -8,12 +8,12 @@ use rm_service::Response;
 
 use super::ok_json;
 use crate::error::{parse_json, ApiError};
-use crate::model::client::Scope;
 use crate::model::segment::{Segment, SegmentBody};
 use crate::routes::{schema, Access, Call, Content, RequestBody, Route};
 use crate::state::State;
 use crate::tenancy::Caller;
 use crate::Api;
+use rm_auth::client::Scope;
 
 /// The segment routes (scope `segments`).
 pub(crate) fn routes() -> Vec<Route> {

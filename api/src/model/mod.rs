@@ -7,7 +7,6 @@
 //! text checks are theirs too, shared here (their `AdsError` becomes an `ApiError`
 //! by `?`, in `crate::error`).
 
-pub mod client;
 pub mod segment;
 
 pub use rm_ads::model::{check_id, check_text, MAX_ID_LEN, MAX_TEXT_LEN};

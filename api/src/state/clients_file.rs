@@ -1,7 +1,9 @@
 //! Clients and API keys from configuration: a TOML file named by
 //! `RM_API_CLIENTS_FILE`, upserted into the state at start. It holds hashes only,
 //! never secrets; `retail-media clients hash` and `retail-media keys hash` print the
-//! lines to paste.
+//! lines to paste. Client ids and namespaces follow the one client rule
+//! (`rm_auth::client`, as the admin API and the `clients` subcommand do): a file
+//! whose client id breaks it is refused at start.
 //!
 //! ```toml
 //! [[client]]
@@ -22,7 +24,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::{State, StateError};
-use crate::model::client::{ApiKey, Client, Scope};
+use rm_auth::client::{self, ApiKey, Client, Scope};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -58,18 +60,17 @@ fn default_ns() -> String {
 }
 
 fn check_ns(what: &str, ns: &str) -> Result<(), StateError> {
-    if rm_schemas::namespace::valid(ns) {
-        Ok(())
-    } else {
-        Err(StateError::Backend(format!(
-            "{what}: namespace '{ns}' is not [a-z0-9_-], 1 to 64"
-        )))
-    }
+    client::check_namespace(ns)
+        .map_err(|e| StateError::Backend(format!("{what}: namespace '{ns}': {e}")))
+}
+
+fn check_client_id(id: &str) -> Result<(), StateError> {
+    client::check_client_id(id)
+        .map_err(|e| StateError::Backend(format!("client {id:?}: client id {e}")))
 }
 
 fn check_phc(what: &str, phc: &str) -> Result<(), StateError> {
-    argon2::password_hash::PasswordHash::new(phc)
-        .map(|_| ())
+    rm_auth::secret::check_phc(phc)
         .map_err(|e| StateError::Backend(format!("{what}: not an Argon2 PHC string: {e}")))
 }
 
@@ -82,6 +83,7 @@ pub async fn apply(state: &State, path: &Path) -> Result<usize, StateError> {
     let now = chrono::Utc::now().to_rfc3339();
     let mut n = 0;
     for c in file.client {
+        check_client_id(&c.id)?;
         check_phc(&format!("client {}", c.id), &c.secret_hash)?;
         check_ns(&format!("client {}", c.id), &c.namespace)?;
         state
@@ -122,7 +124,7 @@ pub async fn apply(state: &State, path: &Path) -> Result<usize, StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::secret;
+    use rm_auth::secret;
 
     #[tokio::test]
     async fn file_entries_authenticate() {
@@ -155,5 +157,25 @@ mod tests {
         )
         .unwrap();
         assert!(apply(&state, &path).await.is_err());
+    }
+
+    /// The client rule the admin API and the `clients` subcommand apply: a client id
+    /// with ':' (HTTP Basic could not send it) is refused here too.
+    #[tokio::test]
+    async fn client_ids_follow_the_client_rule() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open_embedded(dir.path()).unwrap();
+        let path = dir.path().join("clients.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[client]]\nid = \"a:b\"\nsecret_hash = \"{}\"\nscopes = [\"ads\"]\n",
+                secret::hash("s")
+            ),
+        )
+        .unwrap();
+        let e = apply(&state, &path).await.unwrap_err().to_string();
+        assert!(e.contains("must not contain ':'"), "{e}");
+        assert!(state.client("a:b").await.unwrap().is_none());
     }
 }

@@ -21,10 +21,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::{decode, encode, KvStore, Ns, State, StateError};
-use crate::model::client::{ApiKey, Client};
 use crate::model::segment::Segment;
 use rm_ads::model::campaign::BannerXCampaign;
 use rm_ads::model::catalog::Product;
+use rm_auth::client::{ApiKey, Client};
 use rm_schemas::namespace::DEFAULT;
 
 /// The current format version.
@@ -112,7 +112,7 @@ async fn rewrite<T: Serialize + DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::secret;
+    use rm_auth::secret;
 
     /// Opens a copy of the state the version before namespaces wrote
     /// (`api/tests/fixtures/README.md`).

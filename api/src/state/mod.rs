@@ -24,10 +24,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::model::client::{ApiKey, Client};
 use crate::model::segment::Segment;
 use rm_ads::model::campaign::BannerXCampaign;
 use rm_ads::model::catalog::Product;
+use rm_auth::client::{ApiKey, Client};
 
 /// A namespace of the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,16 +204,7 @@ pub struct State {
     kv: AnyKv,
 }
 
-/// A token signing key as stored.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct StoredSigningKey {
-    /// Key id (`kid`).
-    pub kid: String,
-    /// Ed25519 seed, base64url.
-    pub seed: String,
-    /// Creation time (RFC 3339).
-    pub created: String,
-}
+pub use rm_auth::StoredSigningKey;
 
 fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()

@@ -1,8 +1,47 @@
 //! OAuth clients and order API keys as stored: ids, namespaces, slow salted hashes,
 //! scopes. Plain secrets never reach this type. Records written before namespaces
-//! read as namespace `default` (and are rewritten so by `state::migrate`).
+//! read as namespace `default` (and are rewritten so by the api's `state::migrate`).
+//!
+//! **The client rule**, one for every way a client is made (the admin API, the
+//! `clients` subcommand, the clients file): a client id is 1 to [`MAX_CLIENT_ID_LEN`]
+//! bytes without control characters or `:` (HTTP Basic splits at the first `:`)
+//! ([`check_client_id`]); a namespace id is `rm_schemas::namespace::valid`
+//! ([`check_namespace`], also for order API keys).
 
 use serde::{Deserialize, Serialize};
+
+use crate::error::AuthError;
+
+/// Longest accepted client id, in bytes.
+pub const MAX_CLIENT_ID_LEN: usize = 256;
+
+/// Checks a client id against the client rule (see the module header).
+pub fn check_client_id(id: &str) -> Result<(), AuthError> {
+    let refuse = |m| Err(AuthError::InvalidClientId(m));
+    if id.is_empty() {
+        return refuse("must not be empty");
+    }
+    if id.len() > MAX_CLIENT_ID_LEN {
+        return refuse("longer than 256 bytes");
+    }
+    if id.chars().any(char::is_control) {
+        return refuse("contains control characters");
+    }
+    if id.contains(':') {
+        // HTTP Basic splits at the first ':'.
+        return refuse("must not contain ':'");
+    }
+    Ok(())
+}
+
+/// Checks a client's (or an order API key's) namespace id: `[a-z0-9_-]{1,64}`.
+pub fn check_namespace(ns: &str) -> Result<(), AuthError> {
+    if rm_schemas::namespace::valid(ns) {
+        Ok(())
+    } else {
+        Err(AuthError::InvalidNamespace)
+    }
+}
 
 /// A scope a token can carry.
 #[derive(
@@ -126,5 +165,19 @@ mod tests {
         );
         assert!(Scope::parse_list("ads root").is_err());
         assert!(Scope::parse_list("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_client_rule() {
+        assert!(check_client_id("partner-a").is_ok());
+        for bad in ["", "a:b", "a\nb", &"x".repeat(MAX_CLIENT_ID_LEN + 1)] {
+            assert!(check_client_id(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_client_id(&"x".repeat(MAX_CLIENT_ID_LEN)).is_ok());
+        assert!(check_namespace("acme").is_ok());
+        assert_eq!(
+            check_namespace("Acme").unwrap_err().to_string(),
+            "must match [a-z0-9_-]{1,64}"
+        );
     }
 }

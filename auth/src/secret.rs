@@ -31,6 +31,11 @@ pub fn verify(secret: &str, phc: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Checks that `phc` is a PHC string (what a clients file must hold, never a secret).
+pub fn check_phc(phc: &str) -> Result<(), argon2::password_hash::Error> {
+    PasswordHash::new(phc).map(|_| ())
+}
+
 /// Spends the time of one verification on a decoy; always false.
 pub fn verify_decoy(secret: &str) -> bool {
     let _ = verify(secret, DECOY);

@@ -1,27 +1,37 @@
-//! Access tokens: JWTs signed with Ed25519 (`alg: EdDSA`), each with a `kid`, and
-//! their verification.
+//! Access tokens: JWTs signed with Ed25519 (`alg: EdDSA`), each with a `kid`.
 //!
 //! Claims: `iss`, `sub` (the client id), `aud`, `iat`, `nbf`, `exp`, `jti` (a UUIDv7)
 //! and `scope` (space-separated, RFC 8693 style), plus `client_id` and `ns`, the
 //! client's namespace (`rm_schemas::namespace`), so every verifier scopes a request
-//! without a lookup. A token without `ns` (issued before namespaces) is refused. Verification
-//! accepts only `EdDSA` with a `kid` we hold: `alg: none`, HMAC tokens (even one
-//! signed with our public key as the secret), unknown keys, another issuer or
-//! audience, and expired tokens are refused. 30 s of clock leeway.
+//! without a lookup. They are verified by the one rule of [`crate::verify`] (here
+//! against our own keys): a token without `ns` (issued before namespaces) is refused.
 //!
-//! Keys live in the api's state, so every instance signs with the same key and
-//! `/.well-known/jwks.json` lists each one (OKP, Ed25519) for other verifiers. The
-//! newest key signs; older keys keep verifying the tokens they signed.
+//! Keys live in the api's state ([`AuthStore`]), so every instance signs with the
+//! same key and `/.well-known/jwks.json` lists each one (OKP, Ed25519) for other
+//! verifiers. The newest key signs; older keys keep verifying the tokens they signed.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ed25519_dalek::pkcs8::EncodePrivateKey;
 use ed25519_dalek::SigningKey;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header};
 use serde::{Deserialize, Serialize};
 
-use crate::model::client::Scope;
-use crate::state::{State, StateError, StoredSigningKey};
+use crate::client::Scope;
+use crate::error::AuthError;
+use crate::store::AuthStore;
+use crate::verify::{KeySet, Verifier};
+
+/// A token signing key as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredSigningKey {
+    /// Key id (`kid`).
+    pub kid: String,
+    /// Ed25519 seed, base64url.
+    pub seed: String,
+    /// Creation time (RFC 3339).
+    pub created: String,
+}
 
 /// Token claims.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,30 +72,38 @@ struct Key {
     public_b64: String,
 }
 
-/// Signs and verifies tokens.
+/// Signs tokens, and verifies them with our keys.
 pub struct Tokens {
     keys: Vec<Key>,
     issuer: String,
     audience: String,
+    verifier: Verifier,
     ttl_secs: u64,
 }
 
-/// Why a token was refused (for the 401 message).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Refused(pub String);
+/// Our keys without revocations (those are the caller's: `crate::Auth`).
+impl KeySet for Tokens {
+    fn key(&self, kid: &str) -> Option<&DecodingKey> {
+        self.decoding_key(kid)
+    }
+    fn revoked_at(&self, _client_id: &str) -> Option<i64> {
+        None
+    }
+}
 
-fn key_from_seed(stored: &StoredSigningKey) -> Result<Key, String> {
+fn key_from_seed(stored: &StoredSigningKey) -> Result<Key, AuthError> {
+    let bad = |message: String| AuthError::SigningKey {
+        kid: stored.kid.clone(),
+        message,
+    };
     let seed = URL_SAFE_NO_PAD
         .decode(&stored.seed)
-        .map_err(|e| format!("signing key {}: {e}", stored.kid))?;
+        .map_err(|e| bad(e.to_string()))?;
     let seed: [u8; 32] = seed
         .try_into()
-        .map_err(|_| format!("signing key {}: seed is not 32 bytes", stored.kid))?;
+        .map_err(|_| bad("seed is not 32 bytes".to_owned()))?;
     let sk = SigningKey::from_bytes(&seed);
-    let der = sk
-        .to_pkcs8_der()
-        .map_err(|e| format!("signing key {}: {e}", stored.kid))?;
+    let der = sk.to_pkcs8_der().map_err(|e| bad(e.to_string()))?;
     let public = sk.verifying_key().to_bytes();
     Ok(Key {
         kid: stored.kid.clone(),
@@ -96,18 +114,18 @@ fn key_from_seed(stored: &StoredSigningKey) -> Result<Key, String> {
 }
 
 impl Tokens {
-    /// Loads the signing keys from `state`, creating the first one when there is none.
+    /// Loads the signing keys from `store`, creating the first one when there is none.
     ///
     /// The first key always has the `kid` `k1`: api instances that start together on
     /// an empty shared state all try to add it, exactly one wins (`insert_new`), and
     /// each rereads, so all of them sign with, and verify, the same key.
-    pub async fn load(
-        state: &State,
+    pub async fn load<S: AuthStore>(
+        store: &S,
         issuer: &str,
         audience: &str,
         ttl_secs: u64,
-    ) -> Result<Tokens, StateError> {
-        let mut stored = state.signing_keys().await?;
+    ) -> Result<Tokens, AuthError> {
+        let mut stored = store.signing_keys().await.map_err(AuthError::store)?;
         if stored.is_empty() {
             let mut seed = [0u8; 32];
             rand::fill(&mut seed);
@@ -117,22 +135,32 @@ impl Tokens {
                 seed: URL_SAFE_NO_PAD.encode(seed),
                 created: now.to_rfc3339(),
             };
-            state.add_signing_key(&k).await?;
+            store.add_signing_key(&k).await.map_err(AuthError::store)?;
             // Another instance may have won the race for `k1`: reread.
-            stored = state.signing_keys().await?;
+            stored = store.signing_keys().await.map_err(AuthError::store)?;
         }
         stored.sort_by(|a, b| b.created.cmp(&a.created).then(b.kid.cmp(&a.kid)));
         let keys = stored
             .iter()
             .map(key_from_seed)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(StateError::Backend)?;
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Tokens {
             keys,
             issuer: issuer.to_owned(),
             audience: audience.to_owned(),
+            verifier: Verifier::new(issuer, audience),
             ttl_secs,
         })
+    }
+
+    /// The verifier of our issuer and audience.
+    pub fn verifier(&self) -> &Verifier {
+        &self.verifier
+    }
+
+    /// The public key of `kid`, if it is one of ours.
+    pub fn decoding_key(&self, kid: &str) -> Option<&DecodingKey> {
+        self.keys.iter().find(|k| k.kid == kid).map(|k| &k.decoding)
     }
 
     /// Token lifetime in seconds.
@@ -141,8 +169,11 @@ impl Tokens {
     }
 
     /// Issues a token for `client_id` of namespace `ns` with `scopes`.
-    pub fn issue(&self, client_id: &str, ns: &str, scopes: &[Scope]) -> Result<String, String> {
-        let key = self.keys.first().ok_or("no signing key")?;
+    pub fn issue(&self, client_id: &str, ns: &str, scopes: &[Scope]) -> Result<String, AuthError> {
+        let key = self
+            .keys
+            .first()
+            .ok_or_else(|| AuthError::Signing("no signing key".to_owned()))?;
         let now = chrono::Utc::now().timestamp();
         let claims = Claims {
             iss: self.issuer.clone(),
@@ -163,46 +194,14 @@ impl Tokens {
         let mut header = Header::new(Algorithm::EdDSA);
         header.kid = Some(key.kid.clone());
         header.typ = Some("at+jwt".to_owned());
-        jsonwebtoken::encode(&header, &claims, &key.encoding).map_err(|e| e.to_string())
+        jsonwebtoken::encode(&header, &claims, &key.encoding)
+            .map_err(|e| AuthError::Signing(e.to_string()))
     }
 
-    /// Verifies `token`: signature by one of our keys, issuer, audience, times.
-    pub fn verify(&self, token: &str) -> Result<Claims, Refused> {
-        let refused = |m: &str| Refused(m.to_owned());
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|_| refused("the token is not a well-formed JWT with a supported alg"))?;
-        if header.alg != Algorithm::EdDSA {
-            return Err(refused("the token's alg is not EdDSA"));
-        }
-        let kid = header.kid.ok_or_else(|| refused("the token has no kid"))?;
-        let key = self
-            .keys
-            .iter()
-            .find(|k| k.kid == kid)
-            .ok_or_else(|| refused("the token's kid is not one of ours"))?;
-        let mut v = Validation::new(Algorithm::EdDSA);
-        v.set_issuer(&[&self.issuer]);
-        v.set_audience(&[&self.audience]);
-        v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        v.leeway = 30;
-        v.validate_nbf = true;
-        jsonwebtoken::decode::<Claims>(token, &key.decoding, &v)
-            .map(|d| d.claims)
-            .map_err(|e| {
-                use jsonwebtoken::errors::ErrorKind as K;
-                Refused(
-                    match e.kind() {
-                        K::ExpiredSignature => "the token has expired",
-                        K::ImmatureSignature => "the token is not valid yet",
-                        K::InvalidIssuer => "the token is from another issuer",
-                        K::InvalidAudience => "the token is for another audience",
-                        K::InvalidSignature => "the token's signature does not verify",
-                        K::MissingRequiredClaim(_) => "the token lacks a required claim",
-                        _ => "the token is not valid",
-                    }
-                    .to_owned(),
-                )
-            })
+    /// Verifies `token` by the one rule ([`crate::verify`]) against our keys (no
+    /// revocations: `crate::Auth::bearer` adds them).
+    pub fn verify(&self, token: &str) -> Result<Claims, AuthError> {
+        self.verifier.verify(token, self)
     }
 
     /// The JWK set of the public keys.
@@ -232,10 +231,11 @@ impl Tokens {
 mod tests {
     use super::*;
 
-    async fn tokens(dir: &std::path::Path, issuer: &str) -> (State, Tokens) {
-        let state = State::open_embedded(dir).unwrap();
-        let t = Tokens::load(&state, issuer, "aud-1", 60).await.unwrap();
-        (state, t)
+    use crate::store::tests::MemStore;
+
+    async fn tokens(store: &MemStore, issuer: &str) -> ((), Tokens) {
+        let t = Tokens::load(store, issuer, "aud-1", 60).await.unwrap();
+        ((), t)
     }
 
     fn b64(v: &serde_json::Value) -> String {
@@ -244,8 +244,8 @@ mod tests {
 
     #[tokio::test]
     async fn issued_tokens_verify_and_carry_claims() {
-        let dir = tempfile::tempdir().unwrap();
-        let (_s, t) = tokens(dir.path(), "iss-1").await;
+        let dir = MemStore::default();
+        let (_s, t) = tokens(&dir, "iss-1").await;
         let tok = t
             .issue("c1", "acme", &[Scope::Ads, Scope::Reports])
             .unwrap();
@@ -260,19 +260,19 @@ mod tests {
 
     #[tokio::test]
     async fn keys_persist_across_loads() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = MemStore::default();
         let tok = {
-            let (_s, t) = tokens(dir.path(), "iss-1").await;
+            let (_s, t) = tokens(&dir, "iss-1").await;
             t.issue("c1", "acme", &[Scope::Ads]).unwrap()
         };
-        let (_s, t) = tokens(dir.path(), "iss-1").await;
+        let (_s, t) = tokens(&dir, "iss-1").await;
         assert!(t.verify(&tok).is_ok());
     }
 
     #[tokio::test]
     async fn forged_and_foreign_tokens_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let (_s, t) = tokens(dir.path(), "iss-1").await;
+        let dir = MemStore::default();
+        let (_s, t) = tokens(&dir, "iss-1").await;
         let good = t.issue("c1", "acme", &[Scope::Admin]).unwrap();
         let parts: Vec<&str> = good.split('.').collect();
         let kid = t.keys[0].kid.clone();
@@ -312,8 +312,8 @@ mod tests {
         assert!(t.verify(&tampered).is_err());
 
         // Another issuer, with its own key under the same kid name.
-        let dir2 = tempfile::tempdir().unwrap();
-        let (_s2, other) = tokens(dir2.path(), "iss-2").await;
+        let dir2 = MemStore::default();
+        let (_s2, other) = tokens(&dir2, "iss-2").await;
         let foreign = other.issue("c1", "acme", &[Scope::Admin]).unwrap();
         assert!(t.verify(&foreign).is_err());
 
@@ -323,7 +323,10 @@ mod tests {
         let mut hd = Header::new(Algorithm::EdDSA);
         hd.kid = Some(kid.clone());
         let expired = jsonwebtoken::encode(&hd, &old, &t.keys[0].encoding).unwrap();
-        assert_eq!(t.verify(&expired).unwrap_err().0, "the token has expired");
+        assert_eq!(
+            t.verify(&expired).unwrap_err().to_string(),
+            "the token has expired"
+        );
 
         // Wrong audience.
         let mut aud = claims;
