@@ -264,7 +264,7 @@ ensure_kafka() {
     rm -rf "$dist/libs" "$dist/libs.tmp" "$dist/pom.xml"
     mkdir -p "$dist/build"
     cp "$KAFKA_POM" "$dist/build/pom.xml"
-    (cd "$dist/build" && mvn -B -q dependency:copy-dependencies -DincludeScope=runtime \
+    (cd "$dist/build" && mvn -B -q -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime \
         -DoutputDirectory="$dist/libs.tmp") >&2 || die "kafka: mvn dependency:copy-dependencies failed"
     ls "$dist/libs.tmp"/kafka_2.13-*.jar >/dev/null 2>&1 || die "kafka: no kafka_2.13 jar in $dist/libs.tmp"
     mv "$dist/libs.tmp" "$dist/libs"
