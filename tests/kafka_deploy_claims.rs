@@ -31,13 +31,23 @@ fn replication_and_partitions_agree_everywhere() {
     );
 
     let compose = read("deploy/compose.yaml");
-    assert_eq!(compose.matches("KAFKA_NODE_ID:").count(), 3, "three Kafka nodes");
-    assert_eq!(value_of(&compose, "RM_KAFKA_REPLICATION").as_deref(), Some("3"));
+    assert_eq!(
+        compose.matches("KAFKA_NODE_ID:").count(),
+        3,
+        "three Kafka nodes"
+    );
+    assert_eq!(
+        value_of(&compose, "RM_KAFKA_REPLICATION").as_deref(),
+        Some("3")
+    );
     assert_eq!(
         value_of(&compose, "RM_KAFKA_MIN_INSYNC_REPLICAS").as_deref(),
         Some("2")
     );
-    assert_eq!(value_of(&compose, "KAFKA_MIN_INSYNC_REPLICAS").as_deref(), Some("2"));
+    assert_eq!(
+        value_of(&compose, "KAFKA_MIN_INSYNC_REPLICAS").as_deref(),
+        Some("2")
+    );
     assert_eq!(
         value_of(&compose, "KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE").as_deref(),
         Some("false")
@@ -46,7 +56,10 @@ fn replication_and_partitions_agree_everywhere() {
     assert_eq!(brokers.split(',').count(), 3, "{brokers}");
 
     let configmap = read("deploy/k8s/configmap.yaml");
-    assert_eq!(value_of(&configmap, "RM_KAFKA_REPLICATION").as_deref(), Some("3"));
+    assert_eq!(
+        value_of(&configmap, "RM_KAFKA_REPLICATION").as_deref(),
+        Some("3")
+    );
     assert_eq!(
         value_of(&configmap, "RM_KAFKA_MIN_INSYNC_REPLICAS").as_deref(),
         Some("2")
@@ -75,5 +88,8 @@ fn replication_and_partitions_agree_everywhere() {
         assert_eq!(value_of(&local, key).as_deref(), Some(want), "{key}");
     }
     let up = read("deploy/local/up.sh");
-    assert!(up.contains("KAFKA_NODES=${RM_KAFKA_NODES:-3}"), "three local nodes");
+    assert!(
+        up.contains("KAFKA_NODES=${RM_KAFKA_NODES:-3}"),
+        "three local nodes"
+    );
 }

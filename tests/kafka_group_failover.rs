@@ -159,6 +159,12 @@ fn a_killed_group_member_is_replaced_and_reports_stay_exact() {
             Duration::from_secs(60),
             || consumed(newcomer.aggregator) > 0.0,
         );
+        // Its lag probe samples its assignment every second.
+        wait_until(
+            "the new aggregator shows partitions",
+            Duration::from_secs(10),
+            || !partitions_seen(newcomer.aggregator).is_empty(),
+        );
         let held = partitions_seen(newcomer.aggregator);
         eprintln!(
             "round {round}: aggregator {n} joined and consumed within {back:?}, holding {held:?}"
