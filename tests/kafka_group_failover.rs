@@ -70,11 +70,12 @@ fn a_killed_group_member_is_replaced_and_reports_stay_exact() {
     if cluster::cluster().is_none() {
         return;
     }
-    let Some((mut env, _drop_database)) =
+    let Some((mut env, drop_database)) =
         common::kafka_clickhouse_env("groupfail", PARTITIONS as u32)
     else {
         return;
     };
+    let _drop_database = cluster::DropDatabaseWithin::from(drop_database);
     let _serial = cluster::CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     env.extend([

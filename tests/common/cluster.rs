@@ -189,3 +189,40 @@ pub fn read_topic(brokers: &str, topic: &str) -> Vec<rm_schemas::EventRecord> {
     }
     out
 }
+
+/// Drops a test's ClickHouse database like [`crate::common::DropDatabase`], but gives
+/// up after 30 s: ClickHouse 18.16 can keep a table locked after a client was
+/// `kill -9`ed in the middle of an insert (seen: `DROP DATABASE` waiting minutes on the
+/// tables the killed aggregators wrote), and a test must not hang on its clean-up.
+pub struct DropDatabaseWithin(String, String);
+
+impl From<crate::common::DropDatabase> for DropDatabaseWithin {
+    fn from(guard: crate::common::DropDatabase) -> Self {
+        let out = Self(guard.0.clone(), guard.1.clone());
+        std::mem::forget(guard);
+        out
+    }
+}
+
+impl Drop for DropDatabaseWithin {
+    fn drop(&mut self) {
+        let dropped = Command::new("curl")
+            .args([
+                "-sf",
+                "--max-time",
+                "30",
+                &self.0,
+                "--data-binary",
+                &format!("DROP DATABASE IF EXISTS {}", self.1),
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !dropped {
+            eprintln!(
+                "warning: ClickHouse did not drop database {} within 30 s; it stays until \
+                 deploy/local/down.sh --purge",
+                self.1
+            );
+        }
+    }
+}
