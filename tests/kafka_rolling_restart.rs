@@ -13,6 +13,8 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::Service;
@@ -67,21 +69,27 @@ fn a_rolling_restart_under_load_loses_nothing() {
         std::fs::create_dir_all(&d).unwrap();
         d
     };
-    let (beacons, exp) = sessions::generate(59, 1400, 1000);
+    let (beacons, exp) = sessions::generate(59, 1000, 700);
     let edge = Service::start("ingest", &sub("edge"), &env);
     let agg = Service::start("aggregate", &sub("agg"), &env);
     let group_topic = "__consumer_offsets";
 
-    // Beacons flow in slices for the whole restart.
+    // Beacons flow in slices, paced while the nodes restart, then the rest at once.
     let e = edge.ingest;
     let stream_beacons = beacons.clone();
+    let restarted = Arc::new(AtomicBool::new(false));
+    let done = Arc::clone(&restarted);
     let stream = std::thread::spawn(move || {
         let started = Instant::now();
-        for slice in stream_beacons.chunks(stream_beacons.len() / 60 + 1) {
+        let mut during = 0;
+        for slice in stream_beacons.chunks(stream_beacons.len() / 120 + 1) {
             fire_all(e, slice);
-            std::thread::sleep(Duration::from_millis(500));
+            if !done.load(Ordering::Relaxed) {
+                during += slice.len();
+                std::thread::sleep(Duration::from_millis(250));
+            }
         }
-        started.elapsed()
+        (started.elapsed(), during)
     });
 
     std::thread::sleep(Duration::from_secs(3));
@@ -97,16 +105,17 @@ fn a_rolling_restart_under_load_loses_nothing() {
         );
         back_in_sync.push(restarted + in_sync);
     }
-    let streamed = stream.join().unwrap();
+    restarted.store(true, Ordering::Relaxed);
+    let (streamed, during) = stream.join().unwrap();
     let refused = beacon_503s(edge.ingest);
 
     let api = Service::start("api", &sub("api"), &env);
     api.wait_ready(api.api, Duration::from_secs(60));
     converge(api.api, &exp, Duration::from_secs(180));
     eprintln!(
-        "rolling restart: {} beacons over {streamed:?}, all answered 200 in the end \
-         ({refused} answers were 503 and retried); node back in sync after {back_in_sync:?}; \
-         reports exact",
+        "rolling restart: {} beacons over {streamed:?} ({during} while the nodes restarted), \
+         all answered 200 in the end ({refused} answers were 503 and retried); each node \
+         back in sync {back_in_sync:?} after its stop began; reports exact",
         beacons.len()
     );
     for s in [agg, edge, api] {
