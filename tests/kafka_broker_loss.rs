@@ -41,6 +41,9 @@ fn event(run: u128, i: usize) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// When a request was sent and when its answer came.
+type Answered = (Instant, Instant);
+
 /// What one client saw for one event: the answers, each with when it came.
 struct Fired {
     id: usize,
@@ -177,7 +180,7 @@ fn a_leader_killed_under_load_loses_no_acknowledged_beacon() {
 
     // 503s before the kill mean the machine could not keep up (the write deadline
     // passed): reported, not the broker's doing. The window is that of the 503s after.
-    let (before_kill, refused): (Vec<(Instant, Instant)>, Vec<(Instant, Instant)>) = fired
+    let (before_kill, refused): (Vec<Answered>, Vec<Answered>) = fired
         .iter()
         .flat_map(|f| &f.answers)
         .filter(|(_, _, s)| *s == 503)

@@ -129,6 +129,30 @@ async fn describe(config: &KafkaConfig, topic: &str) -> Option<Vec<(String, Opti
     Some(r.entries.into_iter().map(|e| (e.name, e.value)).collect())
 }
 
+/// The replica count of each of `topic`'s partitions, and the brokers the cluster shows.
+async fn replicas(config: &KafkaConfig, topic: &str) -> (Vec<usize>, usize) {
+    let (config, topic) = (config.clone(), topic.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let consumer: rdkafka::consumer::BaseConsumer = client_config(&config)
+            .expect("config")
+            .create()
+            .expect("consumer");
+        use rdkafka::consumer::Consumer;
+        let md = consumer
+            .fetch_metadata(Some(&topic), Duration::from_secs(10))
+            .expect("metadata");
+        let counts = md
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic)
+            .flat_map(|t| t.partitions().iter().map(|p| p.replicas().len()))
+            .collect();
+        (counts, md.brokers().len())
+    })
+    .await
+    .expect("metadata task")
+}
+
 async fn exists(config: &KafkaConfig, topic: &str) -> bool {
     let (config, topic) = (config.clone(), topic.to_owned());
     tokio::task::spawn_blocking(move || {
@@ -169,6 +193,14 @@ async fn topics_are_created_with_their_configs() {
         exists(&config, &topic).await,
         "topic {topic} was not created"
     );
+    // The default replication, 3, capped by the brokers: 3 on the local cluster.
+    let (counts, brokers) = replicas(&config, &topic).await;
+    let want = config.effective_replication(brokers);
+    assert!(
+        !counts.is_empty() && counts.iter().all(|c| *c == want as usize),
+        "{topic}: replicas {counts:?}, {brokers} brokers"
+    );
+    eprintln!("{topic}: {want} replicas on {brokers} brokers");
     // Again: an existing topic is kept.
     ensure_topics(&config, std::slice::from_ref(&topic))
         .await
