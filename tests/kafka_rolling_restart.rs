@@ -49,9 +49,10 @@ fn a_rolling_restart_under_load_loses_nothing() {
     let Some(brokers) = cluster::cluster() else {
         return;
     };
-    let Some((mut env, _drop_database)) = common::kafka_clickhouse_env("rolling", 6) else {
+    let Some((mut env, drop_database)) = common::kafka_clickhouse_env("rolling", 6) else {
         return;
     };
+    let _drop_database = cluster::DropDatabaseWithin::from(drop_database);
     let _serial = cluster::CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let _back = cluster::AllNodesBack;
     let dir = tempfile::tempdir().unwrap();

@@ -191,9 +191,9 @@ pub fn read_topic(brokers: &str, topic: &str) -> Vec<rm_schemas::EventRecord> {
 }
 
 /// Drops a test's ClickHouse database like [`crate::common::DropDatabase`], but gives
-/// up after 30 s: ClickHouse 18.16 can keep a table locked after a client was
-/// `kill -9`ed in the middle of an insert (seen: `DROP DATABASE` waiting minutes on the
-/// tables the killed aggregators wrote), and a test must not hang on its clean-up.
+/// up after 30 s: on the loaded test machine ClickHouse 18.16's `DROP DATABASE` took
+/// minutes after these tests (seen after `tests/aggregate_exact.rs` too: the
+/// `views` and `view_facts` tables last), and a test must not hang on its clean-up.
 pub struct DropDatabaseWithin(String, String);
 
 impl From<crate::common::DropDatabase> for DropDatabaseWithin {
