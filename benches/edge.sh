@@ -124,15 +124,21 @@ machine_info() {
     echo "- git: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- ingest eventlog service schemas src 2>/dev/null || echo ' (edge sources modified)')"
 }
 
-# Pid of a broker on this machine listening on the first broker's port (for its
-# CPU time), empty when it is remote or not found. BROKER_PID overrides.
+# Pids (comma-separated) of the brokers on this machine listening on the ports of
+# KAFKA_BROKERS (for their CPU time, summed), empty when remote or not found.
+# BROKER_PID overrides.
 broker_pid() {
-    local first=${KAFKA_BROKERS%%,*}
+    local b pids=()
     if [ -n "${BROKER_PID:-}" ]; then
         echo "$BROKER_PID"
-    elif [[ "${first%:*}" =~ ^(127\.0\.0\.1|localhost)$ ]] && command -v ss >/dev/null; then
-        ss -ltnpH "sport = :${first##*:}" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true
+        return
     fi
+    command -v ss >/dev/null || return 0
+    for b in ${KAFKA_BROKERS//,/ }; do
+        [[ "${b%:*}" =~ ^(127\.0\.0\.1|localhost)$ ]] || continue
+        pids+=($(ss -ltnpH "sport = :${b##*:}" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true))
+    done
+    (IFS=,; echo "${pids[*]}")
 }
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop the local services started by deploy/local/up.sh (Tansu broker, ClickHouse,
+# Stop the local services started by deploy/local/up.sh (the three Kafka nodes, ClickHouse,
 # PostgreSQL and the chDB shim).
 #   deploy/local/down.sh            stop all; their data stays in $RM_LOCAL_DIR
 #   deploy/local/down.sh --purge    stop all and delete their data (logs are kept)

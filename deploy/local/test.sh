@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: installs and starts the real servers the tests need through
-# deploy/local/up.sh (a Kafka-protocol broker, ClickHouse 18.16, PostgreSQL, and
+# deploy/local/up.sh (a three-node Apache Kafka cluster, ClickHouse 18.16, PostgreSQL, and
 # ClickHouse 26.9 as chDB behind an HTTP shim), exports their RM_* settings with
 # RM_REQUIRE_SERVICES=1 (a test whose server is missing fails instead of skipping),
 # then `cargo test --workspace --all-targets "$@"`.

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Install (if missing) and start (if not running) the local services the tests need:
-# a Kafka-protocol broker (Tansu), ClickHouse 18.16 and PostgreSQL (Debian's), and the
-# newest ClickHouse (26.9, chDB behind an HTTP shim), on loopback.
+# a three-node Apache Kafka 4 cluster (KRaft, jars from Maven Central), ClickHouse 18.16
+# and PostgreSQL (Debian's), and the newest ClickHouse (26.9, chDB behind an HTTP
+# shim), on loopback.
 # Idempotent and fast when everything is already there. See deploy/local/README.md.
 #
 #   deploy/local/up.sh [COMMAND]
 #
-#   up (default)        apt packages, tansu and chdb, then start kafka, clickhouse,
+#   up (default)        apt packages, kafka jars and chdb, then start kafka, clickhouse,
 #                       postgres and chdb; prints RM_KAFKA_BROKERS=..., RM_CLICKHOUSE_URL=...,
 #                       RM_API_DATABASE_URL=... and RM_CLICKHOUSE_NEWEST_URL=... on stdout
-#   install             apt packages, tansu and chdb only, start nothing
-#   kafka-start         start only the broker      (kafka-stop, kafka-restart)
+#   install             apt packages, kafka jars and chdb only, start nothing
+#   kafka-start [N]     start the Kafka nodes, or only node N (1-3)
+#                       (kafka-stop [N], kafka-restart [N]: SIGTERM, a clean shutdown)
+#   kafka-kill N        SIGKILL node N (a crash: tests of failover)
+#   kafka-pids          print RM_KAFKA_PID_<N>=<pid> for each running node
 #   clickhouse-start    start only ClickHouse      (clickhouse-stop, clickhouse-restart)
 #   postgres-start      start only PostgreSQL, with its role and database
 #                       (postgres-stop, postgres-restart)
@@ -23,10 +27,10 @@
 # Progress goes to stderr; stdout carries only KEY=VALUE lines, so
 #   out=$(deploy/local/up.sh) && export $out
 # works. Environment: RM_LOCAL_DIR (state dir, default /var/tmp/retail-media-local),
-# RM_TANSU_STORAGE (default memory://tansu/), RM_KAFKA_PORT (9092),
+# RM_KAFKA_PORT (9092: node N listens on 9092 + 100*(N-1), its controller one above),
+# RM_KAFKA_NODES (3), RM_KAFKA_HEAP (512m per node),
 # RM_CLICKHOUSE_HTTP_PORT (8123), RM_CLICKHOUSE_TCP_PORT (9000), RM_POSTGRES_PORT (5433),
-# RM_CHDB_PORT (8124), RM_TANSU_VERSION (0.6.0), RM_TANSU_FEATURES (dynostore),
-# RM_PYTHON (python3, for the chdb venv).
+# RM_CHDB_PORT (8124), RM_PYTHON (python3, for the chdb venv).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,9 +44,8 @@ HOST=127.0.0.1
 KAFKA_PORT=${RM_KAFKA_PORT:-9092}
 CH_HTTP_PORT=${RM_CLICKHOUSE_HTTP_PORT:-8123}
 CH_TCP_PORT=${RM_CLICKHOUSE_TCP_PORT:-9000}
-TANSU_STORAGE=${RM_TANSU_STORAGE:-memory://tansu/}
-TANSU_VERSION=${RM_TANSU_VERSION:-0.6.0}
-TANSU_FEATURES=${RM_TANSU_FEATURES:-dynostore}
+KAFKA_NODES=${RM_KAFKA_NODES:-3}
+KAFKA_HEAP=${RM_KAFKA_HEAP:-512m}
 PG_PORT=${RM_POSTGRES_PORT:-5433}
 CHDB_PORT=${RM_CHDB_PORT:-8124}
 PYTHON=${RM_PYTHON:-python3}
@@ -54,9 +57,10 @@ PG_DB=retail_media
 # build-essential pkg-config cmake libcurl4-openssl-dev: rdkafka's vendored librdkafka
 # build (cmake only recommends gcc/make, and we skip recommends).
 # prometheus: for promtool. libxml2-utils: xmllint. python3-venv: the chdb venv.
+# openjdk-17-jre-headless maven: the Kafka nodes (jars from Maven Central).
 APT_PACKAGES=(build-essential pkg-config cmake libcurl4-openssl-dev clickhouse-server
     clickhouse-client nginx wrk libxml2-utils curl prometheus chromium postgresql
-    python3-venv)
+    python3-venv openjdk-17-jre-headless maven)
 
 CARGO_BIN_DIR=${CARGO_HOME:-${HOME:-/root}/.cargo}/bin
 export PATH="$PATH:$CARGO_BIN_DIR:/usr/sbin:/sbin"
@@ -235,27 +239,38 @@ ensure_packages() {
     log "apt: done"
 }
 
-TANSU_BIN=''
-find_tansu() {
-    TANSU_BIN=$(command -v tansu 2>/dev/null) && return 0
-    [[ -x $CARGO_BIN_DIR/tansu ]] && TANSU_BIN=$CARGO_BIN_DIR/tansu && return 0
-    return 1
-}
+# Apache Kafka's jars (kafka/pom.xml: the broker with its storage formatter, and Log4j
+# 2) from Maven Central into $STATE_DIR/kafka-dist/libs, once: the folder keeps a copy
+# of the pom it was made from, and when the copy matches nothing is downloaded. Maven's
+# own cache (~/.m2) makes a rebuild of the folder quick too.
+KAFKA_POM=$SCRIPT_DIR/kafka/pom.xml
+kafka_libs() { echo "$STATE_DIR/kafka-dist/libs"; }
 
-ensure_tansu() {
-    [[ -n $TANSU_BIN ]] && return 0
-    if find_tansu; then
-        log "tansu: found $TANSU_BIN"
+KAFKA_OK=0
+ensure_kafka() {
+    ((KAFKA_OK)) && return 0
+    state_dirs
+    local dist=$STATE_DIR/kafka-dist t0
+    if cmp -s "$KAFKA_POM" "$dist/pom.xml" && [[ -d $dist/libs ]]; then
+        log "kafka: found $(ls "$dist/libs" | grep -m1 '^kafka_2') and its libraries in $dist/libs"
+        KAFKA_OK=1
         return 0
     fi
-    command -v cargo >/dev/null 2>&1 || die "tansu: cargo not found; install Rust first"
-    ensure_packages # a C toolchain and cmake come with it
-    log "tansu: not installed; cargo install tansu $TANSU_VERSION (features: $TANSU_FEATURES); takes about 10 minutes"
-    # Outside the workspace, so its rust-toolchain/config do not apply.
-    (cd / && cargo install tansu --version "=$TANSU_VERSION" --locked --no-default-features \
-        --features "$TANSU_FEATURES") >&2
-    find_tansu || die "tansu: cargo install succeeded but no tansu binary in PATH or $CARGO_BIN_DIR"
-    log "tansu: installed $TANSU_BIN"
+    if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+        ensure_packages
+    fi
+    t0=$SECONDS
+    log "kafka: fetching Apache Kafka $(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$KAFKA_POM") from Maven Central into $dist/libs"
+    rm -rf "$dist/libs" "$dist/libs.tmp" "$dist/pom.xml"
+    mkdir -p "$dist/build"
+    cp "$KAFKA_POM" "$dist/build/pom.xml"
+    (cd "$dist/build" && mvn -B -q -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime \
+        -DoutputDirectory="$dist/libs.tmp") >&2 || die "kafka: mvn dependency:copy-dependencies failed"
+    ls "$dist/libs.tmp"/kafka_2.13-*.jar >/dev/null 2>&1 || die "kafka: no kafka_2.13 jar in $dist/libs.tmp"
+    mv "$dist/libs.tmp" "$dist/libs"
+    cp "$KAFKA_POM" "$dist/pom.xml"
+    log "kafka: $(ls "$dist/libs" | wc -l) jars fetched in $((SECONDS - t0))s"
+    KAFKA_OK=1
 }
 
 # chDB (ClickHouse 26.9 as a Python extension) and the shim's other packages, pinned in
@@ -300,37 +315,145 @@ ensure_chdb() {
 # ---------------------------------------------------------------------------------
 # services
 
-TANSU_PATTERN='^tansu'
+KAFKA_PATTERN='^java$'
 CH_PATTERN='^clickhouse'
 
-kafka_start() {
-    state_dirs
-    local pidfile=$RUN_DIR/tansu.pid logfile=$LOG_DIR/tansu.log pid
-    if port_open "$HOST" "$KAFKA_PORT"; then
-        pid=$(listener_pid "$KAFKA_PORT") || pid='?'
-        log "kafka: $HOST:$KAFKA_PORT already accepts connections (pid $pid, $(proc_name "$pid")); leaving it"
-        return 0
-    fi
-    ensure_tansu
-    mkdir -p "$STATE_DIR/kafka"
-    log "kafka: starting tansu broker on $HOST:$KAFKA_PORT, storage $TANSU_STORAGE (log $logfile)"
-    printf '\n==== %s tansu broker %s\n' "$(date '+%F %T')" "$TANSU_STORAGE" >>"$logfile"
-    launch "$pidfile" "$logfile" "$STATE_DIR/kafka" "$TANSU_BIN" broker \
-        --listener-url "tcp://$HOST:$KAFKA_PORT" \
-        --advertised-listener-url "tcp://$HOST:$KAFKA_PORT" \
-        --storage-engine "$TANSU_STORAGE"
-    if ! wait_ready kafka 30 "$pidfile" "$logfile" port_open "$HOST" "$KAFKA_PORT"; then
-        log "kafka: if the log says FeatureNotEnabled, the storage engine of $TANSU_STORAGE is not"
-        log "  compiled into $TANSU_BIN; rebuild it (e.g. RM_TANSU_FEATURES=dynostore,libsql for sqlite://):"
-        log "  cargo install tansu --version =$TANSU_VERSION --locked --force --no-default-features --features $TANSU_FEATURES"
-        die "kafka: broker did not start"
-    fi
-    log "kafka: ready (pid $(<"$pidfile"))"
+kafka_port() { echo $((KAFKA_PORT + 100 * ($1 - 1))); }
+kafka_controller_port() { echo $((KAFKA_PORT + 100 * ($1 - 1) + 1)); }
+kafka_nodes() { seq 1 "$KAFKA_NODES"; }
+kafka_brokers() {
+    local n out=()
+    for n in $(kafka_nodes); do out+=("$HOST:$(kafka_port "$n")"); done
+    (IFS=,; echo "${out[*]}")
+}
+kafka_node_ok() {
+    [[ $1 =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= KAFKA_NODES)) ||
+        die "kafka: no node '$1' (nodes are 1 to $KAFKA_NODES)"
 }
 
+# Renders node N's server.properties and formats its storage once, all nodes with
+# one cluster id (kept in $STATE_DIR/kafka/cluster.id).
+kafka_prepare() {
+    local n=$1 dir=$STATE_DIR/kafka/$1 voters='' m rf min_isr id
+    mkdir -p "$dir/data"
+    for m in $(kafka_nodes); do voters+="${voters:+,}$m@$HOST:$(kafka_controller_port "$m")"; done
+    rf=$((KAFKA_NODES < 3 ? KAFKA_NODES : 3))
+    min_isr=$((rf < 2 ? rf : 2))
+    sed -e "s|@NODE_ID@|$n|g" -e "s|@PORT@|$(kafka_port "$n")|g" \
+        -e "s|@CONTROLLER_PORT@|$(kafka_controller_port "$n")|g" -e "s|@VOTERS@|$voters|g" \
+        -e "s|@DATA_DIR@|$(sed_repl "$dir/data")|g" -e "s|@RF@|$rf|g" -e "s|@MIN_ISR@|$min_isr|g" \
+        "$SCRIPT_DIR/kafka/server.properties" >"$dir/server.properties"
+    [[ -s $dir/data/meta.properties ]] && return 0
+    id=$(<"$STATE_DIR/kafka/cluster.id")
+    log "kafka: formatting node $n storage (cluster $id)"
+    java -Xmx256m -cp "$(kafka_libs)/*" -Dlog4j2.configurationFile="$SCRIPT_DIR/kafka/log4j2.properties" \
+        kafka.tools.StorageTool format --cluster-id "$id" --config "$dir/server.properties" \
+        --ignore-formatted >&2 9>&- || die "kafka: formatting node $n failed"
+}
+
+# Byte offset of each node's log at its launch: readiness is the start line after it.
+declare -A KAFKA_LOG_AT=()
+kafka_started() {
+    local logfile=$LOG_DIR/kafka-$1.log
+    tail -c "+$((${KAFKA_LOG_AT[$1]:-0} + 1))" "$logfile" 2>/dev/null | grep -q 'Kafka Server started' &&
+        port_open "$HOST" "$(kafka_port "$1")"
+}
+
+# kafka_start [N]: starts node N, or every node; waits until each started one serves
+# (a node finishes starting only once a majority of controllers runs, so all are
+# launched before any is waited for).
+kafka_start() {
+    state_dirs
+    local n pid port logfile launched=()
+    local nodes=("$@")
+    [[ $# -gt 0 ]] || mapfile -t nodes < <(kafka_nodes)
+    for n in "${nodes[@]}"; do
+        kafka_node_ok "$n"
+        port=$(kafka_port "$n")
+        if port_open "$HOST" "$port"; then
+            pid=$(listener_pid "$port") || pid='?'
+            if [[ $(proc_name "$pid") =~ ^tansu ]]; then
+                # The test broker of earlier versions, on the same port: replace it.
+                stop_service tansu "$RUN_DIR/tansu.pid" '^tansu' "$port"
+            else
+                log "kafka: node $n on $HOST:$port already accepts connections (pid $pid, $(proc_name "$pid")); leaving it"
+                continue
+            fi
+        fi
+        launched+=("$n")
+    done
+    if ((${#launched[@]})); then
+        ensure_kafka
+        mkdir -p "$STATE_DIR/kafka"
+        if [[ ! -s $STATE_DIR/kafka/cluster.id ]]; then
+            # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding.
+            head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$STATE_DIR/kafka/cluster.id"
+        fi
+        # Formatting starts a JVM per node: in parallel.
+        for n in "${launched[@]}"; do kafka_prepare "$n" & done
+        for n in "${launched[@]}"; do wait -n || die "kafka: preparing a node failed"; done
+    fi
+    for n in "${launched[@]}"; do
+        port=$(kafka_port "$n")
+        logfile=$LOG_DIR/kafka-$n.log
+        printf '\n==== %s kafka node %s\n' "$(date '+%F %T')" "$n" >>"$logfile"
+        KAFKA_LOG_AT[$n]=$(stat -c %s "$logfile")
+        log "kafka: starting node $n on $HOST:$port (controller $(kafka_controller_port "$n"), log $logfile)"
+        launch "$RUN_DIR/kafka-$n.pid" "$logfile" "$STATE_DIR/kafka/$n" java \
+            "-Xms128m" "-Xmx$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+            -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+            -Dlog4j2.configurationFile="$SCRIPT_DIR/kafka/log4j2.properties" \
+            -cp "$(kafka_libs)/*" kafka.Kafka "$STATE_DIR/kafka/$n/server.properties"
+    done
+    for n in "${launched[@]}"; do
+        wait_ready "kafka node $n" 120 "$RUN_DIR/kafka-$n.pid" "$LOG_DIR/kafka-$n.log" \
+            kafka_started "$n" || die "kafka: node $n did not start"
+        log "kafka: node $n ready (pid $(<"$RUN_DIR/kafka-$n.pid"))"
+    done
+}
+
+# kafka_stop [N]: SIGTERM (a controlled shutdown: leadership moves first) of node N or
+# of every node.
 kafka_stop() {
     state_dirs
-    stop_service kafka "$RUN_DIR/tansu.pid" "$TANSU_PATTERN" "$KAFKA_PORT"
+    local n nodes=("$@")
+    [[ $# -gt 0 ]] || mapfile -t nodes < <(kafka_nodes)
+    # Every node at once: each one's controlled shutdown takes seconds.
+    for n in "${nodes[@]}"; do kafka_node_ok "$n"; done
+    for n in "${nodes[@]}"; do
+        if [[ $n == 1 ]] && pid=$(service_pid "$RUN_DIR/tansu.pid" '^tansu' "$(kafka_port 1)"); then
+            stop_service tansu "$RUN_DIR/tansu.pid" '^tansu' "$(kafka_port 1)"
+        fi
+        stop_service "kafka node $n" "$RUN_DIR/kafka-$n.pid" "$KAFKA_PATTERN" "$(kafka_port "$n")" &
+    done
+    for n in "${nodes[@]}"; do wait -n || die "kafka: stopping a node failed"; done
+}
+
+# kafka_kill N: SIGKILL of node N, as a crash; returns once its port is closed.
+kafka_kill() {
+    state_dirs
+    local n=$1 pid port
+    kafka_node_ok "$n"
+    port=$(kafka_port "$n")
+    pid=$(service_pid "$RUN_DIR/kafka-$n.pid" "$KAFKA_PATTERN" "$port") ||
+        die "kafka: node $n is not running"
+    log "kafka: kill -9 node $n (pid $pid)"
+    kill -KILL "$pid"
+    for _ in $(seq 100); do
+        alive "$pid" || port_open "$HOST" "$port" || break
+        sleep 0.05
+    done
+    rm -f "$RUN_DIR/kafka-$n.pid"
+}
+
+kafka_pids() {
+    state_dirs
+    local n pid
+    for n in $(kafka_nodes); do
+        if pid=$(service_pid "$RUN_DIR/kafka-$n.pid" "$KAFKA_PATTERN" "$(kafka_port "$n")"); then
+            echo "RM_KAFKA_PID_$n=$pid"
+        fi
+    done
 }
 
 # Escape a string for use as a sed replacement with | as the delimiter.
@@ -531,12 +654,12 @@ chdb_stop() {
 
 print_env() {
     case ${1:-all} in
-        kafka) echo "RM_KAFKA_BROKERS=$HOST:$KAFKA_PORT" ;;
+        kafka) echo "RM_KAFKA_BROKERS=$(kafka_brokers)" ;;
         clickhouse) echo "RM_CLICKHOUSE_URL=http://$HOST:$CH_HTTP_PORT" ;;
         postgres) echo "RM_API_DATABASE_URL=postgres://$PG_ROLE:$PG_PASSWORD@$HOST:$PG_PORT/$PG_DB" ;;
         chdb) echo "RM_CLICKHOUSE_NEWEST_URL=http://$HOST:$CHDB_PORT" ;;
         *)
-            echo "RM_KAFKA_BROKERS=$HOST:$KAFKA_PORT"
+            echo "RM_KAFKA_BROKERS=$(kafka_brokers)"
             echo "RM_CLICKHOUSE_URL=http://$HOST:$CH_HTTP_PORT"
             echo "RM_API_DATABASE_URL=postgres://$PG_ROLE:$PG_PASSWORD@$HOST:$PG_PORT/$PG_DB"
             echo "RM_CLICKHOUSE_NEWEST_URL=http://$HOST:$CHDB_PORT"
@@ -546,13 +669,17 @@ print_env() {
 
 status() {
     local rc=0 pid
-    if port_open "$HOST" "$KAFKA_PORT"; then
-        pid=$(listener_pid "$KAFKA_PORT") || pid='?'
-        log "kafka: up on $HOST:$KAFKA_PORT (pid $pid, $(proc_name "$pid"))"
-    else
-        log "kafka: down"
-        rc=3
-    fi
+    local n port
+    for n in $(kafka_nodes); do
+        port=$(kafka_port "$n")
+        if port_open "$HOST" "$port"; then
+            pid=$(listener_pid "$port") || pid='?'
+            log "kafka: node $n up on $HOST:$port (pid $pid, $(proc_name "$pid"))"
+        else
+            log "kafka: node $n down"
+            rc=3
+        fi
+    done
     if ch_ping; then
         pid=$(listener_pid "$CH_HTTP_PORT") || pid='?'
         log "clickhouse: up on http://$HOST:$CH_HTTP_PORT (pid $pid, $(proc_name "$pid"))"
@@ -598,6 +725,10 @@ case $cmd in
         status
         exit $?
         ;;
+    kafka-pids)
+        kafka_pids
+        exit 0
+        ;;
 esac
 
 # One machine-wide lock: the ports and the apt/cargo installs are shared by every
@@ -613,7 +744,7 @@ case $cmd in
     up | start)
         log "state dir: $STATE_DIR"
         ensure_packages
-        ensure_tansu
+        ensure_kafka
         ensure_chdb
         kafka_start
         clickhouse_start
@@ -624,19 +755,23 @@ case $cmd in
         ;;
     install)
         ensure_packages
-        ensure_tansu
+        ensure_kafka
         ensure_chdb
         log "installed in $(elapsed)s"
         ;;
     kafka-start)
-        kafka_start
+        kafka_start "$@"
         print_env kafka
         ;;
-    kafka-stop) kafka_stop ;;
+    kafka-stop) kafka_stop "$@" ;;
     kafka-restart)
-        kafka_stop
-        kafka_start
+        kafka_stop "$@"
+        kafka_start "$@"
         print_env kafka
+        ;;
+    kafka-kill)
+        [[ $# -eq 1 ]] || die "kafka-kill takes one node number"
+        kafka_kill "$1"
         ;;
     clickhouse-start)
         clickhouse_start
@@ -681,7 +816,7 @@ case $cmd in
         postgres_stop
         chdb_stop
         if ((purge)); then
-            # The chdb venv is an installation (like tansu), not data: it stays.
+            # The chdb venv and the Kafka jars are installations, not data: they stay.
             log "purging $STATE_DIR/clickhouse, $STATE_DIR/kafka, $STATE_DIR/postgres and $STATE_DIR/chdb/data"
             rm -rf "${STATE_DIR:?}/clickhouse" "${STATE_DIR:?}/kafka" "${STATE_DIR:?}/postgres" \
                 "${STATE_DIR:?}/chdb/data"

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 /// Default of `--kafka-partitions`.
 pub const DEFAULT_KAFKA_PARTITIONS: i32 = 6;
-/// Default of `--kafka-replication`.
-pub const DEFAULT_KAFKA_REPLICATION: i32 = 1;
+/// Default of `--kafka-replication`: three copies of every record (capped by the
+/// number of brokers the cluster shows, so one broker of a development setup works).
+pub const DEFAULT_KAFKA_REPLICATION: i32 = 3;
 /// Default of `--kafka-compression`.
 pub const DEFAULT_KAFKA_COMPRESSION: &str = "lz4";
 /// Default of `--kafka-linger-ms`.
@@ -28,7 +29,9 @@ pub struct KafkaConfig {
         default_value_t = DEFAULT_KAFKA_PARTITIONS
     )]
     pub partitions: i32,
-    /// Replication factor of topics the service creates.
+    /// Replication factor of topics the service creates, capped by the number of
+    /// brokers the cluster's metadata shows at creation (with a warning), so the
+    /// default 3 also works on a single development broker.
     #[arg(
         long = "kafka-replication",
         env = "RM_KAFKA_REPLICATION",
@@ -74,7 +77,9 @@ pub struct KafkaConfig {
     pub properties: Vec<String>,
     /// `min.insync.replicas` of topics the service creates: how many replicas must
     /// hold a record before `acks=all` acknowledges it. Unset: min(2, replication)
-    /// when the replication factor is above 1, else the broker's default. A broker
+    /// when the (capped) replication factor is above 1, else the broker's default
+    /// (with 3 replicas and 2: a write survives one broker's loss and goes on while
+    /// one broker is down). A broker
     /// that refuses it gets a warning and the topic is created without it.
     #[arg(
         long = "kafka-min-insync-replicas",
@@ -100,10 +105,18 @@ pub struct KafkaConfig {
 }
 
 impl KafkaConfig {
-    /// The `min.insync.replicas` to create topics with, if any (see the field).
-    pub fn effective_min_insync_replicas(&self) -> Option<i32> {
+    /// The replication factor to create topics with on a cluster showing `brokers`
+    /// brokers: the setting, capped by `brokers` (at least 1).
+    pub fn effective_replication(&self, brokers: usize) -> i32 {
+        let brokers = i32::try_from(brokers).unwrap_or(i32::MAX).max(1);
+        self.replication.clamp(1, brokers)
+    }
+
+    /// The `min.insync.replicas` to create topics with, if any, for topics of
+    /// `replication` replicas (see the field).
+    pub fn effective_min_insync_replicas(&self, replication: i32) -> Option<i32> {
         self.min_insync_replicas
-            .or((self.replication > 1).then(|| self.replication.min(2)))
+            .or((replication > 1).then(|| replication.min(2)))
     }
 }
 

@@ -7,9 +7,11 @@
 //! `message.timeout.ms`); an oversized record or unknown topic is
 //! [`LogError::Refused`]. Readiness comes from a background metadata probe of the
 //! configured topics, so `/readyz` turns 503 while the brokers are away and back to
-//! 200 when they return. Topics are created at start (Tansu, and many production
-//! clusters, do not auto-create them), with `min.insync.replicas` (min(2, replication
-//! factor) when replicated, so `acks=all` means at least two copies) and the
+//! 200 when they return. Topics are created at start (many production clusters, and
+//! the local test cluster, do not auto-create them) with the configured replication
+//! factor (3 by default) capped by the brokers the metadata shows, with
+//! `min.insync.replicas` (min(2, replication factor) when replicated, so `acks=all`
+//! means at least two copies and writes go on with one broker down) and the
 //! configured `retention.ms` / `retention.bytes`; Kafka applies retention itself,
 //! by time and size only, regardless of consumer groups (unlike the embedded log).
 
@@ -20,6 +22,7 @@ use std::time::Duration;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
@@ -47,12 +50,12 @@ pub fn client_config(config: &KafkaConfig) -> Result<ClientConfig, LogError> {
     Ok(c)
 }
 
-/// The topic configs topics are created with: `min.insync.replicas` (see
-/// [`KafkaConfig::effective_min_insync_replicas`]), `retention.ms` and
-/// `retention.bytes` when set.
-pub fn topic_configs(config: &KafkaConfig) -> Vec<(&'static str, String)> {
+/// The topic configs topics of `replication` replicas are created with:
+/// `min.insync.replicas` (see [`KafkaConfig::effective_min_insync_replicas`]),
+/// `retention.ms` and `retention.bytes` when set.
+pub fn topic_configs(config: &KafkaConfig, replication: i32) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    if let Some(n) = config.effective_min_insync_replicas() {
+    if let Some(n) = config.effective_min_insync_replicas(replication) {
         out.push(("min.insync.replicas", n.to_string()));
     }
     if let Some(ms) = config.retention_ms {
@@ -75,20 +78,48 @@ pub fn refuses_config(code: RDKafkaErrorCode) -> bool {
     )
 }
 
-/// Creates `topics` if they do not exist yet, with [`topic_configs`]. Existing topics
-/// keep their configs. A broker that refuses the configs gets a warning and the
-/// topics are created without them.
+/// Creates `topics` if they do not exist yet, with the replication factor capped by
+/// the brokers the cluster shows and [`topic_configs`]. Existing topics keep their
+/// configs. A broker that refuses the configs gets a warning and the topics are
+/// created without them.
 pub async fn ensure_topics(config: &KafkaConfig, topics: &[String]) -> Result<(), LogError> {
     let admin: AdminClient<DefaultClientContext> = client_config(config)?
         .create()
         .map_err(|e| LogError::Unavailable(e.to_string()))?;
-    let configs = topic_configs(config);
+    let replication = replication_for(config).await?;
+    let configs = topic_configs(config, replication);
     let (admin, with_configs) = (&admin, configs.as_slice());
     create_with_fallback(topics.to_vec(), with_configs, |names, with| async move {
         let configs = if with { with_configs } else { &[] };
-        create_topics(admin, config, &names, configs).await
+        create_topics(admin, config, replication, &names, configs).await
     })
     .await
+}
+
+/// The replication factor new topics get: the setting, capped by the brokers the
+/// cluster's metadata shows now (a warning when that caps it).
+async fn replication_for(config: &KafkaConfig) -> Result<i32, LogError> {
+    let client: BaseConsumer = client_config(config)?
+        .create()
+        .map_err(|e| LogError::Unavailable(e.to_string()))?;
+    let brokers = tokio::task::spawn_blocking(move || {
+        client
+            .fetch_metadata(None, Duration::from_secs(10))
+            .map(|md| md.brokers().len())
+    })
+    .await
+    .map_err(|e| LogError::Unavailable(e.to_string()))?
+    .map_err(|e| LogError::Unavailable(format!("reading the cluster's brokers: {e}")))?;
+    let replication = config.effective_replication(brokers);
+    if replication < config.replication {
+        tracing::warn!(
+            configured = config.replication,
+            brokers,
+            replication,
+            "fewer brokers than the replication factor: new topics get one replica per broker"
+        );
+    }
+    Ok(replication)
 }
 
 /// The fallback policy: `create(topics, true)` creates with the configs and returns
@@ -126,6 +157,7 @@ where
 async fn create_topics(
     admin: &AdminClient<DefaultClientContext>,
     config: &KafkaConfig,
+    replication: i32,
     topics: &[String],
     configs: &[(&'static str, String)],
 ) -> Result<Vec<(String, RDKafkaErrorCode)>, LogError> {
@@ -133,11 +165,7 @@ async fn create_topics(
         .iter()
         .map(|t| {
             configs.iter().fold(
-                NewTopic::new(
-                    t,
-                    config.partitions,
-                    TopicReplication::Fixed(config.replication),
-                ),
+                NewTopic::new(t, config.partitions, TopicReplication::Fixed(replication)),
                 |topic, (k, v)| topic.set(k, v),
             )
         })
@@ -153,6 +181,7 @@ async fn create_topics(
             Ok(topic) => tracing::info!(
                 topic,
                 partitions = config.partitions,
+                replication,
                 configs = ?configs,
                 "created topic"
             ),

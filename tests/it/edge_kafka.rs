@@ -1,6 +1,7 @@
-//! The edge on a real Kafka-protocol broker (Tansu, started by `deploy/local/up.sh`;
-//! found through `RM_KAFKA_BROKERS`): records read back exactly, and a broker that
-//! stops answering turns the edge to 503, never to a 200 for a lost event.
+//! The edge on the real Kafka cluster (three Apache Kafka nodes started by
+//! `deploy/local/up.sh`; found through `RM_KAFKA_BROKERS`): records read back exactly,
+//! and a cluster that stops answering turns the edge to 503, never to a 200 for a lost
+//! event.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use crate::common;
@@ -137,7 +138,7 @@ fn tracking(r: &EventRecord) -> String {
 
 #[test]
 fn beacons_are_read_back_from_kafka_exactly() {
-    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker") else {
+    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "the Kafka cluster") else {
         return;
     };
     let _serial = BROKER.lock().unwrap_or_else(|e| e.into_inner());
@@ -183,29 +184,35 @@ fn beacons_are_read_back_from_kafka_exactly() {
     }
 }
 
-fn broker_pid() -> String {
-    let out = Command::new("pgrep")
-        .args(["-f", "tansu broker"])
+/// The pids of up.sh's Kafka nodes (`deploy/local/up.sh kafka-pids`).
+fn broker_pids() -> Vec<String> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/local/up.sh");
+    let out = Command::new("bash")
+        .args([script, "kafka-pids"])
         .output()
         .unwrap();
-    let pids = String::from_utf8(out.stdout).unwrap();
-    pids.lines()
-        .next()
-        .unwrap_or_else(|| panic!("no tansu broker process found"))
-        .to_string()
+    let pids: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(_, pid)| pid.to_string()))
+        .collect();
+    assert!(!pids.is_empty(), "no Kafka node of deploy/local/up.sh runs");
+    pids
 }
 
-struct Resume(String);
+struct Resume(Vec<String>);
 
 impl Drop for Resume {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-CONT", &self.0]).status();
+        for pid in &self.0 {
+            let _ = Command::new("kill").args(["-CONT", pid]).status();
+        }
     }
 }
 
 #[test]
 fn a_stopped_broker_gives_503_never_a_lost_200_and_the_edge_recovers() {
-    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker") else {
+    let Some(brokers) = required_setting("RM_KAFKA_BROKERS", "the Kafka cluster") else {
         return;
     };
     common::servers::exclusive();
@@ -223,14 +230,17 @@ fn a_stopped_broker_gives_503_never_a_lost_200_and_the_edge_recovers() {
         acked.insert(i);
         i += 1;
     }
-    // Stop the broker (SIGSTOP: it keeps its data but answers nothing).
-    let pid = broker_pid();
-    assert!(Command::new("kill")
-        .args(["-STOP", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let resume = Resume(pid);
+    // Stop every broker (SIGSTOP: they keep their data but answer nothing; one
+    // broker's loss is tests/it/kafka_broker_loss.rs).
+    let pids = broker_pids();
+    let resume = Resume(pids.clone());
+    for pid in &pids {
+        assert!(Command::new("kill")
+            .args(["-STOP", pid])
+            .status()
+            .unwrap()
+            .success());
+    }
     let mut unavailable = 0;
     let outage = Instant::now();
     while outage.elapsed() < Duration::from_secs(8) {

@@ -4,10 +4,8 @@
 //! both aggregators consume; the reports the api serves equal the expectation
 //! computed independently.
 //!
-//! Not here: killing one of two group members. Tansu 0.6 (the test broker) does not
-//! hand a `kill -9`ed member's partitions to the survivors (seen: a partition left
-//! unassigned for minutes), which is the broker's group coordination, not ours; the
-//! single-aggregator kill test (`tests/it/aggregate_exact.rs`) covers crash recovery.
+//! Killing one of two group members, and a new one joining, is
+//! `tests/it/kafka_group_failover.rs`.
 //!
 //! Records are keyed by tracking id, so each view, cart line and attribution touch
 //! is written by one consumer at a time; the test would show lost or doubled counts

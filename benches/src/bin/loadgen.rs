@@ -106,9 +106,10 @@ struct RunArgs {
     /// Process whose CPU time (with its children) is sampled over the measured window.
     #[arg(long)]
     server_pid: Option<u32>,
-    /// Auxiliary process (for example the Kafka broker) whose CPU time is reported apart.
-    #[arg(long)]
-    aux_pid: Option<u32>,
+    /// Auxiliary processes (for example the Kafka brokers: repeat the flag, or
+    /// comma-separated) whose CPU time, summed, is reported apart.
+    #[arg(long, value_delimiter = ',')]
+    aux_pid: Vec<u32>,
     /// Writes the summary as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -284,7 +285,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             live,
         )));
     }
-    let sampler = tokio::spawn(sample_cpu(plan, args.server_pid, args.aux_pid));
+    let sampler = tokio::spawn(sample_cpu(plan, args.server_pid, args.aux_pid.clone()));
     let progress = (!args.quiet).then(|| tokio::spawn(progress(plan, Arc::clone(&live))));
 
     let mut latency = Histogram::new();
@@ -358,12 +359,16 @@ async fn run(args: RunArgs) -> Result<(), Error> {
 async fn sample_cpu(
     plan: Plan,
     pid: Option<u32>,
-    aux: Option<u32>,
+    aux: Vec<u32>,
 ) -> (Option<f64>, Option<f64>, Option<f64>) {
     let sample = || {
+        let aux_cpu = aux
+            .iter()
+            .map(|p| procstat::tree_cpu_s(*p))
+            .try_fold(0.0, |sum, cpu| cpu.map(|c| sum + c));
         [
             pid.and_then(procstat::tree_cpu_s),
-            aux.and_then(procstat::tree_cpu_s),
+            aux_cpu.filter(|_| !aux.is_empty()),
             procstat::self_cpu_s(),
         ]
     };

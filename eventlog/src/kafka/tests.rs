@@ -1,6 +1,6 @@
-//! Topic creation settings, pure and against a Kafka-protocol broker (Tansu from
-//! `deploy/local/up.sh`, found through `RM_KAFKA_BROKERS`; without it the broker
-//! tests print `SKIPPED` and pass, unless `RM_REQUIRE_SERVICES=1`).
+//! Topic creation settings, pure and against the local Apache Kafka cluster (three
+//! nodes from `deploy/local/up.sh`, found through `RM_KAFKA_BROKERS`; without it the
+//! broker tests print `SKIPPED` and pass, unless `RM_REQUIRE_SERVICES=1`).
 
 use std::time::Duration;
 
@@ -42,15 +42,21 @@ fn topic_configs_follow_the_settings() {
         min_insync_replicas: min_insync,
         ..KafkaConfig::default()
     };
+    let configs = |c: KafkaConfig, brokers| topic_configs(&c, c.effective_replication(brokers));
     assert!(
-        topic_configs(&with(1, None)).is_empty(),
+        configs(with(1, None), 3).is_empty(),
         "unreplicated: broker default"
     );
     let two = vec![("min.insync.replicas", "2".to_string())];
-    assert_eq!(topic_configs(&with(2, None)), two);
-    assert_eq!(topic_configs(&with(3, None)), two);
+    assert_eq!(configs(with(2, None), 3), two);
+    assert_eq!(configs(with(3, None), 3), two);
+    assert_eq!(configs(KafkaConfig::default(), 3), two, "the default");
+    // One development broker: one replica, the broker's default.
+    assert_eq!(KafkaConfig::default().effective_replication(1), 1);
+    assert!(configs(KafkaConfig::default(), 1).is_empty());
+    assert_eq!(configs(with(3, None), 2), two);
     assert_eq!(
-        topic_configs(&with(3, Some(1))),
+        configs(with(3, Some(1)), 3),
         vec![("min.insync.replicas", "1".to_string())]
     );
     let retained = KafkaConfig {
@@ -59,7 +65,7 @@ fn topic_configs_follow_the_settings() {
         ..KafkaConfig::default()
     };
     assert_eq!(
-        topic_configs(&retained),
+        topic_configs(&retained, 1),
         vec![
             ("retention.ms", "86400000".to_string()),
             ("retention.bytes", "-1".to_string())
@@ -75,8 +81,8 @@ fn only_config_errors_fall_back() {
     assert!(!refuses_config(RDKafkaErrorCode::InvalidReplicationFactor));
 }
 
-/// A broker that refuses the configs (Kafka does for `min.insync.replicas=0`; Tansu
-/// accepts any config, so the path is driven here by a stand-in for the admin call).
+/// A broker that refuses the configs (Kafka does for `min.insync.replicas=0`, see
+/// below), driven here by a stand-in for the admin call to check both branches.
 #[tokio::test]
 async fn refused_configs_are_dropped_with_a_warning() {
     let configs = vec![("min.insync.replicas", "2".to_string())];
@@ -123,6 +129,30 @@ async fn describe(config: &KafkaConfig, topic: &str) -> Option<Vec<(String, Opti
     Some(r.entries.into_iter().map(|e| (e.name, e.value)).collect())
 }
 
+/// The replica count of each of `topic`'s partitions, and the brokers the cluster shows.
+async fn replicas(config: &KafkaConfig, topic: &str) -> (Vec<usize>, usize) {
+    let (config, topic) = (config.clone(), topic.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let consumer: rdkafka::consumer::BaseConsumer = client_config(&config)
+            .expect("config")
+            .create()
+            .expect("consumer");
+        use rdkafka::consumer::Consumer;
+        let md = consumer
+            .fetch_metadata(Some(&topic), Duration::from_secs(10))
+            .expect("metadata");
+        let counts = md
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic)
+            .flat_map(|t| t.partitions().iter().map(|p| p.replicas().len()))
+            .collect();
+        (counts, md.brokers().len())
+    })
+    .await
+    .expect("metadata task")
+}
+
 async fn exists(config: &KafkaConfig, topic: &str) -> bool {
     let (config, topic) = (config.clone(), topic.to_owned());
     tokio::task::spawn_blocking(move || {
@@ -163,6 +193,14 @@ async fn topics_are_created_with_their_configs() {
         exists(&config, &topic).await,
         "topic {topic} was not created"
     );
+    // The default replication, 3, capped by the brokers: 3 on the local cluster.
+    let (counts, brokers) = replicas(&config, &topic).await;
+    let want = config.effective_replication(brokers);
+    assert!(
+        !counts.is_empty() && counts.iter().all(|c| *c == want as usize),
+        "{topic}: replicas {counts:?}, {brokers} brokers"
+    );
+    eprintln!("{topic}: {want} replicas on {brokers} brokers");
     // Again: an existing topic is kept.
     ensure_topics(&config, std::slice::from_ref(&topic))
         .await
@@ -170,7 +208,7 @@ async fn topics_are_created_with_their_configs() {
     match describe(&config, &topic).await {
         Some(entries) => {
             eprintln!("{topic}: {entries:?}");
-            for (k, v) in topic_configs(&config) {
+            for (k, v) in topic_configs(&config, config.replication) {
                 if let Some((_, got)) = entries.iter().find(|(n, _)| n == k) {
                     assert_eq!(got.as_deref(), Some(v.as_str()), "{k}");
                 }
@@ -184,8 +222,7 @@ async fn topics_are_created_with_their_configs() {
 async fn invalid_configs_still_create_the_topic() {
     let Some(brokers) = brokers() else { return };
     // Kafka refuses `min.insync.replicas=0` (it must be at least 1), so the topic is
-    // created without the configs; Tansu stores any config as given. Either way the
-    // topic exists.
+    // created without the configs. Either way the topic exists.
     let config = KafkaConfig {
         brokers: Some(brokers),
         partitions: 1,

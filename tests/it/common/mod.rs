@@ -3,6 +3,7 @@
 //! would refuse), and finds the real servers tests need through `RM_*` settings.
 #![allow(dead_code, clippy::unwrap_used, missing_docs)]
 
+pub mod cluster;
 pub mod exact;
 pub mod servers;
 pub mod sessions;
@@ -471,7 +472,7 @@ pub fn kafka_clickhouse_env(
     name: &str,
     partitions: u32,
 ) -> Option<(Vec<(&'static str, String)>, DropDatabase)> {
-    let brokers = required_setting("RM_KAFKA_BROKERS", "a Kafka-protocol broker")?;
+    let brokers = required_setting("RM_KAFKA_BROKERS", "the Kafka cluster")?;
     let ch = required_setting("RM_CLICKHOUSE_URL", "a ClickHouse server")?;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -483,12 +484,6 @@ pub fn kafka_clickhouse_env(
     let env = vec![
         ("RM_KAFKA_BROKERS", brokers),
         ("RM_KAFKA_PARTITIONS", partitions.to_string()),
-        // Tansu 0.6 returns nothing when a fetch starts inside a record batch, so a
-        // consumer resuming from a committed offset in the middle of a producer batch
-        // would skip the batch's tail (a broker bug: Kafka returns the whole batch and
-        // the client skips ahead). One record per batch keeps every offset at a batch
-        // start on the test broker; production brokers need no such setting.
-        ("RM_KAFKA_PROPERTIES", "batch.num.messages=1".to_string()),
         ("RM_INGEST_TOPIC", topic.clone()),
         ("RM_INGEST_REJECTED_TOPIC_NAME", format!("{topic}-rejected")),
         ("RM_AGGREGATOR_TOPIC", topic.clone()),
