@@ -78,7 +78,7 @@ pub enum ApiError {
     Unavailable(String),
     /// The report store failed (503, retry after 5 s); the cause is logged, never sent.
     #[error("report store: {0}")]
-    ReportStore(String),
+    ReportStore(#[source] rm_store::StoreError),
     /// A token endpoint error, answered as an RFC 6749 5.2 body.
     #[error("{}: {}", .0.error, .0.description)]
     OAuth(TokenError),
@@ -209,6 +209,40 @@ impl ApiError {
             _ => {}
         }
         r
+    }
+}
+
+/// The api state's errors: a 503 (the backend is down, or a value does not decode,
+/// which is logged here as the corruption it is).
+impl From<StateError> for ApiError {
+    fn from(e: StateError) -> Self {
+        ApiError::Unavailable(match e {
+            StateError::Backend(_) => {
+                tracing::warn!(error = %e, "api state unavailable");
+                "the api's state store is unavailable".to_owned()
+            }
+            StateError::Corrupt { .. } => {
+                tracing::error!(error = %e, "corrupt state");
+                "the api's state store returned an unreadable value".to_owned()
+            }
+        })
+    }
+}
+
+/// The report store's errors: a 503 whose cause is logged when answered.
+impl From<rm_store::StoreError> for ApiError {
+    fn from(e: rm_store::StoreError) -> Self {
+        ApiError::ReportStore(e)
+    }
+}
+
+/// A member of a body at fault ([`crate::model::Invalid`]): a 400 naming it.
+impl From<crate::model::Invalid> for ApiError {
+    fn from(e: crate::model::Invalid) -> Self {
+        Self::InvalidArgument {
+            field: e.field,
+            message: e.message,
+        }
     }
 }
 
@@ -383,7 +417,9 @@ mod tests {
             response::method_not_allowed("GET, HEAD"),
         );
         same(
-            ApiError::ReportStore("connection refused".into()),
+            ApiError::ReportStore(rm_store::StoreError::Unavailable(
+                "connection refused".into(),
+            )),
             response::unavailable(
                 "store_unavailable",
                 "the report store is unavailable; retry later",

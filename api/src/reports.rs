@@ -80,7 +80,7 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rm_schemas::money::{self, Decimal, Money};
 use rm_service::{response, Response};
 use rm_store::model::attribution::{SalesReportRow, Windows};
-use rm_store::{campaign_report, ReportStore, StoreError, Tenant};
+use rm_store::{campaign_report, ReportStore, Tenant};
 use serde::Serialize;
 
 use crate::error::ApiError;
@@ -164,12 +164,6 @@ impl SalesRow {
                 .and_then(|c| money::roas(Money::new(row.revenue, row.currency), c))
         };
         Self { row, roas }
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        ApiError::ReportStore(e.to_string())
     }
 }
 

@@ -15,55 +15,14 @@ use base64::Engine as _;
 use ed25519_dalek::pkcs8::EncodePrivateKey;
 use ed25519_dalek::SigningKey;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header};
-use serde::{Deserialize, Serialize};
 
 use crate::client::Scope;
 use crate::error::AuthError;
 use crate::store::AuthStore;
 use crate::verify::{KeySet, Verifier};
 
-/// A token signing key as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredSigningKey {
-    /// Key id (`kid`).
-    pub kid: String,
-    /// Ed25519 seed, base64url.
-    pub seed: String,
-    /// Creation time (RFC 3339).
-    pub created: String,
-}
-
-/// Token claims.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Claims {
-    /// Issuer.
-    pub iss: String,
-    /// Subject: the client id.
-    pub sub: String,
-    /// Audience.
-    pub aud: String,
-    /// Issued at (Unix seconds).
-    pub iat: i64,
-    /// Not before (Unix seconds).
-    pub nbf: i64,
-    /// Expiry (Unix seconds).
-    pub exp: i64,
-    /// Unique token id.
-    pub jti: String,
-    /// Scopes, space-separated.
-    pub scope: String,
-    /// The client id (as RFC 9068 names it).
-    pub client_id: String,
-    /// The client's namespace.
-    pub ns: String,
-}
-
-impl Claims {
-    /// The scopes the token carries (unknown names are dropped).
-    pub fn scopes(&self) -> Vec<Scope> {
-        self.scope.split(' ').filter_map(Scope::parse).collect()
-    }
-}
+pub use crate::store::StoredSigningKey;
+pub use crate::verify::Claims;
 
 struct Key {
     kid: String,

@@ -5,7 +5,18 @@
 use std::future::Future;
 
 use crate::client::ApiKey;
-use crate::jwt::StoredSigningKey;
+use serde::{Deserialize, Serialize};
+
+/// A token signing key as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredSigningKey {
+    /// Key id (`kid`).
+    pub kid: String,
+    /// Ed25519 seed, base64url.
+    pub seed: String,
+    /// Creation time (RFC 3339).
+    pub created: String,
+}
 
 /// What authentication reads from (and, for the first signing key, writes to) the
 /// api's state.

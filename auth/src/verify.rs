@@ -22,7 +22,39 @@ use jsonwebtoken::{Algorithm, Validation};
 
 use crate::client::Scope;
 use crate::error::AuthError;
-use crate::jwt::Claims;
+use serde::{Deserialize, Serialize};
+
+/// Token claims.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claims {
+    /// Issuer.
+    pub iss: String,
+    /// Subject: the client id.
+    pub sub: String,
+    /// Audience.
+    pub aud: String,
+    /// Issued at (Unix seconds).
+    pub iat: i64,
+    /// Not before (Unix seconds).
+    pub nbf: i64,
+    /// Expiry (Unix seconds).
+    pub exp: i64,
+    /// Unique token id.
+    pub jti: String,
+    /// Scopes, space-separated.
+    pub scope: String,
+    /// The client id (as RFC 9068 names it).
+    pub client_id: String,
+    /// The client's namespace.
+    pub ns: String,
+}
+
+impl Claims {
+    /// The scopes the token carries (unknown names are dropped).
+    pub fn scopes(&self) -> Vec<Scope> {
+        self.scope.split(' ').filter_map(Scope::parse).collect()
+    }
+}
 
 /// Clock leeway for `exp` and `nbf`, in seconds.
 pub const LEEWAY_SECS: u64 = 30;

@@ -10,8 +10,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{check_id, check_text};
-use crate::error::ApiError;
+use super::{check_id, check_text, Invalid};
 
 /// Most categories on one segment.
 pub const MAX_CATEGORIES: usize = 256;
@@ -52,12 +51,12 @@ pub struct SegmentBody {
 
 impl Segment {
     /// Checks bounds of every member.
-    pub fn validate(&self) -> Result<(), ApiError> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         if !self.id.is_empty() {
             check_id("segment.id", &self.id)?;
         }
         if self.category.len() > MAX_CATEGORIES {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 "segment.category",
                 format!("more than {MAX_CATEGORIES} categories"),
             ));
@@ -66,7 +65,7 @@ impl Segment {
             check_text(&format!("segment.category[{i}]"), c)?;
         }
         if !self.namespace_id.is_empty() && !rm_schemas::namespace::valid(&self.namespace_id) {
-            return Err(ApiError::invalid(
+            return Err(Invalid::new(
                 "segment.namespaceId",
                 "not a namespace id ([a-z0-9_-], 1 to 64)",
             ));

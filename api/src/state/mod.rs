@@ -23,7 +23,6 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::ApiError;
 use crate::model::segment::Segment;
 use rm_ads::model::campaign::BannerXCampaign;
 use rm_ads::model::catalog::Product;
@@ -98,18 +97,6 @@ pub enum StateError {
         /// Decoder message.
         message: String,
     },
-}
-
-impl From<StateError> for ApiError {
-    fn from(e: StateError) -> Self {
-        ApiError::Unavailable(match e {
-            StateError::Backend(_) => "the api's state store is unavailable".to_owned(),
-            StateError::Corrupt { .. } => {
-                tracing::error!(error = %e, "corrupt state");
-                "the api's state store returned an unreadable value".to_owned()
-            }
-        })
-    }
 }
 
 /// A namespaced key-value store: what a state backend implements.
