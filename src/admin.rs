@@ -18,7 +18,14 @@ async fn open(data_dir: &Path, database_url: Option<&str>) -> anyhow::Result<Sta
         Some(url) => State::connect_postgres(url)
             .await
             .context("connecting to the api's state in PostgreSQL")?,
-        None => State::open_embedded(data_dir).context("opening the api's state")?,
+        None => {
+            crate::private_files::tighten(data_dir)
+                .with_context(|| format!("narrowing {}", data_dir.display()))?;
+            let state = State::open_embedded(data_dir).context("opening the api's state")?;
+            crate::private_files::tighten_new(data_dir)
+                .with_context(|| format!("narrowing {}", data_dir.display()))?;
+            state
+        }
     };
     rm_api::state::migrate::run(&state)
         .await

@@ -51,7 +51,8 @@ pub fn ad_id_keys(settings: &Settings) -> anyhow::Result<rm_schemas::ad_id::AdId
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let k = AdIdKeys::generate_key();
             let tmp = path.with_extension("key.tmp");
-            std::fs::write(&tmp, &k).with_context(|| format!("writing {}", tmp.display()))?;
+            crate::private_files::write_new(&tmp, &k)
+                .with_context(|| format!("writing {}", tmp.display()))?;
             std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
             tracing::info!(path = %path.display(), "generated the ad id key (set RM_AD_ID_KEYS when services run on several machines)");
             k
@@ -82,7 +83,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
     let runs_edge = matches!(service, Service::All | Service::Ingest);
     let runs_aggregator = matches!(service, Service::All | Service::Aggregate);
     let runs_api = matches!(service, Service::All | Service::Api);
-    std::fs::create_dir_all(&settings.data_dir)
+    crate::private_files::tighten(&settings.data_dir)
         .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
 
     let ad_keys = ad_id_keys(&settings)?;
@@ -191,6 +192,9 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             None => rm_api::state::State::open_embedded(&settings.data_dir),
         }
         .context("opening the api's state")?;
+        // A state file created just now: key material, so the service's user only.
+        crate::private_files::tighten_new(&settings.data_dir)
+            .with_context(|| format!("narrowing {}", settings.data_dir.display()))?;
         tracing::info!(backend = state.backend(), "api state open");
         let deps = rm_api::ApiDeps {
             store,

@@ -5,6 +5,7 @@
 mod admin;
 mod cli;
 mod launch;
+mod private_files;
 
 use clap::Parser;
 

@@ -19,7 +19,7 @@ use rm_service::{response, Response};
 
 use crate::state::StateError;
 
-/// An RFC 6749 5.2 error of the token endpoint (`crate::auth::token`), answered by
+/// An RFC 6749 5.2 error of the token endpoint (`crate::endpoints::tokens`), answered by
 /// [`ApiError::OAuth`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenError {

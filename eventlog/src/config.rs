@@ -72,7 +72,8 @@ pub struct KafkaConfig {
     #[arg(
         long = "kafka-property",
         env = "RM_KAFKA_PROPERTIES",
-        value_delimiter = ','
+        value_delimiter = ',',
+        hide_env_values = true
     )]
     pub properties: Vec<String>,
     /// `min.insync.replicas` of topics the service creates: how many replicas must

@@ -1,8 +1,9 @@
 //! The OpenAPI document describes what the handlers answer: every operation of
 //! `/openapi.json` is called on its happy path against the real binary (the quick
 //! start's demo data), answers its documented success status and content type, and
-//! each JSON answer validates against the schema the document gives for it (Python's
-//! `jsonschema`, from the schemathesis venv of `deploy/local/schemathesis.sh`, with
+//! each JSON answer validates against the schema the document gives for it
+//! (`jsonschema_rs`, the validator schemathesis itself uses, from its venv made by
+//! `deploy/local/schemathesis.sh`, with
 //! OpenAPI 3.0's `nullable` read as a `null` type). An operation the test does not
 //! call fails it, so a new route cannot go undocumented or unchecked.
 //!
@@ -76,7 +77,7 @@ fn validator_python() -> Option<String> {
 
 const VALIDATE: &str = r#"
 import json, sys
-from jsonschema import Draft4Validator
+from jsonschema_rs import Draft4Validator
 doc = json.load(open(sys.argv[1]))
 answers = json.load(open(sys.argv[2]))
 
@@ -112,7 +113,7 @@ for a in answers:
     schema["components"] = components
     errors = list(Draft4Validator(schema).iter_errors(a["body"]))
     for e in errors[:5]:
-        print(f"FAIL {where}: {'/'.join(map(str, e.absolute_path))}: {e.message[:300]}")
+        print(f"FAIL {where}: {'/'.join(map(str, e.instance_path))}: {e.message[:300]}")
     failed += bool(errors)
     if not errors:
         print(f"ok   {where}")

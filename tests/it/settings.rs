@@ -88,3 +88,68 @@ fn an_unknown_setting_fails_at_start_naming_it() {
     assert!(!bad_value.status.success());
     assert!(String::from_utf8_lossy(&bad_value.stderr).contains("--ingest-addr"));
 }
+
+/// `--help` shows where a secret comes from, never its value (issue 23): the
+/// ClickHouse password and the librdkafka properties (SASL passwords) set in the
+/// environment, as an operator's shell would have them.
+#[test]
+fn help_never_prints_a_secret_from_the_environment() {
+    for sub in ["all", "ingest", "aggregate", "api"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_retail-media"))
+            .args([sub, "--help"])
+            .env("RM_CLICKHOUSE_PASSWORD", "ch-secret-4711")
+            .env("RM_KAFKA_PROPERTIES", "sasl.password=kafka-secret-4712")
+            .env(
+                "RM_API_DATABASE_URL",
+                "postgres://u:pg-secret-4713@127.0.0.1/db",
+            )
+            .env("RM_AD_ID_KEYS", "k1:adid-secret-4714")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{sub} --help");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for secret in ["4711", "4712", "4713", "4714"] {
+            assert!(
+                !text.contains(secret),
+                "{sub} --help prints a secret:\n{text}"
+            );
+        }
+    }
+}
+
+/// Key material is the service user's only (issue 23): a fresh data dir is `0700`,
+/// the ad id key and the api's state `0600`; a data dir and a key left
+/// world-readable by an earlier version are narrowed at start, with a warning.
+#[test]
+fn key_material_is_readable_by_the_service_user_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::start("all", dir.path(), &[]);
+    svc.wait_ready(svc.api, std::time::Duration::from_secs(60));
+    assert_eq!(mode(dir.path()), 0o700, "data dir");
+    assert_eq!(mode(&dir.path().join("ad-id.key")), 0o600, "ad id key");
+    assert_eq!(mode(&dir.path().join("api/state.redb")), 0o600, "api state");
+    svc.terminate();
+
+    let old = tempfile::tempdir().unwrap();
+    std::fs::write(
+        old.path().join("ad-id.key"),
+        "q1Tj0Ks3n7uLr6SqUEOhJtSz5mEFuDuSGk2rqhwWP0c",
+    )
+    .unwrap();
+    for p in [old.path().to_path_buf(), old.path().join("ad-id.key")] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let svc = Service::start("all", old.path(), &[]);
+    svc.wait_ready(svc.api, std::time::Duration::from_secs(60));
+    assert_eq!(mode(old.path()), 0o700);
+    assert_eq!(mode(&old.path().join("ad-id.key")), 0o600);
+    let log = svc.log();
+    assert!(
+        log.contains("narrowed the permissions of a path holding key material"),
+        "{log}"
+    );
+    svc.terminate();
+}

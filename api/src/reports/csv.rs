@@ -2,7 +2,11 @@
 //!
 //! Wire format: a header row of the rows' field names (camelCase, in field order),
 //! then one line per row, `\r\n` after every line; a cell is quoted when it holds a
-//! comma, a quote or a line break. String cells carry values sent by unauthenticated
+//! comma, a semicolon, a tab, a quote or a line break: a semicolon or a tab too,
+//! because spreadsheets in locales whose list separator is `;` (most of Europe) or
+//! that sniff tabs split an unquoted cell there, and the piece after the separator
+//! would start a cell of its own (`a;=cmd|...` is two cells, the second a formula).
+//! String cells carry values sent by unauthenticated
 //! beacons (product codes, catalog ids, tracking ids), so a string cell that a
 //! spreadsheet would read as a formula (one starting with `=`, `+`, `-`, `@`, a tab or
 //! a carriage return, per OWASP's CSV injection guidance) is prefixed with `'`.
@@ -111,7 +115,7 @@ fn text(s: &str) -> String {
 }
 
 fn quote(s: &str) -> String {
-    if s.contains([',', '"', '\r', '\n']) {
+    if s.contains([',', ';', '\t', '"', '\r', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_owned()
@@ -122,6 +126,24 @@ fn quote(s: &str) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A product code from an unauthenticated beacon that a `;`-separated
+    /// spreadsheet would split into a second cell holding a formula (issue 23).
+    #[test]
+    fn a_separator_in_a_cell_never_starts_a_formula_in_any_locale() {
+        #[derive(Serialize)]
+        struct Row {
+            code: String,
+        }
+        let csv = to_csv(&[Row {
+            code: "a;=cmd|' /C calc'!A0".into(),
+        }]);
+        assert_eq!(csv, "code\r\n\"a;=cmd|' /C calc'!A0\"\r\n");
+        let tab = to_csv(&[Row {
+            code: "a\t=1+1".into(),
+        }]);
+        assert_eq!(tab, "code\r\n\"a\t=1+1\"\r\n");
+    }
 
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]

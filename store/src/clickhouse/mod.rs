@@ -91,7 +91,9 @@ pub struct ClickHouseConfig {
     #[arg(
         long = "clickhouse-password",
         env = "RM_CLICKHOUSE_PASSWORD",
-        default_value = ""
+        default_value = "",
+        hide_env_values = true,
+        hide_default_value = true
     )]
     pub password: String,
 }

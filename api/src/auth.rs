@@ -1,12 +1,10 @@
-//! The api's side of authentication (the rules themselves are `rm_auth`'s): the OAuth
-//! 2.0 token endpoint ([`token`]), the source address the limits key on
+//! The api's side of authentication (the rules themselves are `rm_auth`'s; the token
+//! endpoint is `crate::endpoints::tokens`): the source address the limits key on
 //! ([`peer_ip`]), and the seam `rm_auth` reads the api's state through
 //! ([`rm_auth::AuthStore`], implemented here by [`State`]). The router checks bearer
 //! JWTs and the orders API key with `rm_auth::Auth` and turns the result into the
 //! request's `Caller` (`crate::tenancy`); its errors become responses in
 //! `crate::error`.
-
-pub mod token;
 
 use std::net::{IpAddr, Ipv4Addr};
 
