@@ -2,7 +2,7 @@
 //! hands each service its listener and the shutdown token. Everything else is
 //! library code.
 
-mod admin;
+mod admin_cli;
 mod cli;
 mod launch;
 mod private_files;
@@ -32,10 +32,10 @@ fn main() -> anyhow::Result<()> {
         Some(cli::Command::Aggregate(s)) => (launch::Service::Aggregate, s),
         Some(cli::Command::Api(s)) => (launch::Service::Api, s),
         Some(cli::Command::Clients(a)) => {
-            return admin::clients(a.action, &a.data_dir, a.database_url.as_deref())
+            return admin_cli::clients(a.action, &a.data_dir, a.database_url.as_deref())
         }
         Some(cli::Command::Keys(a)) => {
-            return admin::keys(a.action, &a.data_dir, a.database_url.as_deref())
+            return admin_cli::keys(a.action, &a.data_dir, a.database_url.as_deref())
         }
     };
     tracing_subscriber::fmt()
