@@ -9,7 +9,8 @@
 //! Loaded at start when `RM_API_DEMO` is on (by default only in `retail-media all`,
 //! the quick start), without overwriting:
 //! entries that exist (for instance a demo campaign someone approved or rejected)
-//! are left as they are. Turn it off, and remove the demo client and key with
+//! are left as they are, and a demo client that was removed (its removal is recorded
+//! as a revocation) is never added again. Turn it off, and remove the demo client and key with
 //! `retail-media clients remove demo-client` / `retail-media keys remove demo-orders`,
 //! before exposing the api.
 
@@ -65,7 +66,20 @@ pub async fn load(state: &State) -> Result<usize, StateError> {
     let demo = parse().map_err(StateError::Backend)?;
     let mut added = 0;
     let now = chrono::Utc::now().to_rfc3339();
+    // A demo client removed on purpose (its removal revoked its tokens) stays removed:
+    // re-adding it at the next start would bring back a published secret, the
+    // operator's among them.
+    let removed: std::collections::HashSet<String> = state
+        .revocations()
+        .await?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
     for c in demo.clients {
+        if removed.contains(&c.id) {
+            tracing::info!(client = %c.id, "demo client was removed; not added again");
+            continue;
+        }
         if state.client(&c.id).await?.is_none() {
             let secret = c.secret.clone();
             let hash = tokio::task::spawn_blocking(move || secret::hash(&secret))
@@ -176,5 +190,22 @@ mod tests {
         for p in state.products().await.unwrap() {
             assert_eq!(p.namespace_id, NAMESPACE);
         }
+    }
+
+    /// A removed demo client is not re-created at the next start (issue 23: the
+    /// operator's published secret would come back with scope `admin`).
+    #[tokio::test]
+    async fn a_removed_demo_client_is_not_added_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open_embedded(dir.path()).unwrap();
+        load(&state).await.unwrap();
+        state
+            .put_revocation("demo-operator", chrono::Utc::now().timestamp())
+            .await
+            .unwrap();
+        state.remove_client("demo-operator").await.unwrap();
+        assert_eq!(load(&state).await.unwrap(), 0);
+        assert!(state.client("demo-operator").await.unwrap().is_none());
+        assert!(state.client("demo-client").await.unwrap().is_some());
     }
 }

@@ -273,7 +273,7 @@ pub async fn prepare(config: &ApiConfig, state: &State) -> Result<rm_auth::Auth,
             .map_err(|e| ApiError::Internal(format!("loading demo data: {e}")))?;
         tracing::warn!(
             added,
-            "demo data loaded (client demo-client/demo-secret, orders key demo-orders-key): set RM_API_DEMO=false and remove them before exposing the api"
+            "demo data loaded (client demo-client/demo-secret, operator demo-operator/demo-operator-secret with scope admin, orders key demo-orders-key): set RM_API_DEMO=false and remove them before exposing the api"
         );
     }
     if let Some(path) = &config.clients_file {
