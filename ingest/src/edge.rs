@@ -367,10 +367,25 @@ impl<L: EventLog> Edge<L> {
         if !admits_query(&self.inspector, query) {
             return;
         }
+        let params = params_of(query);
+        // A rejected event was never verified: its ad id is judged here, so an id
+        // that does not verify never shows it in the namespace it names (no verdict
+        // reads as genuine, `inspector_report::namespace_of`).
+        let verdict = match outcome {
+            Outcome::Rejected { .. } => {
+                params
+                    .iter()
+                    .find(|(k, _)| *k == "adId")
+                    .and_then(|(_, id)| {
+                        UnverifiedAdId::of(self.ad_keys.verify(id, Utc::now().timestamp()))
+                    })
+            }
+            _ => verdict,
+        };
         let recorded = Recorded {
             received_at_ms: Utc::now().timestamp_millis(),
             endpoint,
-            params: params_of(query),
+            params,
             outcome,
             message,
             ad_id_verdict: verdict,

@@ -409,3 +409,38 @@ fn the_inspector_and_the_funnel_report_share_the_control_debounce() {
         assert_eq!(h.svc.terminate(), Some(0));
     }
 }
+
+/// A rejected event is never shown as genuine (issue 23): a beacon refused for a
+/// missing parameter, carrying a forged ad id that names the `demo` namespace, does
+/// not enter that tenant's inspector view.
+#[test]
+fn a_rejected_event_with_a_forged_ad_id_is_not_shown_to_the_namespace_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::start(dir.path());
+    let forged = "rm2.demo.demo-video.ad-1.4102444800.nonce.c2lnbmF0dXJl";
+    // No interactionType: a 400, recorded by the inspector as refused.
+    let r = get(
+        h.svc.ingest,
+        &common::beacon(&[
+            ("adId", forged),
+            ("sessionId", "s-forged"),
+            ("timestamp", &ts(0)),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    let tenant = common::token(h.api, "demo-client", "demo-secret", Some("reports"));
+    let seen = h.inspect_with("s-forged", Some(&tenant));
+    let events = if seen.status == 200 {
+        seen.json()["events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    assert!(
+        events.is_empty(),
+        "the tenant sees the forged event: {events:?}"
+    );
+}
