@@ -59,6 +59,15 @@ pub fn table() -> Vec<Route> {
     t
 }
 
+/// The strong entity tag of a served file's bytes, quoted: the first 128 bits of its
+/// SHA-256 as 32 hex digits (`"<hex>"`), computed once per file by its caller.
+pub(crate) fn strong_etag(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(bytes);
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
 /// A 200 JSON answer.
 pub(crate) fn ok_json<T: Serialize>(v: &T) -> Result<Response, ApiError> {
     json_status(StatusCode::OK, v)

@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 
 use http::{header, HeaderMap, HeaderValue, Method};
 use rm_service::{response, Response};
-use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 use crate::routes::{Access, Call, Content, RequestBody, Route};
@@ -51,11 +50,7 @@ const CACHE_CONTROL: &str = "public, max-age=300";
 /// The strong entity tag of [`SOURCE`], quoted: `"<32 hex digits>"`.
 pub fn etag() -> &'static str {
     static TAG: OnceLock<String> = OnceLock::new();
-    TAG.get_or_init(|| {
-        let digest = Sha256::digest(SOURCE.as_bytes());
-        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("\"{hex}\"")
-    })
+    TAG.get_or_init(|| super::strong_etag(SOURCE.as_bytes()))
 }
 
 /// Answers a request for [`PATH`].

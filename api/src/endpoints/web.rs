@@ -20,7 +20,6 @@ use std::sync::OnceLock;
 
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use rm_service::{response, Response};
-use sha2::{Digest, Sha256};
 
 use crate::error::ApiError;
 use crate::routes::{Access, Call, Content, RequestBody, Route};
@@ -127,11 +126,7 @@ pub fn etag(i: usize) -> &'static str {
     TAGS.get_or_init(|| {
         ASSETS
             .iter()
-            .map(|a| {
-                let digest = Sha256::digest(a.body.as_bytes());
-                let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-                format!("\"{hex}\"")
-            })
+            .map(|a| super::strong_etag(a.body.as_bytes()))
             .collect()
     })
     .get(i)
