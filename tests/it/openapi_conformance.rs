@@ -257,23 +257,15 @@ fn every_operations_answer_validates_against_the_document() {
             json!({"namespaceId": "conf"}),
         ),
     ];
-    for report in [
-        "video-funnel",
-        "products",
-        "ads",
-        "campaigns",
-        "carts",
-        "carts/campaigns",
-        "sales",
+    for template in [
+        "/v1/reports/video-funnel",
+        "/v1/reports/products",
+        "/v1/reports/ads",
+        "/v1/reports/campaigns",
+        "/v1/reports/carts",
+        "/v1/reports/carts/campaigns",
+        "/v1/reports/sales",
     ] {
-        let template = doc["paths"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .find(|p| *p == &format!("/v1/reports/{report}"))
-            .unwrap_or_else(|| panic!("/v1/reports/{report} documented"))
-            .clone();
-        let template: &'static str = Box::leak(template.into_boxed_str());
         calls.push(call("GET", template, template, &partner, Value::Null));
     }
     for page in ["/reports", "/reports/reports.js", "/reports/reports.css"] {
