@@ -172,6 +172,15 @@ pub struct Settings {
         default_value_t = rm_schemas::video_funnel::DEFAULT_DEBOUNCE_MS
     )]
     pub control_debounce_ms: i64,
+    /// Seconds a served ad stays billable (its realised id's expiry). The api mints
+    /// ad ids with it and the aggregator judges when an ad was served by it (an event
+    /// dated before is not billable): give both the same value.
+    #[arg(
+        long = "api-ad-ttl-secs",
+        env = "RM_API_AD_TTL_SECS",
+        default_value_t = rm_aggregator::batch::DEFAULT_AD_TTL_SECS
+    )]
+    pub ad_ttl_secs: i64,
     /// Address of the operations listener: `/healthz`, `/readyz` with the reasons a
     /// service is not ready, and `/metrics`, for probes and Prometheus inside the
     /// cluster. Set, the public ports stop serving `/metrics`. Unset (the quick

@@ -176,9 +176,13 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
                 &cfg.topic,
             )?),
         };
-        let (stop, debounce) = (shutdown.clone(), settings.debounce());
+        let stop = shutdown.clone();
+        let shared = rm_aggregator::Shared {
+            debounce: settings.debounce(),
+            ad_ttl_secs: settings.ad_ttl_secs,
+        };
         tasks.spawn(async move {
-            rm_aggregator::run(cfg, debounce, source, store, listener, stop, serve)
+            rm_aggregator::run(cfg, shared, source, store, listener, stop, serve)
                 .await
                 .context("aggregator")
         });
@@ -187,6 +191,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         let stop = shutdown.clone();
         let mut cfg = settings.api.clone();
         cfg.demo = settings.demo(service == Service::All);
+        cfg.ad_ttl_secs = settings.ad_ttl_secs;
         let state = match cfg.database_url.as_deref().filter(|u| !u.trim().is_empty()) {
             Some(url) => rm_api::state::State::connect_postgres(url).await,
             None => rm_api::state::State::open_embedded(&settings.data_dir),

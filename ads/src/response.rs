@@ -172,7 +172,7 @@ pub fn build(
         banners: Vec::with_capacity(banners.len()),
     };
     for (i, a) in ads.iter().enumerate() {
-        let creative: String = a.product.product_code.chars().take(48).collect();
+        let creative = rm_schemas::ad_id::product_creative(&a.product.product_code);
         let id = mint(&a.campaign, &creative)?;
         out.ads.push(ProductAd {
             impression_url: edge_url(s, "impression", &id, d, ""),

@@ -23,10 +23,27 @@
 //! ([`rm_store::model::traffic`]); invalid events are counted by reason in
 //! [`FoldStats::invalid`].
 //!
+//! **One served ad, one billable event per thing it carries** ([`rm_store::model::served`]):
+//! ad impressions, ad clicks, product impressions and product clicks of valid traffic
+//! whose ad id verified are judged as they arrive, against the state kept per
+//! realised ad id (loaded from the store, cached, written with the batch): an event
+//! dated before its ad was served, a product its product ad did not carry, or any
+//! event after the one that took its unit is stored with that decision as its class
+//! (`before_serve`, `product_not_in_ad`, `served_ad_repeat`) and counted invalid by
+//! reason; an ad id seen with a second shopper is counted ([`FoldStats::shared_ads`]).
+//! Records are keyed by ad id, so one consumer holds each ad id's state.
+//!
+//! Carts belong to the namespace of their verified ad id: the cart line's catalog is
+//! stored scoped by it (`rm_schemas::namespace::scoped`; an unverified ad id's cart
+//! events go to a line no namespace reads), so no namespace's cart event can move
+//! another's cart.
+//!
 //! Product impressions, product clicks and creative clicks of valid traffic whose ad
-//! id verified are also stored as attribution touches (one per shopper id, keyed by
-//! shopper and dedup key; an unverified or expired ad id, a bot, a non-browser or a
-//! prefetch never credits an order), and the
+//! id verified and that the served-ad rules let through are also stored as
+//! attribution touches (one per shopper id, keyed by shopper and dedup key; an
+//! unverified or expired ad id, a bot, a non-browser, a prefetch, an event dated
+//! before its ad was served, a product its ad did not carry or a served ad's repeat
+//! never credits an order), and the
 //! orders of the `orders` topic as order lines ([`fold_orders`]): sales are attributed
 //! from those two sets when the report is read (see
 //! [`rm_store::model::attribution`]).
@@ -45,6 +62,7 @@ use rm_store::model::carts::{self, CartFact, CartKey};
 use rm_store::model::day_of;
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
+use rm_store::model::served::{self, ServeRules, ServedAd, Unit};
 use rm_store::model::status::AdIdStatus;
 use rm_store::model::traffic::{shopper_hash, TrafficClass};
 use rm_store::{BatchWrite, EntitySets, FastSet};
@@ -63,6 +81,19 @@ pub struct Policy {
     pub late_horizon_ms: i64,
     /// Events dated further than this after receipt are dropped.
     pub future_skew_ms: i64,
+    /// The ads' lifetime (`RM_API_AD_TTL_SECS`), ms: an ad was served at its id's
+    /// expiry minus this.
+    pub ad_ttl_ms: i64,
+}
+
+impl Policy {
+    /// The rules a served ad's events are judged by.
+    pub fn serve_rules(&self) -> ServeRules {
+        ServeRules {
+            ad_ttl_ms: self.ad_ttl_ms,
+            skew_ms: self.future_skew_ms,
+        }
+    }
 }
 
 impl Default for Policy {
@@ -71,9 +102,13 @@ impl Default for Policy {
             debounce_ms: rm_schemas::video_funnel::DEFAULT_DEBOUNCE_MS,
             late_horizon_ms: DEFAULT_LATE_HORIZON_HOURS * 3_600_000,
             future_skew_ms: DEFAULT_FUTURE_SKEW_HOURS * 3_600_000,
+            ad_ttl_ms: DEFAULT_AD_TTL_SECS * 1000,
         }
     }
 }
+
+/// Default of the ads' lifetime (`RM_API_AD_TTL_SECS`).
+pub const DEFAULT_AD_TTL_SECS: i64 = 3600;
 
 /// Why an event was not aggregated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,24 +133,44 @@ pub struct FoldStats {
     /// Events aggregated that are invalid traffic, by reason (the click window is
     /// decided when reports are read, so it is not among them).
     pub invalid: HashMap<InvalidReason, u64>,
+    /// Events the served-ad rules judged invalid, by the class they got
+    /// (`Repeat`, `BeforeServe`, `NotInAd`).
+    pub decided: HashMap<TrafficClass, u64>,
+    /// Ad ids seen with a second distinct shopper in this batch.
+    pub shared_ads: u64,
 }
 
 /// The entities a batch touches.
-pub fn touched(records: &[EventRecord]) -> (FastSet<ViewKey>, FastSet<CartKey>) {
-    let mut views = FastSet::default();
-    let mut carts = FastSet::default();
+#[derive(Debug, Default)]
+pub struct Touched {
+    /// Views.
+    pub views: FastSet<ViewKey>,
+    /// Cart lines.
+    pub carts: FastSet<CartKey>,
+    /// Served ads (realised ad ids) whose billable events are decided.
+    pub served: FastSet<String>,
+}
+
+/// The entities a batch touches.
+pub fn touched(records: &[EventRecord]) -> Touched {
+    let mut t = Touched::default();
     for r in records {
         match entity(r) {
             Entity::View(k) => {
-                views.insert(k);
+                t.views.insert(k);
             }
             Entity::Cart(k) => {
-                carts.insert(k);
+                t.carts.insert(k);
             }
-            Entity::Product(_) | Entity::Ad(_) | Entity::None => {}
+            Entity::Product(_) | Entity::Ad(_) => {
+                if !t.served.contains(r.event.ad_id.as_str()) {
+                    t.served.insert(r.event.ad_id.clone());
+                }
+            }
+            Entity::None => {}
         }
     }
-    (views, carts)
+    t
 }
 
 enum Entity {
@@ -134,7 +189,7 @@ fn entity(r: &EventRecord) -> Entity {
         InteractionType::ProductClick => Entity::Product(ProductAction::Click),
         InteractionType::Cart => Entity::Cart(CartKey {
             tracking_id: e.tracking_id().to_owned(),
-            catalog_id: s(&e.catalog_id),
+            catalog_id: rm_schemas::namespace::scoped(cart_namespace(r), &s(&e.catalog_id)),
             product_code: s(&e.product_code),
         }),
         // Ad impressions and clicks (the edge's own endpoints) are ad facts, not views.
@@ -149,8 +204,85 @@ fn entity(r: &EventRecord) -> Entity {
     }
 }
 
+/// The namespace a cart event's line belongs to: its ad id's, once the id verified;
+/// an unverified one's line is scoped by [`UNVERIFIED_CARTS`], which no namespace
+/// reads (not a valid namespace id).
+fn cart_namespace(r: &EventRecord) -> &str {
+    match r.ad_id_verdict {
+        None => rm_schemas::ad_id::namespace_of(&r.event.ad_id)
+            .unwrap_or(rm_schemas::namespace::DEFAULT),
+        Some(_) => UNVERIFIED_CARTS,
+    }
+}
+
+/// The scope of cart lines of unverified ad ids (see [`cart_namespace`]).
+pub const UNVERIFIED_CARTS: &str = "~unverified";
+
+/// The served-ad unit of a product or ad event.
+fn unit_of(r: &EventRecord) -> Option<Unit<'_>> {
+    let e = &r.event;
+    let (c, p) = (
+        e.catalog_id.as_deref().unwrap_or_default(),
+        e.product_code.as_deref().unwrap_or_default(),
+    );
+    match e.interaction_type {
+        InteractionType::AdImpression => Some(Unit::AdImpression),
+        InteractionType::AdClick => Some(Unit::AdClick),
+        InteractionType::ProductImpression => Some(Unit::ProductImpression(c, p)),
+        InteractionType::ProductClick => Some(Unit::ProductClick(c, p)),
+        _ => None,
+    }
+}
+
+/// The class of an event as the served-ad rules decide it: the edge's class, unless
+/// the event is valid traffic with a verified ad id, which the stateless rules and
+/// then its served ad's state judge (taking the unit when it is the first).
+fn decide(
+    r: &EventRecord,
+    edge_class: TrafficClass,
+    status: AdIdStatus,
+    time_ms: i64,
+    state: Option<&mut ServedAd>,
+    policy: &Policy,
+) -> TrafficClass {
+    if edge_class != TrafficClass::Valid {
+        return edge_class;
+    }
+    if !status.is_billable() {
+        // Its reason is its ad id; but a copy of a repeat must stay a repeat, or the
+        // best of its copies' status and class could make it billable.
+        return match (state, unit_of(r)) {
+            (Some(state), Some(unit)) if state.taken_by_another(unit, r.dedup_key.0) => {
+                TrafficClass::Repeat
+            }
+            _ => edge_class,
+        };
+    }
+    let ad = rm_schemas::ad_id::parse(&r.event.ad_id);
+    let product = match r.event.interaction_type {
+        InteractionType::ProductImpression | InteractionType::ProductClick => {
+            r.event.product_code.as_deref()
+        }
+        _ => None,
+    };
+    if let Some(class) = served::stateless(ad.as_ref(), time_ms, product, policy.serve_rules()) {
+        return class;
+    }
+    match (state, unit_of(r)) {
+        (Some(state), Some(unit)) => {
+            if state.take(unit, r.dedup_key.0) {
+                TrafficClass::Valid
+            } else {
+                TrafficClass::Repeat
+            }
+        }
+        _ => TrafficClass::Valid,
+    }
+}
+
 /// Folds `records` into `sets` (which must hold the current fact set of every touched
-/// entity, empty when new) and returns what to write.
+/// entity, empty when new, and the state of every touched served ad, absent when new)
+/// and returns what to write.
 pub fn fold(
     records: &[EventRecord],
     sets: &mut EntitySets,
@@ -160,6 +292,7 @@ pub fn fold(
     let mut write = BatchWrite::default();
     let mut dirty_views: FastSet<ViewKey> = FastSet::default();
     let mut dirty_carts: FastSet<CartKey> = FastSet::default();
+    let mut dirty_served: FastSet<String> = FastSet::default();
     for r in records {
         let time_ms = r.event.timestamp.timestamp_millis();
         let received_ms = r.received_at.timestamp_millis();
@@ -175,12 +308,32 @@ pub fn fold(
         let status = AdIdStatus::of(r.ad_id_verdict);
         let campaign_id = campaign_str(&r.event.ad_id);
         let invalid = r.invalid_reason();
-        let traffic = TrafficClass::of(invalid);
-        // Only a verified ad id of valid traffic may credit an order: a forged or
-        // expired one naming a real shopper's id would otherwise send that shopper's
-        // orders to a campaign of the forger's choice, and a crawler's would credit
-        // sales to traffic no person saw.
-        if invalid.is_none() {
+        let mut traffic = TrafficClass::of(invalid);
+        if unit_of(r).is_some() {
+            let state = if traffic == TrafficClass::Valid {
+                let state = sets.served.entry(r.event.ad_id.clone()).or_default();
+                if status.is_billable() {
+                    dirty_served.insert(r.event.ad_id.clone());
+                    if state.see(shopper_hash(r.event.tracking_id())) {
+                        stats.shared_ads += 1;
+                    }
+                }
+                Some(state)
+            } else {
+                None
+            };
+            traffic = decide(r, traffic, status, time_ms, state, policy);
+        } else if r.event.interaction_type == InteractionType::CreativeClick {
+            // Not a unit of its own (the ad click is), but judged by the stateless
+            // rules before it may credit an order.
+            traffic = decide(r, traffic, status, time_ms, None, policy);
+        }
+        // Only a verified ad id of valid traffic, through the served-ad rules, may
+        // credit an order: a forged or expired one naming a real shopper's id would
+        // otherwise send that shopper's orders to a campaign of the forger's choice, a
+        // crawler's would credit sales to traffic no person saw, and a served ad's
+        // repeats would let whoever saw one ad name every shopper they like.
+        if invalid.is_none() && traffic == TrafficClass::Valid {
             write
                 .touches
                 .extend(attribution::touches_of(&r.event, key, campaign_id, time_ms));
@@ -266,6 +419,8 @@ pub fn fold(
             }
             if let Some(why) = invalid {
                 *stats.invalid.entry(why).or_default() += 1;
+            } else if traffic != TrafficClass::Valid {
+                *stats.decided.entry(traffic).or_default() += 1;
             }
             write.newest_event_ms = write.newest_event_ms.max(Some(time_ms));
         } else {
@@ -288,6 +443,12 @@ pub fn fold(
     for k in dirty_carts {
         if let Some(facts) = sets.carts.get(&k) {
             write.cart_rows.extend(carts::derive_cart(&k, facts));
+        }
+    }
+    write.served.reserve(dirty_served.len());
+    for ad_id in dirty_served {
+        if let Some(state) = sets.served.get(&ad_id) {
+            write.served.push((ad_id, state.clone()));
         }
     }
     (write, stats)
@@ -452,18 +613,131 @@ mod tests {
         assert_eq!(stats.by_type[&InteractionType::AdClick], 100, "all kept");
         let rows = ads::report(ads::resolve(&w.ad_facts), |_| true, ClickWindow::default());
         assert_eq!(rows.len(), 1);
+        // The served ad yields one billable click; the others are its repeats (before
+        // the served-ad rule, the click window flagged them).
         assert_eq!(
-            (rows[0].clicks, rows[0].invalid_clicks.click_window),
-            (1, 99)
+            (
+                rows[0].clicks,
+                rows[0].invalid_clicks.served_ad_repeat,
+                rows[0].invalid_clicks.click_window
+            ),
+            (1, 99, 0)
         );
+        assert_eq!(stats.decided[&TrafficClass::Repeat], 99);
+        assert_eq!(w.served.len(), 1, "the served ad's state is written");
+    }
+
+    #[test]
+    fn one_served_ad_named_by_forty_shoppers_is_one_billable_impression_and_click() {
+        let mut records = Vec::new();
+        for shopper in 0..40u8 {
+            let at = i64::from(shopper) * 10;
+            records.push(record(InteractionType::AdImpression, 0, shopper, at, None));
+            let mut click = record(InteractionType::AdClick, 0, shopper, at + 1, None);
+            click.event.customer_id = Some(format!("victim-{shopper}"));
+            records.push(click);
+        }
+        let mut sets = EntitySets::default();
+        let (w, stats) = fold(&records, &mut sets, &Policy::default());
+        let rows = ads::report(ads::resolve(&w.ad_facts), |_| true, ClickWindow::default());
+        let sum = |f: fn(&ads::AdReportRow) -> u64| rows.iter().map(f).sum::<u64>();
+        assert_eq!(sum(|r| r.impressions), 1);
+        assert_eq!(sum(|r| r.clicks), 1);
+        assert_eq!(sum(|r| r.invalid_impressions.served_ad_repeat), 39);
+        assert_eq!(sum(|r| r.invalid_clicks.served_ad_repeat), 39);
+        assert_eq!(stats.shared_ads, 1, "told once");
+        // A replay of the batch over the stored state decides the same.
+        let (again, _) = fold(&records, &mut sets, &Policy::default());
+        let rows2 = ads::report(
+            ads::resolve(&again.ad_facts),
+            |_| true,
+            ClickWindow::default(),
+        );
+        assert_eq!(rows2, rows);
+    }
+
+    #[test]
+    fn events_before_serve_or_of_another_product_never_credit_an_order() {
+        let keys = rm_schemas::ad_id::AdIdKeys::new(vec![b"0123456789abcdef-key-one".to_vec()])
+            .expect("keys");
+        let expires = (T0 / 1000) + 1800; // served half an hour before T0
+        let ad = keys
+            .mint("c", &rm_schemas::ad_id::product_creative("sku-1"), expires)
+            .expect("mint");
+        let click = |ms: i64, product: &str| {
+            let mut r = record(InteractionType::ProductClick, 0, 1, ms, None);
+            r.event.ad_id = ad.clone();
+            r.event.customer_id = Some("victim".into());
+            r.event.catalog_id = Some("cat".into());
+            r.event.product_code = Some(product.into());
+            r.dedup_key = rm_schemas::dedup_key::DedupKey::of(&r.event);
+            r
+        };
+        let policy = Policy::default();
+        let five_days = 5 * 86_400_000;
+        let cases = [
+            (click(-five_days, "sku-1"), TrafficClass::BeforeServe),
+            (click(0, "sku-2"), TrafficClass::NotInAd),
+            (click(0, "sku-1"), TrafficClass::Valid),
+        ];
+        for (r, class) in cases {
+            let (w, stats) = fold(
+                std::slice::from_ref(&r),
+                &mut EntitySets::default(),
+                &policy,
+            );
+            assert_eq!(w.product_facts[0].traffic, class);
+            assert_eq!(
+                w.touches.is_empty(),
+                class != TrafficClass::Valid,
+                "{class:?}"
+            );
+            let decided = stats.decided.values().sum::<u64>();
+            assert_eq!(decided, u64::from(class != TrafficClass::Valid));
+        }
+    }
+
+    #[test]
+    fn a_cart_line_belongs_to_the_namespace_of_its_verified_ad_id() {
+        let cart = |ad: &str, v: Option<UnverifiedAdId>| {
+            let mut r = record(InteractionType::Cart, 0, 1, 0, v);
+            r.event.ad_id = ad.into();
+            r.event.catalog_id = Some("cat".into());
+            r.event.product_code = Some("p".into());
+            r.event.units = Some(1);
+            r
+        };
+        let line = |r: EventRecord| {
+            let (w, _) = fold(&[r], &mut EntitySets::default(), &Policy::default());
+            w.cart_rows[0].key.catalog_id.clone()
+        };
+        let other = "rm2.other.c.YQ.1.bm9uY2U.c2ln";
+        assert_eq!(
+            line(cart("rm1.c.YQ.1.bm9uY2U.c2ln", None)),
+            "cat",
+            "default: bare"
+        );
+        assert_eq!(
+            line(cart(other, None)),
+            rm_schemas::namespace::scoped("other", "cat")
+        );
+        let forged = line(cart(other, Some(UnverifiedAdId::BadSignature)));
+        assert_eq!(
+            forged,
+            rm_schemas::namespace::scoped(UNVERIFIED_CARTS, "cat")
+        );
+        assert_eq!(rm_schemas::namespace::bare(&forged), "cat");
     }
 
     proptest! {
-        /// Impressions fired through the pipeline's fold, re-fired at any time, in any
-        /// batches and order: one per (ad id, shopper); billable exactly when some copy
-        /// verified, never mixed with the rest; every unverified event is counted.
+        /// Impressions and clicks fired through the pipeline's fold, re-fired at any
+        /// time, in any batches and order (the served-ad state carried from batch to
+        /// batch, as the pipeline does): every distinct (ad id, shopper) impression is
+        /// counted once; each ad id yields exactly one billable impression when one
+        /// of its impressions verified, and one billable click likewise, whatever the
+        /// order; every unverified event is counted.
         #[test]
-        fn refired_impressions_count_once_per_ad_and_shopper(
+        fn refired_impressions_count_once_and_each_served_ad_bills_once(
             fires in proptest::collection::vec(
                 (any::<bool>(), 0u8..3, 0u8..3, 0i64..2 * 86_400_000, proptest::option::of(0usize..3)),
                 1..40,
@@ -480,19 +754,31 @@ mod tests {
             let report = |batches: &[&[EventRecord]]| {
                 let mut copies = Vec::new();
                 let mut unverified = 0;
+                let mut sets = EntitySets::default();
                 for b in batches {
-                    let (w, stats) = fold(b, &mut EntitySets::default(), &Policy::default());
+                    let (w, stats) = fold(b, &mut sets, &Policy::default());
                     copies.extend(w.ad_facts);
                     unverified += stats.unverified.values().sum::<u64>();
                 }
                 (ads::report(ads::resolve(&copies), |_| true, ClickWindow::default()), unverified)
+            };
+            // Billable impressions and clicks per ad id.
+            let per_ad = |rows: &[ads::AdReportRow]| {
+                let mut m: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+                for r in rows {
+                    let e = m.entry(r.ad_id.clone()).or_default();
+                    e.0 += r.impressions;
+                    e.1 += r.clicks;
+                }
+                m.retain(|_, v| *v != (0, 0));
+                m
             };
             let (whole, unverified) = report(&[&records]);
             let at = split % records.len();
             let mut reversed = records.clone();
             reversed.reverse();
             let (a, b) = reversed.split_at(at);
-            prop_assert_eq!(report(&[b, a, &records[..at]]).0, whole.clone());
+            prop_assert_eq!(per_ad(&report(&[b, a, &records[..at]]).0), per_ad(&whole));
             let impressions: std::collections::HashSet<(u8, u8)> = fires
                 .iter()
                 .filter(|f| !f.0)
@@ -500,13 +786,17 @@ mod tests {
                 .collect();
             let counted: u64 = whole.iter().map(|r| r.impressions + r.not_billable_impressions).sum();
             prop_assert_eq!(counted as usize, impressions.len());
-            let verified: std::collections::HashSet<(u8, u8)> = fires
-                .iter()
-                .filter(|f| !f.0 && f.4.is_none())
-                .map(|f| (f.1, f.2))
-                .collect();
+            let verified = |click: bool| -> std::collections::HashSet<u8> {
+                fires
+                    .iter()
+                    .filter(|f| f.0 == click && f.4.is_none())
+                    .map(|f| f.1)
+                    .collect()
+            };
             let billable: u64 = whole.iter().map(|r| r.impressions).sum();
-            prop_assert_eq!(billable as usize, verified.len());
+            prop_assert_eq!(billable as usize, verified(false).len());
+            let clicks: u64 = whole.iter().map(|r| r.clicks).sum();
+            prop_assert_eq!(clicks as usize, verified(true).len());
             prop_assert_eq!(unverified as usize, fires.iter().filter(|f| f.4.is_some()).count());
         }
     }

@@ -86,17 +86,28 @@ pub struct AggregatorConfig {
     pub cache_max_entities: usize,
 }
 
+/// Settings the aggregator shares with other services (the binary reads them once).
+#[derive(Debug, Clone, Copy)]
+pub struct Shared {
+    /// The video funnel's control debounce (rule 2), shared with the edge's inspector.
+    pub debounce: Debounce,
+    /// The ads' lifetime in seconds (`RM_API_AD_TTL_SECS`), shared with the api that
+    /// mints the ad ids: an ad was served at its id's expiry minus this.
+    pub ad_ttl_secs: i64,
+}
+
 impl AggregatorConfig {
-    /// The pipeline options these settings describe, with the control debounce of the
-    /// video funnel (rule 2), a setting the aggregator shares with the edge's inspector.
-    pub fn pipeline(&self, debounce: Debounce) -> pipeline::PipelineOptions {
+    /// The pipeline options these settings describe, with the settings shared with
+    /// other services.
+    pub fn pipeline(&self, shared: Shared) -> pipeline::PipelineOptions {
         pipeline::PipelineOptions {
             batch_max_records: self.batch_max_records.max(1),
             batch_max_wait: Duration::from_millis(self.batch_max_wait_ms.max(1)),
             policy: batch::Policy {
-                debounce_ms: debounce.ms(),
+                debounce_ms: shared.debounce.ms(),
                 late_horizon_ms: self.late_horizon_hours.max(0) * 3_600_000,
                 future_skew_ms: self.future_skew_hours.max(0) * 3_600_000,
+                ad_ttl_ms: shared.ad_ttl_secs.max(0).saturating_mul(1000),
             },
             cache_max_entities: self.cache_max_entities,
         }
@@ -130,11 +141,11 @@ impl Handler for OpsHandler {
 }
 
 /// Runs the pipeline from `source` into `store` and serves the operational endpoints
-/// on `listener`, until `shutdown`. `debounce` is the video funnel's control debounce
-/// (`RM_CONTROL_DEBOUNCE_MS`, read by the binary: the edge's inspector judges with it too).
+/// on `listener`, until `shutdown`. `shared` holds the settings other services read
+/// too (the control debounce, the ads' lifetime), read once by the binary.
 pub async fn run(
     config: AggregatorConfig,
-    debounce: Debounce,
+    shared: Shared,
     source: AnySource,
     store: Arc<AnyStore>,
     listener: TcpListener,
@@ -151,7 +162,7 @@ pub async fn run(
         source,
         store,
         backend,
-        config.pipeline(debounce),
+        config.pipeline(shared),
         shutdown.clone(),
     );
     let (served, worked) = tokio::join!(server, async {

@@ -7,7 +7,8 @@
 //! | `aggregator_events_total` | counter | `interaction_type` |
 //! | `aggregator_duplicates_total` | counter | |
 //! | `aggregator_unverified_events_total` | counter | `verdict` (expired, bad_signature, foreign) |
-//! | `aggregator_invalid_events_total` | counter | `reason` (known_bot, non_browser, prefetch, unverified_ad_id) |
+//! | `aggregator_invalid_events_total` | counter | `reason` (known_bot, non_browser, prefetch, unverified_ad_id; the served-ad rules' before_serve, product_not_in_ad, served_ad_repeat) |
+//! | `aggregator_shared_ad_ids_total` | counter | |
 //! | `aggregator_events_dropped_total` | counter | `reason` (too_late, future, undecodable) |
 //! | `aggregator_rule_violations_total` | counter | `rule` (funnel_gap, repeated_milestone) |
 //! | `aggregator_store_write_seconds` | histogram | `backend` |
@@ -22,6 +23,7 @@ use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::InteractionType;
 
 use crate::batch::{Dropped, FoldStats, OrderStats};
+use rm_store::model::traffic::TrafficClass;
 
 /// Batches stored.
 pub const BATCHES: &str = "aggregator_batches_total";
@@ -35,6 +37,9 @@ pub const DUPLICATES: &str = "aggregator_duplicates_total";
 pub const UNVERIFIED: &str = "aggregator_unverified_events_total";
 /// Events aggregated that are invalid traffic, by reason (flagged, not deleted).
 pub const INVALID: &str = "aggregator_invalid_events_total";
+/// Realised ad ids seen with a second distinct shopper (a page caching ad responses
+/// across shoppers, or someone replaying a served ad).
+pub const SHARED_AD_IDS: &str = "aggregator_shared_ad_ids_total";
 /// Events not aggregated.
 pub const DROPPED: &str = "aggregator_events_dropped_total";
 /// Rule violations seen.
@@ -66,6 +71,10 @@ pub fn register(backend: &'static str) {
     for r in InvalidReason::ALL {
         counter!(INVALID, "reason" => r.as_str()).absolute(0);
     }
+    for r in DECIDED {
+        counter!(INVALID, "reason" => r).absolute(0);
+    }
+    counter!(SHARED_AD_IDS).absolute(0);
     for r in ["too_late", "future", "undecodable"] {
         counter!(DROPPED, "reason" => r).absolute(0);
     }
@@ -96,6 +105,14 @@ pub fn batch(records: usize, stats: &FoldStats, gaps: i64, repeats: i64) {
     for (r, n) in &stats.invalid {
         counter!(INVALID, "reason" => r.as_str()).increment(*n);
     }
+    for (class, n) in &stats.decided {
+        if let Some(r) = decided_reason(*class) {
+            counter!(INVALID, "reason" => r).increment(*n);
+        }
+    }
+    if stats.shared_ads > 0 {
+        counter!(SHARED_AD_IDS).increment(stats.shared_ads);
+    }
     for (d, n) in &stats.dropped {
         let reason = match d {
             Dropped::TooLate => "too_late",
@@ -108,6 +125,19 @@ pub fn batch(records: usize, stats: &FoldStats, gaps: i64, repeats: i64) {
     }
     if repeats > 0 {
         counter!(VIOLATIONS, "rule" => "repeated_milestone").increment(repeats as u64);
+    }
+}
+
+/// The `reason` labels of the served-ad rules' decisions.
+const DECIDED: [&str; 3] = ["before_serve", "product_not_in_ad", "served_ad_repeat"];
+
+/// The `reason` label of a class the served-ad rules gave (`None` for the edge's).
+fn decided_reason(class: TrafficClass) -> Option<&'static str> {
+    match class {
+        TrafficClass::BeforeServe => Some(DECIDED[0]),
+        TrafficClass::NotInAd => Some(DECIDED[1]),
+        TrafficClass::Repeat => Some(DECIDED[2]),
+        _ => None,
     }
 }
 

@@ -47,9 +47,10 @@ use tokio_util::sync::CancellationToken;
 use rm_store::model::ad_id_campaign::campaign_of;
 use rm_store::model::carts::{CartFact, CartKey};
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
+use rm_store::model::served::ServedAd;
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
-use crate::batch::{fold, fold_orders, touched, FoldStats, OrderStats, Policy};
+use crate::batch::{fold, fold_orders, touched, FoldStats, OrderStats, Policy, Touched};
 use crate::metrics;
 use crate::source::{Checkpoint, Raw, Source, Stream};
 
@@ -124,13 +125,15 @@ impl Progress {
 struct Cache {
     views: FastMap<ViewKey, Vec<ViewFact>>,
     carts: FastMap<CartKey, Vec<CartFact>>,
+    /// Served ads' states (an ad id absent from the store is cached as the empty state).
+    served: FastMap<String, ServedAd>,
     /// Rule violations (funnel gaps, repeated milestones) of each cached view's set.
     violations: FastMap<ViewKey, (i64, i64)>,
 }
 
 impl Cache {
     fn len(&self) -> usize {
-        self.views.len() + self.carts.len()
+        self.views.len() + self.carts.len() + self.served.len()
     }
 }
 
@@ -475,7 +478,11 @@ async fn prepare<T: WriteStore>(
     shutdown: &CancellationToken,
     checkpoint: Checkpoint,
 ) -> Option<Prepared> {
-    let (views, carts) = touched(records);
+    let Touched {
+        views,
+        carts,
+        served,
+    } = touched(records);
     let missing_views: FastSet<ViewKey> = views
         .iter()
         .filter(|k| !cache.views.contains_key(*k))
@@ -486,10 +493,15 @@ async fn prepare<T: WriteStore>(
         .filter(|k| !cache.carts.contains_key(*k))
         .cloned()
         .collect();
+    let missing_served: FastSet<String> = served
+        .iter()
+        .filter(|k| !cache.served.contains_key(*k))
+        .cloned()
+        .collect();
     let mut sets = EntitySets::default();
-    if !missing_views.is_empty() || !missing_carts.is_empty() {
+    if !missing_views.is_empty() || !missing_carts.is_empty() || !missing_served.is_empty() {
         match retry("load", shutdown, || {
-            store.load(&missing_views, &missing_carts)
+            store.load(&missing_views, &missing_carts, &missing_served)
         })
         .await?
         {
@@ -515,6 +527,11 @@ async fn prepare<T: WriteStore>(
     for k in &carts {
         if let Some((k, v)) = cache.carts.remove_entry(k) {
             sets.carts.insert(k, v);
+        }
+    }
+    for k in &served {
+        if let Some((k, v)) = cache.served.remove_entry(k) {
+            sets.served.insert(k, v);
         }
     }
     let known = if orders.is_empty() {
@@ -555,7 +572,9 @@ async fn prepare<T: WriteStore>(
         delta = (delta.0 + now.0 - bg, delta.1 + now.1 - br);
         cache.violations.insert(v.key.clone(), now);
     }
-    if cache.len() + sets.views.len() + sets.carts.len() > opts.cache_max_entities {
+    if cache.len() + sets.views.len() + sets.carts.len() + sets.served.len()
+        > opts.cache_max_entities
+    {
         let kept: FastMap<ViewKey, (i64, i64)> = sets
             .views
             .keys()
@@ -568,6 +587,12 @@ async fn prepare<T: WriteStore>(
     }
     cache.views.extend(sets.views);
     cache.carts.extend(sets.carts);
+    // Every served ad the batch touched, stored or not: one the store did not hold
+    // and the batch did not decide on is still empty, so no later load is needed.
+    for k in served {
+        let state = sets.served.remove(&k).unwrap_or_default();
+        cache.served.insert(k, state);
+    }
     Some(Prepared {
         write: store.prepare(write),
         stats,

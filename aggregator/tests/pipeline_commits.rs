@@ -46,8 +46,9 @@ impl WriteStore for Gated {
         &self,
         views: &FastSet<ViewKey>,
         carts: &FastSet<CartKey>,
+        served: &FastSet<String>,
     ) -> Result<EntitySets, StoreError> {
-        self.inner.load(views, carts).await
+        self.inner.load(views, carts, served).await
     }
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
         self.inner.known_orders(ids).await

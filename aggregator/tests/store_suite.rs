@@ -286,8 +286,11 @@ fn batch2() -> Vec<EventRecord> {
 /// What a restarted aggregator does with a batch: load the touched entities' sets
 /// from the store, fold, write (here twice: a retried write changes nothing).
 async fn ingest(store: &impl Store, batch: &[EventRecord]) -> (EntitySets, FoldStats) {
-    let (views, carts) = touched(batch);
-    let mut sets = store.load(&views, &carts).await.expect("load");
+    let t = touched(batch);
+    let mut sets = store
+        .load(&t.views, &t.carts, &t.served)
+        .await
+        .expect("load");
     let (write, stats) = fold(batch, &mut sets, &Policy::default());
     store.write(&write).await.expect("write");
     store.write(&write).await.expect("write again");
@@ -605,7 +608,7 @@ async fn suite(store: &impl Store) -> Vec<String> {
         })
         .collect();
     let none = store
-        .load(&absent_views, &absent_carts)
+        .load(&absent_views, &absent_carts, &Default::default())
         .await
         .expect("load absent");
     assert!(none.views.is_empty() && none.carts.is_empty());
@@ -615,8 +618,11 @@ async fn suite(store: &impl Store) -> Vec<String> {
     let (sets1, stats1) = ingest(store, &b1).await;
     assert_eq!(stats1.duplicates, 0);
     // The store gives back exactly the sets the batch was folded into.
-    let (v1, c1) = touched(&b1);
-    let loaded = store.load(&v1, &c1).await.expect("load batch 1 entities");
+    let t = touched(&b1);
+    let loaded = store
+        .load(&t.views, &t.carts, &t.served)
+        .await
+        .expect("load batch 1 entities");
     assert_eq!(loaded.views, sets1.views);
     assert_eq!(loaded.carts, sets1.carts);
     let view1 = ViewKey {
@@ -714,8 +720,11 @@ async fn suite(store: &impl Store) -> Vec<String> {
     let b2 = batch2();
     let (_, stats2) = ingest(store, &b2).await;
     assert_eq!(stats2.duplicates, 1, "the re-fired play");
-    let (v2, c2) = touched(&b2);
-    let loaded = store.load(&v2, &c2).await.expect("load batch 2 entities");
+    let t = touched(&b2);
+    let loaded = store
+        .load(&t.views, &t.carts, &t.served)
+        .await
+        .expect("load batch 2 entities");
     assert_eq!(loaded.views[&view1].len(), 7);
     let units: Vec<u64> = loaded.carts[&cart_a].iter().map(|f| f.units).collect();
     assert_eq!(units, [1, 2, 3, 0]);
@@ -1108,8 +1117,11 @@ async fn same_reports_as_embedded(url: String) {
         // ready; an unreachable server is retryable.
         drop_table(&config, "views").await;
         let batch = batch1();
-        let (views, carts) = touched(&batch);
-        let mut sets = store.load(&views, &carts).await.expect("load");
+        let t = touched(&batch);
+        let mut sets = store
+            .load(&t.views, &t.carts, &t.served)
+            .await
+            .expect("load");
         let (write, _) = fold(&batch, &mut sets, &Policy::default());
         let e = store.write(&write).await.expect_err("views table is gone");
         assert!(!e.is_retryable(), "{e}");

@@ -101,12 +101,9 @@ pub struct ApiConfig {
         default_value = "http://127.0.0.1:8080"
     )]
     pub beacon_base_url: String,
-    /// Seconds a served ad stays billable (its realised id's expiry).
-    #[arg(
-        long = "api-ad-ttl-secs",
-        env = "RM_API_AD_TTL_SECS",
-        default_value_t = 3600
-    )]
+    /// Seconds a served ad stays billable (its realised id's expiry): the binary's
+    /// `RM_API_AD_TTL_SECS`, which the aggregator reads too.
+    #[arg(skip = 3600)]
     pub ad_ttl_secs: i64,
     /// Seconds between rebuilds of the ads index from campaigns, catalog and spend.
     #[arg(

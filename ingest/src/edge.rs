@@ -308,12 +308,11 @@ impl<L: EventLog> Edge<L> {
             ));
         };
         let started = Instant::now();
-        // Keyed by the shopper: every entity the aggregator derives (a view, a cart
-        // line, an attribution touch) belongs to one tracking id, so it lives in one
-        // partition and one consumer of a group writes it.
+        // Keyed by the served ad (a cart event by its shopper): every entity the
+        // aggregator keeps lives in one partition and one consumer of a group writes it.
         let write = self.log.append(
             &self.config.topic,
-            record.event.tracking_id().as_bytes(),
+            record.partition_key(),
             record.to_bytes(),
         );
         let outcome = tokio::time::timeout(self.config.write_deadline(), write).await;

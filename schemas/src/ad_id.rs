@@ -10,9 +10,11 @@
 //!   `default` namespace keep the `rm1` form, so ids served before namespaces read
 //!   the same; the namespace of an event is that of its ad id once the id verifies.
 //! - `campaignId`: `[A-Za-z0-9_-]{1,64}` (campaign ids are restricted to that set).
-//! - `creative`: what was served: base64url (no padding) of the creative's id (a
-//!   product code for product ads, the first video's UniversalAdId or `banner` for
-//!   banner X ads), at most 96 bytes before encoding.
+//! - `creative`: what was served: base64url (no padding) of the creative's id (for
+//!   product ads `p:` and the product code's first 48 characters, see
+//!   [`product_creative`]; ids minted before that carry the bare code; the first
+//!   video's UniversalAdId or `banner` for banner X ads), at most 96 bytes before
+//!   encoding.
 //! - `expiry`: Unix seconds after which the ad is no longer billable.
 //! - `nonce`: 12 random bytes, base64url: every served ad id is unique.
 //! - `signature`: the first 16 bytes of HMAC-SHA256 over everything before it
@@ -115,6 +117,40 @@ pub fn parse(id: &str) -> Option<AdId> {
         creative: String::from_utf8(creative).ok()?,
         expires_at: expiry.parse().ok()?,
     })
+}
+
+/// What marks a product ad's creative: [`product_creative`].
+pub const PRODUCT_CREATIVE: &str = "p:";
+/// Characters of a product code a product ad's creative keeps.
+pub const PRODUCT_CREATIVE_CHARS: usize = 48;
+
+/// The creative of a product ad for `product_code`: [`PRODUCT_CREATIVE`] and the
+/// code's first [`PRODUCT_CREATIVE_CHARS`] characters, so anyone reading the id
+/// knows the one product it carries ([`AdId::carries_product`]).
+pub fn product_creative(product_code: &str) -> String {
+    let code: String = product_code.chars().take(PRODUCT_CREATIVE_CHARS).collect();
+    format!("{PRODUCT_CREATIVE}{code}")
+}
+
+impl AdId {
+    /// Whether this ad carries `product_code`: `Some(false)` only for a product ad
+    /// (its creative made by [`product_creative`]) of another product; `None` when the
+    /// id does not say (a banner's companion products, a video, an id minted before
+    /// product ads were marked).
+    pub fn carries_product(&self, product_code: &str) -> Option<bool> {
+        let code = self.creative.strip_prefix(PRODUCT_CREATIVE)?;
+        Some(
+            product_code
+                .chars()
+                .take(PRODUCT_CREATIVE_CHARS)
+                .eq(code.chars()),
+        )
+    }
+
+    /// Unix seconds at which the ad was served, given the lifetime it was minted with.
+    pub fn served_at(&self, ttl_secs: i64) -> i64 {
+        self.expires_at.saturating_sub(ttl_secs.max(0))
+    }
 }
 
 /// The campaign of an ad id ("" when it is not one of ours).
@@ -327,6 +363,28 @@ mod tests {
 
     fn keys() -> AdIdKeys {
         AdIdKeys::new(vec![b"0123456789abcdef-key-one".to_vec()]).unwrap()
+    }
+
+    #[test]
+    fn a_product_ad_names_the_one_product_it_carries() {
+        let k = keys();
+        let long = "x".repeat(60);
+        for code in ["crisps salted/150g", "p:odd", long.as_str()] {
+            let id = k.mint("c", &product_creative(code), 2_000).unwrap();
+            let ad = parse(&id).unwrap();
+            assert_eq!(ad.carries_product(code), Some(true), "{code}");
+            assert_eq!(ad.carries_product("another"), Some(false), "{code}");
+        }
+        // A longer code with the same first 48 characters cannot be told apart.
+        let ad = parse(&k.mint("c", &product_creative(&long), 2_000).unwrap()).unwrap();
+        assert_eq!(ad.carries_product(&"x".repeat(49)), Some(true));
+        // Banners, videos and ids minted before the marker do not say.
+        for creative in ["banner", "video-1", "crisps salted/150g"] {
+            let ad = parse(&k.mint("c", creative, 2_000).unwrap()).unwrap();
+            assert_eq!(ad.carries_product("crisps salted/150g"), None, "{creative}");
+        }
+        assert_eq!(ad.served_at(3_600), 2_000 - 3_600);
+        assert_eq!(ad.served_at(-5), 2_000);
     }
 
     #[test]

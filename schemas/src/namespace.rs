@@ -45,6 +45,15 @@ pub fn split(scoped: &str) -> (&str, &str) {
     }
 }
 
+/// The id part of a stored id, whatever scoped it (the scope of a cart line of an
+/// unverified ad id is not a namespace): what a report shows.
+pub fn bare(stored: &str) -> &str {
+    stored.split_once(SEP).map_or(stored, |(_, id)| id)
+}
+
+/// The separator [`scoped`] puts between a namespace and an id.
+pub const SEPARATOR: char = SEP;
+
 /// Who is reading: an operator (an `admin` token) sees every namespace, anyone else
 /// only their own.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,8 +1,10 @@
 //! The record written to the event log (topic `ad-interactions`), version 1.
 //!
 //! One JSON object per record (JSON Lines; in Kafka one object per message value,
-//! message key = the tracking id, so that everything one shopper does lands in one
-//! partition). It is flat so that a ClickHouse `Kafka` engine table with
+//! message key = [`EventRecord::partition_key`]: the realised ad id, so that
+//! everything done with one served ad lands in one partition and the aggregator
+//! decides its billable events in one place; a cart event's is the tracking id, so
+//! one shopper's cart lines do). It is flat so that a ClickHouse `Kafka` engine table with
 //! `JSONEachRow`, `kcat` or `jq` can read it without a schema registry:
 //!
 //! ```json
@@ -109,6 +111,17 @@ impl EventRecord {
         self.agent = Some(t.agent);
         self.prefetch = t.prefetch;
         self.server_side = t.server_side;
+    }
+
+    /// The message key: the tracking id for a cart event (a cart line is the
+    /// shopper's, across ads), the ad id for every other event (a served ad's
+    /// billable impression, view and clicks are decided across every shopper that
+    /// names it). One consumer of a group then holds each entity the aggregator keeps.
+    pub fn partition_key(&self) -> &[u8] {
+        match self.event.interaction_type {
+            crate::InteractionType::Cart => self.event.tracking_id().as_bytes(),
+            _ => self.event.ad_id.as_bytes(),
+        }
     }
 
     /// Why this event is invalid traffic; `None` when valid (a record without `agent`

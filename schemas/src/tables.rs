@@ -26,6 +26,7 @@
 //! | [`ORDER_LINES`] | order id, line | none (copies are equal) | distinct (order id, line) |
 //! | [`ATTRIBUTION_TOUCHES`] | shopper, event time, dedup key | none (copies are equal) | distinct (dedup key) |
 //! | [`AD_FACTS`] | campaign, ad, action, dedup key, event time, status | none (copies are equal) | one fact per dedup key: earliest time, best status |
+//! | [`SERVED_ADS`] | ad id | `version` (the state only grows) | `argMax(state, version)` |
 //!
 //! An order id is written once: the aggregator looks the batch's order ids up first
 //! and writes only the orders the table does not hold, so a re-sent order (same id,
@@ -209,8 +210,20 @@ pub const AD_FACTS: &str = "CREATE TABLE IF NOT EXISTS ad_facts (
 ) ENGINE = ReplacingMergeTree
 ORDER BY (campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status)";
 
+/// The aggregator's state per served ad (realised ad id): which event took each of
+/// its billable units, and the shoppers seen (`rm_store::model::served`), as hex of
+/// its binary form. The state only grows, and `version` with it; the newest row is
+/// the state (`argMax(state, version)`); a replayed write inserts a row equal to one
+/// already there.
+pub const SERVED_ADS: &str = "CREATE TABLE IF NOT EXISTS served_ads (
+    ad_id String,
+    state String,
+    version UInt64
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY ad_id";
+
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 8] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
@@ -218,6 +231,7 @@ pub const ALL: [&str; 7] = [
     ORDER_LINES,
     ATTRIBUTION_TOUCHES,
     AD_FACTS,
+    SERVED_ADS,
 ];
 
 /// Columns added to a table after it first shipped: (table, column, type). Each is

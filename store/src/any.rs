@@ -61,8 +61,9 @@ impl WriteStore for AnyStore {
         &self,
         views: &FastSet<ViewKey>,
         carts: &FastSet<CartKey>,
+        served: &FastSet<String>,
     ) -> Result<EntitySets, StoreError> {
-        dispatch!(self, s => s.load(views, carts).await)
+        dispatch!(self, s => s.load(views, carts, served).await)
     }
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
         dispatch!(self, s => s.known_orders(ids).await)

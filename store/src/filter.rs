@@ -66,9 +66,17 @@ impl ReportFilter {
             && self
                 .catalog_id
                 .as_deref()
-                .is_none_or(|c| catalog.is_none_or(|x| x == c))
+                .is_none_or(|c| catalog.is_none_or(|x| rm_schemas::namespace::bare(x) == c))
             && self.from_day.is_none_or(|d| day >= d)
             && self.to_day.is_none_or(|d| day <= d)
+    }
+
+    /// True when the filter's catalog, if any, is that of a stored cart line (whose
+    /// catalog is scoped by the namespace of its ad id).
+    pub fn selects_cart_catalog(&self, stored: &str) -> bool {
+        self.catalog_id
+            .as_deref()
+            .is_none_or(|c| rm_schemas::namespace::bare(stored) == c)
     }
 
     /// True when the tenant, if any, owns `campaign` (never the empty campaign).

@@ -14,6 +14,7 @@ use crate::model::attribution::{OrderLine, Touch};
 use crate::model::carts::{CartEventRow, CartFact, CartKey};
 use crate::model::funnel::{ViewFact, ViewKey, ViewRow};
 use crate::model::products::ProductFact;
+use crate::model::served::ServedAd;
 use crate::{Backend, StoreError};
 
 /// Hash maps and sets of the hot path: entity keys are hashed several times per
@@ -41,6 +42,8 @@ pub struct BatchWrite {
     pub touches: Vec<Touch>,
     /// Lines of orders the store does not hold yet (idempotent by order id and line).
     pub order_lines: Vec<OrderLine>,
+    /// The state of every served ad (realised ad id) the batch decided on.
+    pub served: Vec<(String, ServedAd)>,
     /// Newest event time aggregated, ms.
     pub newest_event_ms: Option<i64>,
 }
@@ -52,6 +55,8 @@ pub struct EntitySets {
     pub views: FastMap<ViewKey, Vec<ViewFact>>,
     /// Carts.
     pub carts: FastMap<CartKey, Vec<CartFact>>,
+    /// Served ads, by realised ad id.
+    pub served: FastMap<String, ServedAd>,
 }
 
 /// A batch ready for [`WriteStore::write_prepared`]: the batch and what the store made
@@ -68,11 +73,13 @@ pub struct PreparedWrite {
 
 /// The write side of a report store: what the aggregator calls.
 pub trait WriteStore: Backend {
-    /// The current fact sets of these entities (absent ones are left out).
+    /// The current fact sets of these entities and the states of these served ads
+    /// (absent ones are left out).
     fn load(
         &self,
         views: &FastSet<ViewKey>,
         carts: &FastSet<CartKey>,
+        served: &FastSet<String>,
     ) -> impl Future<Output = Result<EntitySets, StoreError>> + Send;
 
     /// Which of these order ids the store holds.

@@ -162,10 +162,15 @@ fn beacons_are_read_back_from_kafka_exactly() {
         let sent = event(i);
         let id = &sent[3].1;
         let (key, rec) = by_id.get(id).unwrap_or_else(|| panic!("event {i} missing"));
+        let expected = if rec.event.interaction_type == rm_schemas::InteractionType::Cart {
+            rec.event.tracking_id()
+        } else {
+            rec.event.ad_id.as_str()
+        };
         assert_eq!(
             key,
-            rec.event.tracking_id().as_bytes(),
-            "record key is the tracking id"
+            expected.as_bytes(),
+            "record key: the ad id, a cart event's the tracking id"
         );
         assert_eq!(rec.event.ad_id, sent[0].1);
         assert_eq!(rec.event.interaction_type.as_str(), sent[1].1);

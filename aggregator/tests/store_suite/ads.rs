@@ -183,8 +183,11 @@ fn order_rec(id: &str, ms: i64, items: &[&str]) -> OrderRecord {
 
 /// The pipeline's steps for one batch of events and orders, each write done twice.
 async fn ingest(store: &impl Store, events: &[EventRecord], orders: &[OrderRecord]) -> u64 {
-    let (views, carts) = touched(events);
-    let mut sets = store.load(&views, &carts).await.expect("load");
+    let t = touched(events);
+    let mut sets = store
+        .load(&t.views, &t.carts, &t.served)
+        .await
+        .expect("load");
     let (mut write, stats) = fold(events, &mut sets, &Policy::default());
     let ids = orders.iter().map(|o| o.order.id.clone()).collect();
     let known = store.known_orders(&ids).await.expect("known orders");
@@ -314,6 +317,7 @@ async fn check(store: &impl Store) {
             clicks: 1,
             ctr: 0.5,
             video_plays: 2,
+            invalid_video_plays: 0,
             completion_rate: 0.5,
             product_impressions: 1,
             // Its ad id had expired: not valid, not counted.
@@ -332,6 +336,7 @@ async fn check(store: &impl Store) {
             clicks: 1,
             ctr: 0.0,
             video_plays: 0,
+            invalid_video_plays: 0,
             completion_rate: 0.0,
             product_impressions: 0,
             product_clicks: 0,

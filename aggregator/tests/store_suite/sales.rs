@@ -230,8 +230,11 @@ fn batch_b() -> (Vec<EventRecord>, Vec<OrderRecord>) {
 /// What the pipeline does with a batch (sets and known orders loaded from the store),
 /// the write done twice.
 async fn ingest(store: &impl Store, events: &[EventRecord], orders: &[OrderRecord]) -> OrderStats {
-    let (views, carts) = touched(events);
-    let mut sets = store.load(&views, &carts).await.expect("load");
+    let t = touched(events);
+    let mut sets = store
+        .load(&t.views, &t.carts, &t.served)
+        .await
+        .expect("load");
     let ids: HashSet<String> = orders.iter().map(|o| o.order.id.clone()).collect();
     let known = store.known_orders(&ids).await.expect("known orders");
     let (mut write, _) = fold(events, &mut sets, &Policy::default());

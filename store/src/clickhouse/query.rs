@@ -58,6 +58,18 @@ impl Conds {
         }
     }
 
+    /// The filter's catalog, of cart lines (stored scoped by their ad id's
+    /// namespace: `rm_schemas::namespace::scoped`).
+    pub(crate) fn cart_catalog(&mut self, f: &ReportFilter) {
+        if let Some(c) = &f.catalog_id {
+            self.sql
+                .push("(catalog_id = ? OR endsWith(catalog_id, ?))".to_owned());
+            self.args.push(Arg::Str(c.clone()));
+            self.args
+                .push(Arg::Str(format!("{}{c}", rm_schemas::namespace::SEPARATOR)));
+        }
+    }
+
     /// Event times within the filter's days (`day_of(t)` in range, exactly).
     pub(crate) fn event_days(&mut self, f: &ReportFilter) {
         self.int("time_ms >= ?", f.from_day.map(day_start_ms));

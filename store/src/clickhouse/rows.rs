@@ -77,6 +77,48 @@ pub(crate) struct ViewFactCh<'a> {
     pub(crate) ad_id_status: u8,
 }
 
+/// A row of `served_ads` (the state as hex of its postcard bytes).
+#[derive(Row, Serialize, Deserialize)]
+pub(crate) struct ServedCh {
+    pub(crate) ad_id: String,
+    pub(crate) state: String,
+    pub(crate) version: u64,
+}
+
+impl ServedCh {
+    /// The row of one served ad's state.
+    pub(crate) fn of(ad_id: &str, state: &crate::model::served::ServedAd) -> Self {
+        let bytes = postcard::to_allocvec(state).unwrap_or_default();
+        let mut hex = String::with_capacity(bytes.len() * 2);
+        for b in bytes {
+            hex.push_str(&format!("{b:02x}"));
+        }
+        Self {
+            ad_id: ad_id.to_owned(),
+            state: hex,
+            version: state.version(),
+        }
+    }
+
+    /// The state a row holds.
+    pub(crate) fn state(&self) -> Result<crate::model::served::ServedAd, StoreError> {
+        let s = self.state.as_bytes();
+        if s.len() % 2 != 0 {
+            return Err(corrupt("served ad state", &self.state));
+        }
+        let bytes: Option<Vec<u8>> = s
+            .chunks(2)
+            .map(|p| {
+                std::str::from_utf8(p)
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+            })
+            .collect();
+        let bytes = bytes.ok_or_else(|| corrupt("served ad state", &self.state))?;
+        postcard::from_bytes(&bytes).map_err(|_| corrupt("served ad state", &self.state))
+    }
+}
+
 /// A row of `ad_facts` (one copy of an ad event).
 #[derive(Row, Serialize)]
 pub(crate) struct AdFactCh<'a> {

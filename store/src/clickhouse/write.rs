@@ -10,12 +10,13 @@ use super::error::ch;
 use super::query::{chunks, placeholders};
 use super::rows::{
     action_str, dedup_hex, parse_dedup, parse_kind, parse_status, AdFactCh, CartEventCh, OrderIdCh,
-    OrderLineCh, ProductFactCh, TouchCh, ViewCh, ViewFactCh,
+    OrderLineCh, ProductFactCh, ServedCh, TouchCh, ViewCh, ViewFactCh,
 };
 use super::ClickHouseStore;
 use crate::model::carts::{self, CartKey};
 use crate::model::funnel::{self, ViewFact, ViewKey};
-use crate::write::{BatchWrite, EntitySets, FastSet, WriteStore};
+use crate::model::served::ServedAd;
+use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, WriteStore};
 use crate::StoreError;
 
 /// Inserts `rows` into `table` with one `INSERT`.
@@ -124,9 +125,42 @@ impl ClickHouseStore {
         Ok(sets)
     }
 
+    /// The states of these served ads: the newest row of each (`argMax` by version;
+    /// no `FINAL`, the state only grows).
+    pub(crate) async fn load_served(
+        &self,
+        keys: &FastSet<String>,
+    ) -> Result<FastMap<String, ServedAd>, StoreError> {
+        let fail = ch("load served ads");
+        let queries = chunks(keys, String::len).into_iter().map(|chunk| {
+            let sql = format!(
+                "SELECT ad_id, argMax(state, version) AS state, max(version) AS version \
+                 FROM served_ads WHERE ad_id IN ({}) GROUP BY ad_id",
+                placeholders(chunk.len())
+            );
+            let mut q = self.client().query(&sql);
+            for k in chunk {
+                q = q.bind(k);
+            }
+            let fail = &fail;
+            async move {
+                let rows: Vec<ServedCh> = q.fetch_all().await.map_err(fail)?;
+                rows.into_iter()
+                    .map(|r| Ok((r.state()?, r.ad_id)))
+                    .collect::<Result<Vec<_>, StoreError>>()
+            }
+        });
+        Ok(try_join_all(queries)
+            .await?
+            .into_iter()
+            .flatten()
+            .map(|(state, ad_id)| (ad_id, state))
+            .collect())
+    }
+
     pub(crate) async fn write_batch(&self, b: &BatchWrite) -> Result<(), StoreError> {
         let client = self.client();
-        // The seven INSERTs run concurrently. If some fail or a crash cuts the batch
+        // The eight INSERTs run concurrently. If some fail or a crash cuts the batch
         // short, the batch is not committed and is written again whole: the facts it
         // did store are loaded and equal the ones it re-folds, and every derived row
         // is rewritten, so a partial write changes no count once the retry lands.
@@ -245,7 +279,13 @@ impl ClickHouseStore {
         // An order's lines are in one INSERT: an order is either wholly stored (and
         // skipped when the batch is replayed) or not at all.
         let lines: Vec<OrderLineCh> = b.order_lines.iter().map(OrderLineCh::from).collect();
+        let served: Vec<ServedCh> = b
+            .served
+            .iter()
+            .map(|(ad_id, state)| ServedCh::of(ad_id, state))
+            .collect();
         tokio::try_join!(
+            insert_rows::<ServedCh>(client, "served_ads", &served),
             insert_rows::<ViewFactCh<'_>>(client, "view_facts", &view_facts),
             insert_rows::<ProductFactCh<'_>>(client, "product_facts", &products),
             insert_rows::<AdFactCh<'_>>(client, "ad_facts", &ad_facts),
@@ -284,12 +324,18 @@ impl WriteStore for ClickHouseStore {
         &self,
         views: &FastSet<ViewKey>,
         carts: &FastSet<CartKey>,
+        served: &FastSet<String>,
     ) -> Result<EntitySets, StoreError> {
         self.op("load", async {
-            let (v, c) = tokio::try_join!(self.load_views(views), self.load_carts(carts))?;
+            let (v, c, s) = tokio::try_join!(
+                self.load_views(views),
+                self.load_carts(carts),
+                self.load_served(served)
+            )?;
             Ok(EntitySets {
                 views: v.views,
                 carts: c.carts,
+                served: s,
             })
         })
         .await

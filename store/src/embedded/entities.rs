@@ -1,4 +1,4 @@
-//! Views and carts: rows stored in the order they were first written, found through
+//! Views, carts and served ads: rows stored in the order they were first written, found through
 //! a slot index whose newest part is kept in memory.
 //!
 //! Both are updated in place, and their natural keys start with tracking ids, which
@@ -77,10 +77,26 @@ pub(super) const CARTS: Entities = Entities {
     },
 };
 
+/// Served ads (the aggregator's state per realised ad id): a row is the ad id and its
+/// state.
+pub(super) const SERVED: Entities = Entities {
+    rows: TableDefinition::new("served_ads"),
+    slots: TableDefinition::new("served_slots"),
+    id: 2,
+    mark: "served",
+    key_of: |v| {
+        let (ad_id, _): (String, crate::model::served::ServedAd) = super::parse(v)?;
+        Ok(super::key(&ad_id))
+    },
+};
+
+/// Every kind.
+const KINDS: [Entities; 3] = [VIEWS, CARTS, SERVED];
+
 /// The newest part of each kind's slot index (not yet in its table).
 #[derive(Default)]
 pub(super) struct Index {
-    recent: Mutex<[FastMap<Vec<u8>, u64>; 2]>,
+    recent: Mutex<[FastMap<Vec<u8>, u64>; 3]>,
 }
 
 impl Index {
@@ -90,7 +106,7 @@ impl Index {
         let r = db.begin_read().map_err(err)?;
         let marks = r.open_table(MARKS).map_err(err)?;
         let mut recent = index.recent.lock().map_err(err)?;
-        for kind in [VIEWS, CARTS] {
+        for kind in KINDS {
             let mark = marks.get(kind.mark).map_err(err)?.map_or(0, |m| m.value());
             let rows = r.open_table(kind.rows).map_err(err)?;
             for row in rows.range(mark.to_be_bytes().as_slice()..).map_err(err)? {
@@ -132,7 +148,7 @@ fn find(
 /// The tables [`Index::recover`] and [`upsert`] use, created at open.
 pub(super) fn create(w: &WriteTransaction) -> Result<(), StoreError> {
     w.open_table(MARKS).map_err(err)?;
-    for kind in [VIEWS, CARTS] {
+    for kind in KINDS {
         w.open_table(kind.rows).map_err(err)?;
         w.open_table(kind.slots).map_err(err)?;
     }

@@ -9,12 +9,13 @@ use redb::ReadableDatabase;
 
 use super::codec::fact_val;
 use super::codec::parse_view_facts;
-use super::entities::{self, Entities, CARTS, VIEWS};
+use super::entities::{self, Entities, CARTS, SERVED, VIEWS};
 use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val};
 use super::{EmbeddedStore, Rows, Table, AD_FACTS, ORDERS, PRODUCT_FACTS, TOUCHES};
 use crate::model::attribution::OrderLine;
 use crate::model::carts::{CartEventRow, CartKey};
 use crate::model::funnel::ViewKey;
+use crate::model::served::ServedAd;
 use crate::write::{BatchWrite, EntitySets, FastSet, PreparedWrite, WriteStore};
 use crate::StoreError;
 
@@ -22,7 +23,7 @@ use crate::StoreError;
 /// share B-tree pages). Built on the pipeline's fold stage ([`crate::WriteStore::prepare`]), so
 /// the write stage only inserts and commits.
 pub struct Encoded {
-    /// Views and carts, by entity key.
+    /// Views, carts and served ads, by entity key.
     entities: Vec<(Entities, Rows)>,
     /// Facts, by key.
     tables: Vec<(Table, Rows)>,
@@ -88,7 +89,12 @@ impl Encoded {
             (TOUCHES, touches),
             (AD_FACTS, ad_facts),
         ];
-        let mut entities = vec![(VIEWS, views), (CARTS, carts)];
+        let served: Rows = batch
+            .served
+            .iter()
+            .map(|(ad_id, state)| (key(ad_id), val(&(ad_id, state))))
+            .collect();
+        let mut entities = vec![(VIEWS, views), (CARTS, carts), (SERVED, served)];
         let all = tables.iter_mut().map(|(_, r)| r);
         for rows in all.chain(entities.iter_mut().map(|(_, r)| r)) {
             rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -138,9 +144,11 @@ impl WriteStore for EmbeddedStore {
         &self,
         views: &FastSet<ViewKey>,
         carts: &FastSet<CartKey>,
+        served: &FastSet<String>,
     ) -> Result<EntitySets, StoreError> {
         let views: Vec<ViewKey> = views.iter().cloned().collect();
         let carts: Vec<CartKey> = carts.iter().cloned().collect();
+        let served: Vec<String> = served.iter().cloned().collect();
         let index = Arc::clone(&self.index);
         self.blocking(move |db| {
             let mut sets = EntitySets::default();
@@ -156,6 +164,12 @@ impl WriteStore for EmbeddedStore {
             })? {
                 let facts = rows.into_iter().map(|r| r.fact).collect();
                 sets.carts.insert(carts[i].clone(), facts);
+            }
+            let keys: Vec<Vec<u8>> = served.iter().map(key).collect();
+            for (ad_id, state) in entities::read(db, &index, SERVED, &keys, |_, row| {
+                parse::<(String, ServedAd)>(row)
+            })? {
+                sets.served.insert(ad_id, state);
             }
             Ok(sets)
         })

@@ -10,8 +10,9 @@
 //!
 //! The store keeps every distinct **copy** of a fact (its event time and its
 //! [`AdIdStatus`] may differ between copies of an impression) and [`resolve`] makes
-//! one fact of them: placed on the day of its **earliest** copy, with the **best**
-//! status of its copies (valid when first received stays billable). Both are set
+//! one fact of them: placed on the day of its **earliest** copy, with the status and
+//! class of its **best** copy ([`traffic::best_copy`]: valid when first received
+//! stays billable). Both are set
 //! functions, so arrival order, replays and crashes cannot move a count.
 //!
 //! A fact that is not valid ([`super::traffic`]: a bot, a non-browser, a prefetch,
@@ -131,8 +132,8 @@ pub fn resolve<'a>(copies: impl IntoIterator<Item = &'a AdFact>) -> Vec<Resolved
                 if (c.time_ms, &c.ad_id) < (b.first.time_ms, &b.first.ad_id) {
                     b.first = c;
                 }
-                b.status = b.status.min(c.status);
-                b.traffic = b.traffic.min(c.traffic);
+                (b.status, b.traffic) =
+                    traffic::best_copy((b.status, b.traffic), (c.status, c.traffic));
                 b.shopper = b.shopper.max(c.shopper);
                 b.received_ms = traffic::earliest(b.received_ms, c.received_ms);
             })

@@ -76,15 +76,19 @@ pub struct CampaignReportRow {
     pub clicks: u64,
     /// clicks / impressions (0 without impressions).
     pub ctr: f64,
-    /// Video views that reached play.
+    /// Video views that reached play, of verified ad ids.
     pub video_plays: u64,
+    /// Video views that reached play whose ad id did not verify (not in
+    /// `videoPlays` nor in `completionRate`).
+    #[serde(default)]
+    pub invalid_video_plays: u64,
     /// Completes / plays (0 without plays).
     pub completion_rate: f64,
     /// Product impressions.
     pub product_impressions: u64,
     /// Product clicks.
     pub product_clicks: u64,
-    /// Carts added.
+    /// Carts added by events of verified ad ids.
     pub carts_added: u64,
     /// Distinct orders credited to the campaign (in the row's currency).
     pub attributed_orders: u64,
@@ -107,6 +111,7 @@ struct Acc {
     impressions: u64,
     clicks: u64,
     plays: u64,
+    invalid_plays: u64,
     completes: u64,
     product_impressions: u64,
     product_clicks: u64,
@@ -147,8 +152,14 @@ pub fn report(
     }
     for r in &parts.funnel {
         let a = entry(&mut groups, &r.campaign_id, &r.day);
-        a.plays += r.plays;
-        a.completes += r.completes;
+        // A view of an ad id that did not verify is no one's play (anyone can fire
+        // one with `curl`): counted beside, never in the funnel's rates.
+        if r.ad_id_status.is_billable() {
+            a.plays += r.plays;
+            a.completes += r.completes;
+        } else {
+            a.invalid_plays += r.plays;
+        }
     }
     for r in &parts.products {
         let a = entry(&mut groups, &r.campaign_id, &r.day);
@@ -183,6 +194,7 @@ pub fn report(
             clicks: a.clicks,
             ctr: rate(a.clicks, a.impressions),
             video_plays: a.plays,
+            invalid_video_plays: a.invalid_plays,
             completion_rate: rate(a.completes, a.plays),
             product_impressions: a.product_impressions,
             product_clicks: a.product_clicks,
@@ -202,6 +214,7 @@ pub fn report(
                 clicks: 0,
                 ctr: 0.0,
                 video_plays: 0,
+                invalid_video_plays: 0,
                 completion_rate: 0.0,
                 product_impressions: 0,
                 product_clicks: 0,

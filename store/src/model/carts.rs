@@ -15,7 +15,11 @@
 //! day of the add event (for the campaign summary).
 //!
 //! A cart state row's `adIdStatus` is the worst [`AdIdStatus`] among the line's
-//! events (see [`super::status`]).
+//! events (see [`super::status`]). A cart line belongs to the namespace of its ad
+//! id: its key's catalog is stored scoped by it (the aggregator's fold; an unverified
+//! ad id's events go to a line of their own), and reports show the bare catalog. The
+//! per-campaign rollups count the events of verified ad ids only, so a forged ad id
+//! never adds a cart to a campaign.
 //!
 //! **Money.** A conversion value travels as an `f64` in the log and the stores (the
 //! beacon's `conversionValue`; the record format is unchanged), and is read back as
@@ -223,7 +227,8 @@ pub fn campaign_rollup<'a>(
 ) -> Vec<CartCampaignRow> {
     let mut out: BTreeMap<(String, String, String), CartCampaignRow> = BTreeMap::new();
     for (key, evs) in latest_versions(rows) {
-        for e in &evs {
+        // Only events of verified ad ids move a campaign's carts.
+        for e in evs.iter().filter(|e| e.fact.status.is_billable()) {
             let r = entry(&mut out, &e.fact.campaign_id, &key);
             match e.transition {
                 Transition::Add => {
@@ -235,7 +240,7 @@ pub fn campaign_rollup<'a>(
             }
         }
         let s = state_of(key.clone(), &evs);
-        if s.units > 0 {
+        if s.units > 0 && evs.last().is_some_and(|e| e.fact.status.is_billable()) {
             let r = entry(&mut out, &s.campaign_id, &key);
             let v = s.last_conversion_value.unwrap_or_default();
             r.value = super::attribution::add(r.value, v);
@@ -254,7 +259,10 @@ pub fn campaign_rollup<'a>(
 pub fn campaign_day_adds<'a>(rows: impl IntoIterator<Item = &'a CartEventRow>) -> Vec<CartAddsRow> {
     let mut out: BTreeMap<(String, i32), u64> = BTreeMap::new();
     for evs in latest_versions(rows).values() {
-        for e in evs.iter().filter(|e| e.transition == Transition::Add) {
+        for e in evs
+            .iter()
+            .filter(|e| e.transition == Transition::Add && e.fact.status.is_billable())
+        {
             *out.entry((e.fact.campaign_id.clone(), day_of(e.fact.time_ms)))
                 .or_default() += 1;
         }
@@ -273,14 +281,15 @@ fn entry<'m>(
     campaign: &str,
     key: &CartKey,
 ) -> &'m mut CartCampaignRow {
+    let catalog = rm_schemas::namespace::bare(&key.catalog_id);
     out.entry((
         campaign.to_owned(),
-        key.catalog_id.clone(),
+        catalog.to_owned(),
         key.product_code.clone(),
     ))
     .or_insert_with(|| CartCampaignRow {
         campaign_id: campaign.to_owned(),
-        catalog_id: key.catalog_id.clone(),
+        catalog_id: catalog.to_owned(),
         product_code: key.product_code.clone(),
         carts_added: 0,
         units_added: 0,
@@ -328,7 +337,7 @@ fn state_of(key: CartKey, evs: &[&CartEventRow]) -> CartStateRow {
             .unwrap_or_default(),
         ad_id_status: evs.iter().map(|e| e.fact.status).max().unwrap_or_default(),
         tracking_id: key.tracking_id,
-        catalog_id: key.catalog_id,
+        catalog_id: rm_schemas::namespace::bare(&key.catalog_id).to_owned(),
         product_code: key.product_code,
     }
 }

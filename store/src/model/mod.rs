@@ -13,6 +13,9 @@
 //! of function, of two sets (touches and order lines), evaluated when the sales report
 //! is read. [`campaigns`] rolls the reports up per campaign and day; [`status`] is how
 //! each row shows unverified ad ids; [`ad_id_campaign`] maps an ad id to its campaign.
+//! [`served`] is what the aggregator decides as a served ad's events arrive (one
+//! billable impression and click per thing it carries, and the stateless rules),
+//! kept per realised ad id.
 
 pub mod ad_id_campaign;
 pub mod ads;
@@ -21,6 +24,7 @@ pub mod campaigns;
 pub mod carts;
 pub mod funnel;
 pub mod products;
+pub mod served;
 pub mod status;
 pub mod traffic;
 

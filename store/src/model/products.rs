@@ -158,8 +158,8 @@ impl ProductReportRow {
 }
 
 /// One distinct fact per (dedup key, action), from any number of copies in any order:
-/// the least group (equal in every copy), the best status and class, the earliest
-/// receive time.
+/// the least group (equal in every copy), the status and class of the best copy
+/// ([`traffic::best_copy`]), the earliest receive time.
 pub fn distinct<'a>(
     facts: impl IntoIterator<Item = &'a ProductFact>,
 ) -> Vec<DistinctProductFact<'a>> {
@@ -168,8 +168,8 @@ pub fn distinct<'a>(
         by_key
             .entry((f.dedup_key, f.action))
             .and_modify(|d| {
-                d.status = d.status.min(f.status);
-                d.traffic = d.traffic.min(f.traffic);
+                (d.status, d.traffic) =
+                    traffic::best_copy((d.status, d.traffic), (f.status, f.traffic));
                 d.group = d.group.min(&f.group);
                 d.shopper = d.shopper.max(f.shopper);
                 d.received_ms = traffic::earliest(d.received_ms, f.received_ms);

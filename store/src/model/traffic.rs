@@ -9,7 +9,15 @@
 //! order the reasons are decided:
 //!
 //! `known_bot`, `non_browser`, `prefetch` (the edge's traffic class), then
-//! `unverified_ad_id` (the ad id status, [`super::status`]), then `click_window`.
+//! `unverified_ad_id` (the ad id status, [`super::status`]), then what the aggregator
+//! decided as the event arrived ([`super::served`]): `before_serve` (dated before its
+//! ad was served), `product_not_in_ad` (a product its ad did not carry),
+//! `served_ad_repeat` (the served ad already yielded its billable event of that kind),
+//! then `click_window`.
+//!
+//! The aggregator's decisions are stored as traffic classes of their own (codes 4 to
+//! 6), so a fact carries one class whoever decided it, and facts stored before them
+//! read as they did.
 //!
 //! **Click windows.** A click by the same shopper on the same ad (and product) within
 //! the window of the last click that counted is the same click, whatever its
@@ -22,8 +30,10 @@
 //! as it did.
 //!
 //! Copies of one event (same dedup key) may differ in class (the same URL fired by a
-//! shopper's browser and by a crawler); the fact keeps the **best** class, as it keeps
-//! the best ad id status, and its earliest receive time.
+//! shopper's browser and by a crawler) and status; the fact takes the class and
+//! status of its **best copy** ([`best_copy`]: a billable copy first, then by the
+//! order of the reasons above), both from one copy, so no mix of copies is billable
+//! when none of them was; and its earliest receive time.
 
 use serde::{Deserialize, Serialize};
 
@@ -67,15 +77,25 @@ pub enum TrafficClass {
     NonBrowser,
     /// A prefetch or prerender.
     Prefetch,
+    /// Decided by the aggregator: the served ad had already yielded its billable
+    /// event of this kind ([`super::served`]).
+    Repeat,
+    /// Decided by the aggregator: dated before its ad was served.
+    BeforeServe,
+    /// Decided by the aggregator: names a product its ad did not carry.
+    NotInAd,
 }
 
 impl TrafficClass {
     /// Every class, best first (the index is the stored code).
-    pub const ALL: [TrafficClass; 4] = [
+    pub const ALL: [TrafficClass; 7] = [
         Self::Valid,
         Self::KnownBot,
         Self::NonBrowser,
         Self::Prefetch,
+        Self::Repeat,
+        Self::BeforeServe,
+        Self::NotInAd,
     ];
 
     /// The class of a record's invalid reason (an unverified ad id is the status's
@@ -111,6 +131,12 @@ pub enum Invalid {
     Prefetch,
     /// The ad id did not verify.
     UnverifiedAdId,
+    /// Dated before its ad was served.
+    BeforeServe,
+    /// A product its ad did not carry.
+    ProductNotInAd,
+    /// The served ad had already yielded its billable event of this kind.
+    ServedAdRepeat,
     /// A click within the click window of a click that counted.
     ClickWindow,
 }
@@ -122,9 +148,49 @@ pub fn reason(class: TrafficClass, status: AdIdStatus) -> Option<Invalid> {
         TrafficClass::KnownBot => Some(Invalid::KnownBot),
         TrafficClass::NonBrowser => Some(Invalid::NonBrowser),
         TrafficClass::Prefetch => Some(Invalid::Prefetch),
-        TrafficClass::Valid if !status.is_billable() => Some(Invalid::UnverifiedAdId),
+        _ if !status.is_billable() => Some(Invalid::UnverifiedAdId),
+        TrafficClass::BeforeServe => Some(Invalid::BeforeServe),
+        TrafficClass::NotInAd => Some(Invalid::ProductNotInAd),
+        TrafficClass::Repeat => Some(Invalid::ServedAdRepeat),
         TrafficClass::Valid => None,
     }
+}
+
+/// How good a copy is: 0 when billable, else the rank of its reason in the order
+/// above (the traffic classes of the edge, then the ad id, then the aggregator's).
+/// ClickHouse computes the same in SQL ([`BEST_COPY_SQL`]).
+pub fn copy_rank(class: TrafficClass, status: AdIdStatus) -> u8 {
+    match class {
+        TrafficClass::KnownBot | TrafficClass::NonBrowser | TrafficClass::Prefetch => class.code(),
+        _ if !status.is_billable() => 4,
+        TrafficClass::Valid => 0,
+        _ => class.code() + 1,
+    }
+}
+
+/// The (status, class) of the better of two copies of one event ([`copy_rank`],
+/// ties to the lesser codes): a set function of the copies, in any order.
+pub fn best_copy(
+    a: (AdIdStatus, TrafficClass),
+    b: (AdIdStatus, TrafficClass),
+) -> (AdIdStatus, TrafficClass) {
+    let key = |c: (AdIdStatus, TrafficClass)| (copy_rank(c.1, c.0), c.1, c.0);
+    if key(b) < key(a) {
+        b
+    } else {
+        a
+    }
+}
+
+/// [`best_copy`] over the copies of a group in ClickHouse: `min` of the copy's rank,
+/// class and status packed into one number (`rank * 256 + traffic * 16 +
+/// ad_id_status`); [`unpack_best_copy`] reads it back.
+pub const BEST_COPY_SQL: &str = "min(multiIf(traffic BETWEEN 1 AND 3, traffic, \
+     ad_id_status != 0, 4, traffic = 0, 0, traffic + 1) * 256 + traffic * 16 + ad_id_status)";
+
+/// The (status code, traffic code) of a [`BEST_COPY_SQL`] value.
+pub fn unpack_best_copy(packed: u64) -> (u8, u8) {
+    ((packed % 16) as u8, ((packed / 16) % 16) as u8)
 }
 
 /// Invalid events of a report row, by reason.
@@ -139,6 +205,15 @@ pub struct InvalidCounts {
     pub prefetch: u64,
     /// Ad ids that did not verify.
     pub unverified_ad_id: u64,
+    /// Events dated before their ad was served.
+    #[serde(default)]
+    pub before_serve: u64,
+    /// Product events naming a product their ad did not carry.
+    #[serde(default)]
+    pub product_not_in_ad: u64,
+    /// Events of a served ad that had already yielded its billable one of the kind.
+    #[serde(default)]
+    pub served_ad_repeat: u64,
     /// Clicks within the click window of a counted click.
     pub click_window: u64,
 }
@@ -151,6 +226,9 @@ impl InvalidCounts {
             Invalid::NonBrowser => &mut self.non_browser,
             Invalid::Prefetch => &mut self.prefetch,
             Invalid::UnverifiedAdId => &mut self.unverified_ad_id,
+            Invalid::BeforeServe => &mut self.before_serve,
+            Invalid::ProductNotInAd => &mut self.product_not_in_ad,
+            Invalid::ServedAdRepeat => &mut self.served_ad_repeat,
             Invalid::ClickWindow => &mut self.click_window,
         } += n;
     }
@@ -161,6 +239,9 @@ impl InvalidCounts {
             + self.non_browser
             + self.prefetch
             + self.unverified_ad_id
+            + self.before_serve
+            + self.product_not_in_ad
+            + self.served_ad_repeat
             + self.click_window
     }
 
@@ -170,6 +251,9 @@ impl InvalidCounts {
         self.non_browser += o.non_browser;
         self.prefetch += o.prefetch;
         self.unverified_ad_id += o.unverified_ad_id;
+        self.before_serve += o.before_serve;
+        self.product_not_in_ad += o.product_not_in_ad;
+        self.served_ad_repeat += o.served_ad_repeat;
         self.click_window += o.click_window;
     }
 }
@@ -332,6 +416,19 @@ mod tests {
             assert_eq!(TrafficClass::from_code(c.code()), Some(c));
         }
         assert_eq!(TrafficClass::from_code(9), None);
+        // The aggregator's decisions come after the ad id status.
+        assert_eq!(
+            reason(TrafficClass::Repeat, Verified),
+            Some(Invalid::ServedAdRepeat)
+        );
+        assert_eq!(
+            reason(TrafficClass::BeforeServe, Foreign),
+            Some(Invalid::UnverifiedAdId)
+        );
+        assert_eq!(
+            reason(TrafficClass::NotInAd, Verified),
+            Some(Invalid::ProductNotInAd)
+        );
         for r in InvalidReason::ALL {
             let class = TrafficClass::of(Some(r));
             assert_eq!(
@@ -345,11 +442,44 @@ mod tests {
             Invalid::NonBrowser,
             Invalid::Prefetch,
             Invalid::UnverifiedAdId,
+            Invalid::BeforeServe,
+            Invalid::ProductNotInAd,
+            Invalid::ServedAdRepeat,
             Invalid::ClickWindow,
         ] {
             n.add(why, 2);
         }
-        assert_eq!(n.total(), 10);
+        assert_eq!(n.total(), 16);
+        let mut m = InvalidCounts::default();
+        m.merge(&n);
+        m.merge(&n);
+        assert_eq!(m.total(), 32);
+    }
+
+    #[test]
+    fn the_best_copy_is_one_copy_never_a_mix() {
+        use AdIdStatus::*;
+        let repeat = (Verified, TrafficClass::Repeat);
+        let expired = (Expired, TrafficClass::Valid);
+        // Neither copy is billable, and so is not their best.
+        let best = best_copy(repeat, expired);
+        assert!(reason(best.1, best.0).is_some(), "{best:?}");
+        assert_eq!(best_copy(expired, repeat), best, "any order");
+        let genuine = (Verified, TrafficClass::Valid);
+        assert_eq!(best_copy(repeat, genuine), genuine);
+        assert_eq!(
+            best_copy((Verified, TrafficClass::KnownBot), genuine),
+            genuine
+        );
+        // The SQL packing reads back the same pair.
+        for class in TrafficClass::ALL {
+            for status in AdIdStatus::ALL {
+                let packed = u64::from(copy_rank(class, status)) * 256
+                    + u64::from(class.code()) * 16
+                    + u64::from(status.rank());
+                assert_eq!(unpack_best_copy(packed), (status.rank(), class.code()));
+            }
+        }
     }
 
     proptest! {

@@ -1,6 +1,6 @@
 //! The ad report, in one pass over `ad_facts`: the copies of each ad fact resolved on
-//! the server (one fact per dedup key: the day of its earliest copy, the best status
-//! and class, the earliest receive time), impressions counted there per group, clicks
+//! the server (one fact per dedup key: the day of its earliest copy, the status and
+//! class of its best copy, `traffic::BEST_COPY_SQL`, the earliest receive time), impressions counted there per group, clicks
 //! returned one by one and windowed in Rust by the same function as the embedded
 //! store's ([`ads::count`]).
 
@@ -11,7 +11,7 @@ use crate::clickhouse::rows::{
 };
 use crate::clickhouse::ClickHouseStore;
 use crate::model::ads::{self, AdAction, AdCounts, AdGroup, AdReportRow, ResolvedAdFact};
-use crate::model::traffic;
+use crate::model::traffic::{self, BEST_COPY_SQL};
 use crate::{ReportFilter, StoreError};
 
 impl ClickHouseStore {
@@ -34,7 +34,8 @@ impl ClickHouseStore {
         let sql = format!(
             "{select} FROM (SELECT campaign_id, ad_id, '' AS catalog_id, '' AS product_code, \
              action, dedup_key, argMin(day, time_ms) AS first_day, \
-             min(ad_id_status) AS best_status, min(traffic) AS best_traffic, \
+             toUInt8({BEST_COPY_SQL} % 16) AS best_status, \
+             toUInt8(intDiv({BEST_COPY_SQL}, 16) % 16) AS best_traffic, \
              max(shopper) AS shopper, \
              if(max(received_ms) = 0, 0, minIf(received_ms, received_ms > 0)) AS first_received \
              FROM ad_facts{} GROUP BY campaign_id, ad_id, action, dedup_key){}{group_by}",

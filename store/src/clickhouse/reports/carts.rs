@@ -31,7 +31,7 @@ impl ClickHouseStore {
         f: &ReportFilter,
     ) -> Result<Vec<CartStateRow>, StoreError> {
         let mut w = Conds::default();
-        w.str("catalog_id = ?", &f.catalog_id);
+        w.cart_catalog(f);
         // A cart passes when its latest event matches the campaign, the ad and the
         // days: the server keeps only carts with some event that does (a superset),
         // the exact test runs below on the cart's state.
@@ -40,7 +40,7 @@ impl ClickHouseStore {
         sub.str("ad_id = ?", &f.ad_id);
         sub.event_days(f);
         if !sub.sql.is_empty() {
-            sub.str("catalog_id = ?", &f.catalog_id);
+            sub.cart_catalog(f);
         }
         w.carts_having(sub);
         let rows = self.cart_rows(w).await?;
@@ -53,7 +53,7 @@ impl ClickHouseStore {
     ) -> Result<Vec<CartCampaignRow>, StoreError> {
         // Events of the filter's days (by their own time), of carts of the catalog.
         let mut w = Conds::default();
-        w.str("catalog_id = ?", &f.catalog_id);
+        w.cart_catalog(f);
         w.event_days(f);
         // A campaign's rows come only from carts with an event of that campaign in
         // those days; the ad filter does not apply to this report.
@@ -61,7 +61,7 @@ impl ClickHouseStore {
             let mut sub = Conds::default();
             sub.campaign(f);
             sub.event_days(f);
-            sub.str("catalog_id = ?", &f.catalog_id);
+            sub.cart_catalog(f);
             w.carts_having(sub);
         }
         let rows = self.cart_rows(w).await?;
@@ -75,7 +75,7 @@ impl ClickHouseStore {
         // The add rows of the filter's campaign, catalog and days (each row carries the
         // transition derived from its whole cart, so no other row is needed).
         let mut w = Conds::default();
-        w.str("catalog_id = ?", &f.catalog_id);
+        w.cart_catalog(f);
         w.campaign(f);
         w.event_days(f);
         w.sql.push("transition = 'add'".into());

@@ -11,7 +11,7 @@ use crate::clickhouse::rows::{
 };
 use crate::clickhouse::ClickHouseStore;
 use crate::model::products::{self, ProductGroup, ProductReportRow};
-use crate::model::traffic::ClickFact;
+use crate::model::traffic::{ClickFact, BEST_COPY_SQL};
 use crate::{ReportFilter, StoreError};
 
 const GROUP: &str = "campaign_id, ad_id, catalog_id, product_code";
@@ -27,12 +27,15 @@ impl ClickHouseStore {
         w.str("catalog_id = ?", &f.catalog_id);
         w.int("day >= ?", f.from_day.map(i64::from));
         w.int("day <= ?", f.to_day.map(i64::from));
-        let (select, group_by) = fact_counts(GROUP, "day", "status", "traffic", "received_ms");
-        // One fact per dedup key and action, with the best status and class of its
-        // copies and the earliest receive time (0 only when every copy lacks one).
+        let (select, group_by) =
+            fact_counts(GROUP, "day", "best_status", "best_traffic", "received_ms");
+        // One fact per dedup key and action, with the status and class of its best
+        // copy (`BEST_COPY_SQL`) and the earliest receive time (0 only when every copy
+        // lacks one).
         let sql = format!(
             "{select} FROM (SELECT {GROUP}, day, action, dedup_key, \
-             min(ad_id_status) AS status, min(traffic) AS traffic, max(shopper) AS shopper, \
+             toUInt8({BEST_COPY_SQL} % 16) AS best_status, \
+             toUInt8(intDiv({BEST_COPY_SQL}, 16) % 16) AS best_traffic, max(shopper) AS shopper, \
              if(max(received_ms) = 0, 0, minIf(received_ms, received_ms > 0)) AS received_ms \
              FROM product_facts{} GROUP BY {GROUP}, day, action, dedup_key){group_by}",
             w.clause()

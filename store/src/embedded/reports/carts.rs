@@ -16,11 +16,8 @@ fn rows(db: &Database, f: &ReportFilter) -> Result<Vec<CartEventRow>, StoreError
     Ok(carts
         .into_iter()
         .filter(|rows| {
-            rows.first().is_none_or(|r| {
-                f.catalog_id
-                    .as_deref()
-                    .is_none_or(|c| c == r.key.catalog_id)
-            })
+            rows.first()
+                .is_none_or(|r| f.selects_cart_catalog(&r.key.catalog_id))
         })
         .flatten()
         .collect())
