@@ -28,6 +28,7 @@ use rm_store::model::carts::{CartCampaignRow, CartKey, CartStateRow};
 use rm_store::model::funnel::{FunnelReportRow, ViewKey};
 use rm_store::model::products::ProductReportRow;
 use rm_store::model::status::AdIdStatus;
+use rm_store::model::traffic::InvalidCounts;
 use rm_store::model::{format_day, DAY_MS};
 use rm_store::{Backend, EntitySets, ReportFilter, ReportStore, WriteStore};
 
@@ -333,6 +334,8 @@ fn funnel_row(
         repeated_milestone_violations: violations[1],
         impressions: 0,
         ad_id_status: AdIdStatus::Verified,
+        invalid_views: 0,
+        invalid_plays: 0,
     }
 }
 
@@ -350,6 +353,17 @@ fn product_row(g: (&str, &str, &str, &str, &str), i: u64, c: u64, ctr: f64) -> P
         ctr,
         ad_id_status: AdIdStatus::Verified,
         ..ProductReportRow::default()
+    }
+}
+
+/// `row` with `n` impressions that were repeats of its served ad.
+fn with_repeats(row: ProductReportRow, n: u64) -> ProductReportRow {
+    ProductReportRow {
+        invalid_impressions: InvalidCounts {
+            served_ad_repeat: n,
+            ..InvalidCounts::default()
+        },
+        ..row
     }
 }
 
@@ -687,7 +701,8 @@ async fn suite(store: &impl Store) -> Vec<String> {
     assert_eq!(
         store.products(&all()).await.expect("products"),
         vec![
-            product_row(("c1", AD1, "cat-1", "p1", DAY0), 2, 0, 0.0),
+            // The second impression of p1 on the served ad AD1 is its repeat.
+            with_repeats(product_row(("c1", AD1, "cat-1", "p1", DAY0), 1, 0, 0.0), 1),
             product_row(("c1", AD1, "cat-1", "p2", DAY0), 1, 0, 0.0),
         ]
     );
@@ -791,11 +806,13 @@ async fn suite(store: &impl Store) -> Vec<String> {
             [0, 0],
         ),
     ];
+    // Each served ad yields one billable impression per product: the others are its
+    // repeats (before the served-ad rule, p1 had 2 impressions and p3 had 3).
     let products = vec![
-        product_row(("c1", AD1, "cat-1", "p1", DAY0), 2, 1, 0.5),
+        with_repeats(product_row(("c1", AD1, "cat-1", "p1", DAY0), 1, 1, 1.0), 1),
         product_row(("c1", AD1, "cat-1", "p2", DAY0), 1, 0, 0.0),
         product_row(("c2", AD2, "cat-1", "p1", DAY1), 0, 1, 0.0),
-        product_row(("c2", AD2, "cat-2", "p3", DAY1), 3, 0, 0.0),
+        with_repeats(product_row(("c2", AD2, "cat-2", "p3", DAY1), 1, 0, 0.0), 2),
     ];
     let carts = vec![
         cart_row(
@@ -871,11 +888,23 @@ async fn sales_embedded() {
 /// Each suite's store, rewritten into the previous version's layout (JSON keys, a
 /// view's facts apart from its row) and opened again: converted at open, every report
 /// the same, the entities' facts found again by a replay, the old tables gone.
+/// The store at `path` as the previous version counted its events: it had no
+/// served-ad rules, so its stores hold every product and ad fact as the edge classed
+/// it ([`migration::undecided_facts`]).
+async fn as_the_previous_version_counted(path: &std::path::Path) -> EmbeddedStore {
+    let undecided = migration::undecided_facts(path);
+    assert!(!undecided.product_facts.is_empty() || !undecided.ad_facts.is_empty());
+    let store = EmbeddedStore::open(path).expect("open");
+    store.write(&undecided).await.expect("write");
+    store
+}
+
 #[tokio::test]
 async fn embedded_stores_of_the_previous_version_are_converted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = EmbeddedStore::path(dir.path());
-    let before = suite(&EmbeddedStore::open(&path).expect("open")).await;
+    suite(&EmbeddedStore::open(&path).expect("open")).await;
+    let before = transcript(&as_the_previous_version_counted(&path).await).await;
     migration::downgrade(&path);
     let old = migration::tables(&path);
     assert!(
@@ -906,7 +935,8 @@ async fn embedded_stores_of_the_previous_version_are_converted() {
 async fn ad_stores_of_the_previous_version_are_converted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = EmbeddedStore::path(dir.path());
-    let before = ads::suite(&EmbeddedStore::open(&path).expect("open")).await;
+    ads::suite(&EmbeddedStore::open(&path).expect("open")).await;
+    let before = ads::transcript(&as_the_previous_version_counted(&path).await).await;
     migration::downgrade(&path);
     let store = EmbeddedStore::open(&path).expect("open the previous version");
     assert_eq!(ads::transcript(&store).await, before);

@@ -55,6 +55,43 @@ fn rows<T: DeserializeOwned>(db: &Database, name: &'static str) -> Vec<T> {
         .collect()
 }
 
+/// The product and ad facts the served-ad rules judged (a repeat, an event before its
+/// ad was served, a product not in its ad), as the previous version stored them: with
+/// the edge's class only. Written beside the judged copies, they make the store count
+/// what the previous version counted (a fact's best copy is the valid one), so its
+/// reports can be compared with the converted store's.
+pub fn undecided_facts(path: &Path) -> rm_store::BatchWrite {
+    use rm_store::model::traffic::TrafficClass;
+    let decided = |c: TrafficClass| {
+        matches!(
+            c,
+            TrafficClass::Repeat | TrafficClass::BeforeServe | TrafficClass::NotInAd
+        )
+    };
+    let db = Database::create(path).expect("open redb");
+    let products: Vec<ProductFact> = rows(&db, "product_facts_v2");
+    let ads: Vec<AdFact> = rows(&db, "ad_facts_v2");
+    rm_store::BatchWrite {
+        product_facts: products
+            .into_iter()
+            .filter(|p| decided(p.traffic))
+            .map(|p| ProductFact {
+                traffic: TrafficClass::Valid,
+                ..p
+            })
+            .collect(),
+        ad_facts: ads
+            .into_iter()
+            .filter(|a| decided(a.traffic))
+            .map(|a| AdFact {
+                traffic: TrafficClass::Valid,
+                ..a
+            })
+            .collect(),
+        ..rm_store::BatchWrite::default()
+    }
+}
+
 /// Rewrites the store at `path` into the previous version's tables and keys; views
 /// and carts with JSON values, the rest postcard (the previous version read both).
 pub fn downgrade(path: &Path) {

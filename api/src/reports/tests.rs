@@ -173,8 +173,10 @@ async fn ads_and_campaigns_answer_json_and_csv() {
             {"campaignId": "camp-1", "adId": "rm1.camp-1.ad", "day": "2026-11-18",
              "impressions": 2, "clicks": 1, "ctr": 0.5, "notBillableImpressions": 1,
              "notBillableClicks": 0, "adIdStatus": "bad_signature",
-             "invalidImpressions": {"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": 1, "clickWindow": 0},
-             "invalidClicks": {"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": 0, "clickWindow": 0}},
+             "invalidImpressions": {"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": 1,
+                                    "beforeServe": 0, "productNotInAd": 0, "servedAdRepeat": 0, "clickWindow": 0},
+             "invalidClicks": {"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": 0,
+                               "beforeServe": 0, "productNotInAd": 0, "servedAdRepeat": 0, "clickWindow": 0}},
         ]})
     );
     let costs = KnownCosts {
@@ -187,9 +189,9 @@ async fn ads_and_campaigns_answer_json_and_csv() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         csv,
-        "campaignId,day,impressions,clicks,ctr,videoPlays,completionRate,productImpressions,\
-         productClicks,cartsAdded,attributedOrders,revenue,currency,spend,roas\r\n\
-         camp-1,2026-11-18,2,1,0.5,0,0.0,0,0,0,0,0.00,USD,0.50,0.0\r\n"
+        "campaignId,day,impressions,clicks,ctr,videoPlays,invalidVideoPlays,completionRate,\
+         productImpressions,productClicks,cartsAdded,attributedOrders,revenue,currency,spend,roas\r\n\
+         camp-1,2026-11-18,2,1,0.5,0,0,0.0,0,0,0,0,0.00,USD,0.50,0.0\r\n"
     );
     let (_, unknown_bid) =
         body(answer(&store, ReportKind::Campaigns, "campaignId=camp-1", &h).await).await;

@@ -398,6 +398,8 @@ pub(crate) struct FunnelAgg {
     pub(crate) funnel_gaps: u64,
     pub(crate) repeated_milestones: u64,
     pub(crate) ad_id_status: u8,
+    pub(crate) invalid_views: u64,
+    pub(crate) invalid_plays: u64,
 }
 
 #[cfg(test)]

@@ -134,7 +134,7 @@ impl ClickHouseStore {
         let fail = ch("load served ads");
         let queries = chunks(keys, String::len).into_iter().map(|chunk| {
             let sql = format!(
-                "SELECT ad_id, argMax(state, version) AS state, max(version) AS version \
+                "SELECT ad_id, argMax(state, version) AS s, max(version) AS v \
                  FROM served_ads WHERE ad_id IN ({}) GROUP BY ad_id",
                 placeholders(chunk.len())
             );

@@ -152,14 +152,11 @@ pub fn report(
     }
     for r in &parts.funnel {
         let a = entry(&mut groups, &r.campaign_id, &r.day);
-        // A view of an ad id that did not verify is no one's play (anyone can fire
-        // one with `curl`): counted beside, never in the funnel's rates.
-        if r.ad_id_status.is_billable() {
-            a.plays += r.plays;
-            a.completes += r.completes;
-        } else {
-            a.invalid_plays += r.plays;
-        }
+        // The funnel counts views of verified ad ids only (anyone can fire one of an
+        // id that is not ours with `curl`); the others beside.
+        a.plays += r.plays;
+        a.completes += r.completes;
+        a.invalid_plays += r.invalid_plays;
     }
     for r in &parts.products {
         let a = entry(&mut groups, &r.campaign_id, &r.day);

@@ -19,6 +19,11 @@
 //! - the view's `ad_id_status` is the worst [`AdIdStatus`] of its facts (a fact seen
 //!   again with a better status keeps the better one: see [`super::status`]).
 //!
+//! A report row counts the views of verified ad ids only (its views, milestones,
+//! controls and rates); a view whose ad id did not verify is counted beside them, in
+//! `invalidViews` and `invalidPlays` (anyone can fire one with `curl`). Rule
+//! violations count every view, and `adIdStatus` is the worst of the row's views.
+//!
 //! The report row also carries `impressions`: the billable ad-level impressions of
 //! the row's ad that day ([`with_impressions`], from [`super::ads`]); every creative
 //! row of one ad shows the ad's number.
@@ -169,6 +174,13 @@ pub struct FunnelReportRow {
     pub repeated_milestone_violations: u64,
     /// Worst ad id status of the row's views.
     pub ad_id_status: AdIdStatus,
+    /// Views whose ad id did not verify: counted here, in no milestone, control or
+    /// rate above (anyone can fire a view of an id that is not ours).
+    #[serde(default)]
+    pub invalid_views: u64,
+    /// Of those, the views that reached play.
+    #[serde(default)]
+    pub invalid_plays: u64,
 }
 
 impl FunnelReportRow {
@@ -199,6 +211,8 @@ impl FunnelReportRow {
             funnel_gap_violations: 0,
             repeated_milestone_violations: 0,
             ad_id_status: AdIdStatus::Verified,
+            invalid_views: 0,
+            invalid_plays: 0,
         }
     }
 
@@ -213,6 +227,14 @@ impl FunnelReportRow {
 
     fn add(&mut self, v: &ViewRow) {
         let m = v.milestones.map(u64::from);
+        self.funnel_gap_violations += u64::from(v.funnel_gaps);
+        self.repeated_milestone_violations += u64::from(v.repeated_milestones);
+        self.ad_id_status = self.ad_id_status.max(v.ad_id_status);
+        if !v.ad_id_status.is_billable() {
+            self.invalid_views += u64::from(m.iter().any(|x| *x > 0));
+            self.invalid_plays += m[1];
+            return;
+        }
         self.views += u64::from(m.iter().any(|x| *x > 0));
         self.creative_views += m[0];
         self.plays += m[1];
@@ -226,9 +248,6 @@ impl FunnelReportRow {
         self.resumes += c[2];
         self.mutes += c[3];
         self.unmutes += c[4];
-        self.funnel_gap_violations += u64::from(v.funnel_gaps);
-        self.repeated_milestone_violations += u64::from(v.repeated_milestones);
-        self.ad_id_status = self.ad_id_status.max(v.ad_id_status);
     }
 }
 

@@ -1,4 +1,5 @@
-//! The video funnel report, summed by the server per group.
+//! The video funnel report, summed by the server per group (views of verified ad ids
+//! in the counts, the others beside them).
 
 use crate::clickhouse::error::ch;
 use crate::clickhouse::query::Conds;
@@ -21,10 +22,17 @@ impl ClickHouseStore {
         // when an earlier event arrives late.
         let sql = format!(
             "SELECT campaign_id, ad_id, video_id, day, \
-             countIf(creative_view + play + first_quartile + midpoint + third_quartile + complete > 0), \
-             sum(creative_view), sum(play), sum(first_quartile), sum(midpoint), sum(third_quartile), sum(complete), \
-             sum(skips), sum(pauses), sum(resumes), sum(mutes), sum(unmutes), \
-             sum(funnel_gaps), sum(repeated_milestones), max(ad_id_status) \
+             countIf(creative_view + play + first_quartile + midpoint + third_quartile + complete > 0 \
+             AND ad_id_status = 0), \
+             sumIf(creative_view, ad_id_status = 0), sumIf(play, ad_id_status = 0), \
+             sumIf(first_quartile, ad_id_status = 0), sumIf(midpoint, ad_id_status = 0), \
+             sumIf(third_quartile, ad_id_status = 0), sumIf(complete, ad_id_status = 0), \
+             sumIf(skips, ad_id_status = 0), sumIf(pauses, ad_id_status = 0), \
+             sumIf(resumes, ad_id_status = 0), sumIf(mutes, ad_id_status = 0), \
+             sumIf(unmutes, ad_id_status = 0), \
+             sum(funnel_gaps), sum(repeated_milestones), max(ad_id_status), \
+             countIf(creative_view + play + first_quartile + midpoint + third_quartile + complete > 0 \
+             AND ad_id_status != 0), sumIf(play, ad_id_status != 0) \
              FROM views FINAL{} \
              GROUP BY campaign_id, ad_id, video_id, day \
              ORDER BY campaign_id, ad_id, video_id, day",
@@ -62,6 +70,8 @@ impl ClickHouseStore {
                 r.unmutes = g.unmutes;
                 r.funnel_gap_violations = g.funnel_gaps;
                 r.repeated_milestone_violations = g.repeated_milestones;
+                r.invalid_views = g.invalid_views;
+                r.invalid_plays = g.invalid_plays;
                 Ok(r.finish())
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
