@@ -31,6 +31,9 @@
 //! event after the one that took its unit is stored with that decision as its class
 //! (`before_serve`, `product_not_in_ad`, `served_ad_repeat`) and counted invalid by
 //! reason; an ad id seen with a second shopper is counted ([`FoldStats::shared_ads`]).
+//! A served ad's video view of each creative is its first eligible viewer's: another
+//! tracking id's view of it is derived as a repeat (`ViewRow::served_repeat`), counted
+//! beside the funnel.
 //! Records are keyed by ad id, so one consumer holds each ad id's state.
 //!
 //! Carts belong to the namespace of their verified ad id: the cart line's catalog is
@@ -157,6 +160,9 @@ pub fn touched(records: &[EventRecord]) -> Touched {
     for r in records {
         match entity(r) {
             Entity::View(k) => {
+                if !t.served.contains(k.ad_id.as_str()) {
+                    t.served.insert(k.ad_id.clone());
+                }
                 t.views.insert(k);
             }
             Entity::Cart(k) => {
@@ -340,6 +346,20 @@ pub fn fold(
         }
         let fresh = match entity(r) {
             Entity::View(k) => {
+                // The served ad's view of this creative is its first eligible viewer's.
+                if traffic == TrafficClass::Valid && status.is_billable() {
+                    let state = sets.served.entry(k.ad_id.clone()).or_default();
+                    state.take(
+                        Unit::View(&k.video_id),
+                        served::view_identity(&k.tracking_id),
+                    );
+                    if state.see(shopper_hash(&k.tracking_id)) {
+                        stats.shared_ads += 1;
+                    }
+                    if !dirty_served.contains(k.ad_id.as_str()) {
+                        dirty_served.insert(k.ad_id.clone());
+                    }
+                }
                 let fact = ViewFact {
                     dedup_key: key,
                     kind: r.event.interaction_type,
@@ -432,12 +452,14 @@ pub fn fold(
     for k in dirty_views {
         let facts = sets.views.get(&k).cloned().unwrap_or_default();
         let campaign = campaign_of(&k.ad_id);
-        write.views.push(funnel::derive_view(
-            k.clone(),
-            campaign,
-            &facts,
-            policy.debounce_ms,
-        ));
+        let mut row = funnel::derive_view(k.clone(), campaign, &facts, policy.debounce_ms);
+        row.served_repeat = sets.served.get(&k.ad_id).is_some_and(|s| {
+            s.taken_by_another(
+                Unit::View(&k.video_id),
+                served::view_identity(&k.tracking_id),
+            )
+        });
+        write.views.push(row);
         write.view_facts.push((k, facts));
     }
     for k in dirty_carts {

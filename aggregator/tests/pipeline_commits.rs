@@ -60,11 +60,11 @@ impl WriteStore for Gated {
     }
 }
 
-/// Shopper `i`'s play of ad `rm1.camp-1.ad-1`, one per record: every record is a view.
+/// Shopper `i`'s play of their own served ad, one per record: every record is a view.
 fn play(i: u32) -> EventRecord {
     let now = chrono::Utc::now();
     let event = InteractionEvent {
-        ad_id: "rm1.camp-1.ad-1".into(),
+        ad_id: format!("rm1.camp-1.ad-{i}"),
         interaction_type: T::VideoPlay,
         timestamp: now.fixed_offset(),
         session_id: Some(format!("s-{i}")),

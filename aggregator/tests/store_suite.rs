@@ -356,6 +356,43 @@ fn product_row(g: (&str, &str, &str, &str, &str), i: u64, c: u64, ctr: f64) -> P
     }
 }
 
+/// An ads row as a store without the served-ad rule counts it: its repeats billable.
+fn ads_without_repeats(
+    mut r: rm_store::model::ads::AdReportRow,
+) -> rm_store::model::ads::AdReportRow {
+    let (i, c) = (
+        r.invalid_impressions.served_ad_repeat,
+        r.invalid_clicks.served_ad_repeat,
+    );
+    r.impressions += i;
+    r.clicks += c;
+    r.not_billable_impressions -= i;
+    r.not_billable_clicks -= c;
+    r.invalid_impressions.served_ad_repeat = 0;
+    r.invalid_clicks.served_ad_repeat = 0;
+    r.ctr = rm_store::model::rate(r.clicks, r.impressions);
+    r
+}
+
+/// A products row as a store without the served-ad rule counts it.
+fn products_without_repeats(mut r: ProductReportRow) -> ProductReportRow {
+    r.impressions += r.invalid_impressions.served_ad_repeat;
+    r.clicks += r.invalid_clicks.served_ad_repeat;
+    r.invalid_impressions.served_ad_repeat = 0;
+    r.invalid_clicks.served_ad_repeat = 0;
+    r.ctr = rm_store::model::rate(r.clicks, r.impressions);
+    r
+}
+
+/// `row` with `n` views (each with a play) that repeat their served ad's view.
+fn with_repeat_views(row: FunnelReportRow, n: u64) -> FunnelReportRow {
+    FunnelReportRow {
+        invalid_views: n,
+        invalid_plays: n,
+        ..row
+    }
+}
+
 /// `row` with `n` impressions that were repeats of its served ad.
 fn with_repeats(row: ProductReportRow, n: u64) -> ProductReportRow {
     ProductReportRow {
@@ -666,15 +703,20 @@ async fn suite(store: &impl Store) -> Vec<String> {
     assert_eq!(
         store.funnel(&all()).await.expect("funnel"),
         vec![
-            funnel_row(
-                "c1",
-                AD1,
-                "vid-1",
-                DAY0,
-                [2, 2, 2, 1, 2, 0, 0],
-                [0.5, 1.0, 0.0, 0.0],
-                [0, 2, 1, 0, 0],
-                [1, 0]
+            // s2 watches the served ad S1 watched first: its view is the ad's repeat
+            // (issue 26), beside the counts (its rule violation still counted).
+            with_repeat_views(
+                funnel_row(
+                    "c1",
+                    AD1,
+                    "vid-1",
+                    DAY0,
+                    [1, 1, 1, 1, 1, 0, 0],
+                    [1.0, 1.0, 0.0, 0.0],
+                    [0; 5],
+                    [1, 0]
+                ),
+                1
             ),
             funnel_row(
                 "c1",
@@ -744,16 +786,22 @@ async fn suite(store: &impl Store) -> Vec<String> {
     let units: Vec<u64> = loaded.carts[&cart_a].iter().map(|f| f.units).collect();
     assert_eq!(units, [1, 2, 3, 0]);
 
+    // Views of one served ad by other viewers are its repeats (issue 26), beside the
+    // counts: V2 of V1's ad, V4 of V3's, V5 of V7's (V7's play arrived first). Rule
+    // violations still count every view.
     let funnel = vec![
-        funnel_row(
-            "c1",
-            AD1,
-            "vid-1",
-            DAY0,
-            [2, 2, 2, 1, 2, 1, 1],
-            [0.5, 1.0, 0.5, 0.5],
-            [0, 2, 1, 0, 0],
-            [1, 1],
+        with_repeat_views(
+            funnel_row(
+                "c1",
+                AD1,
+                "vid-1",
+                DAY0,
+                [1, 1, 1, 1, 1, 1, 1],
+                [1.0, 1.0, 1.0, 1.0],
+                [0; 5],
+                [1, 1],
+            ),
+            1,
         ),
         funnel_row(
             "c1",
@@ -765,15 +813,9 @@ async fn suite(store: &impl Store) -> Vec<String> {
             [0; 5],
             [0, 0],
         ),
-        funnel_row(
-            "c1",
-            AD1,
-            "vid-2",
-            DAY1,
-            [1, 1, 1, 1, 0, 0, 0],
-            [1.0, 0.0, 0.0, 0.0],
-            [0; 5],
-            [0, 0],
+        with_repeat_views(
+            funnel_row("c1", AD1, "vid-2", DAY1, [0; 7], z4, [0; 5], [0, 0]),
+            1,
         ),
         funnel_row(
             "c2",
@@ -785,15 +827,9 @@ async fn suite(store: &impl Store) -> Vec<String> {
             [0; 5],
             [0, 0],
         ),
-        funnel_row(
-            "c2",
-            AD2,
-            "vid-1",
-            DAY1,
-            [1, 1, 1, 0, 0, 0, 0],
-            z4,
-            [1, 0, 0, 0, 0],
-            [0, 0],
+        with_repeat_views(
+            funnel_row("c2", AD2, "vid-1", DAY1, [0; 7], z4, [0; 5], [0, 0]),
+            1,
         ),
         funnel_row(
             "c2",
@@ -1123,10 +1159,14 @@ async fn same_reports_as_embedded(url: String) {
             })
             .collect();
         assert_eq!(merged, [("USD".into(), "64.97".into(), 2, 5)]);
-        // Old rows read as valid traffic without a receive time: every count as it was.
+        // Old rows read as valid traffic without a receive time: every count as it was
+        // before the served-ad rule, whose decisions an old table does not hold.
         assert_eq!(
             upgraded.ads(&all()).await.expect("ads after upgrade"),
             ads_before
+                .into_iter()
+                .map(ads_without_repeats)
+                .collect::<Vec<_>>()
         );
         assert_eq!(
             upgraded
@@ -1134,6 +1174,9 @@ async fn same_reports_as_embedded(url: String) {
                 .await
                 .expect("products after upgrade"),
             products_before
+                .into_iter()
+                .map(products_without_repeats)
+                .collect::<Vec<_>>()
         );
         let funnel = upgraded.funnel(&all()).await.expect("funnel after upgrade");
         assert!(

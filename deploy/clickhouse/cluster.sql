@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS retail_media.views_local ON CLUSTER '{cluster}' (
     unmutes UInt32,
     funnel_gaps UInt32,
     repeated_milestones UInt32,
-    ad_id_status UInt8
+    ad_id_status UInt8,
+    served_repeat UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/views', '{replica}', version)
 ORDER BY (ad_id, video_id, tracking_id);
@@ -164,3 +165,15 @@ ORDER BY (campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status);
 
 CREATE TABLE IF NOT EXISTS retail_media.ad_facts ON CLUSTER '{cluster}' AS retail_media.ad_facts_local
 ENGINE = Distributed('{cluster}', retail_media, ad_facts_local, cityHash64(campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status));
+
+-- served_ads: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.served_ads_local ON CLUSTER '{cluster}' (
+    ad_id String,
+    state String,
+    version UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/served_ads', '{replica}', version)
+ORDER BY ad_id;
+
+CREATE TABLE IF NOT EXISTS retail_media.served_ads ON CLUSTER '{cluster}' AS retail_media.served_ads_local
+ENGINE = Distributed('{cluster}', retail_media, served_ads_local, cityHash64(ad_id));

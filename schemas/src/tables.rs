@@ -113,7 +113,8 @@ pub const VIEWS: &str = "CREATE TABLE IF NOT EXISTS views (
     unmutes UInt32,
     funnel_gaps UInt32,
     repeated_milestones UInt32,
-    ad_id_status UInt8
+    ad_id_status UInt8,
+    served_repeat UInt8
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (ad_id, video_id, tracking_id)";
 
@@ -237,7 +238,7 @@ pub const ALL: [&str; 8] = [
 /// Columns added to a table after it first shipped: (table, column, type). Each is
 /// also in the table's statement above; the store adds the ones a table created
 /// earlier lacks (the type's default fills the old rows).
-pub const ADDED_COLUMNS: [(&str, &str, &str); 12] = [
+pub const ADDED_COLUMNS: [(&str, &str, &str); 13] = [
     ("view_facts", "ad_id_status", "UInt8"),
     ("views", "ad_id_status", "UInt8"),
     ("product_facts", "ad_id_status", "UInt8"),
@@ -250,6 +251,7 @@ pub const ADDED_COLUMNS: [(&str, &str, &str); 12] = [
     ("ad_facts", "received_ms", "Int64"),
     ("order_lines", "revenue_exact", "String"),
     ("order_lines", "currency", "String"),
+    ("views", "served_repeat", "UInt8"),
 ];
 
 #[cfg(test)]

@@ -60,18 +60,20 @@ fn embedded_backends_count_exactly_through_ten_kills() {
     let half = beacons.len() / 2;
     // Two edge runs: the restart empties the edge's dedup window, so duplicates of
     // the first half reach the log and only the aggregator can drop them.
-    let edge = Service::start("ingest", dir.path(), &[]);
+    let genuine = sessions::service_env();
+    let edge = Service::start("ingest", dir.path(), &genuine);
     fire_all(edge.ingest, &beacons[..half]);
     assert_eq!(edge.terminate(), Some(0));
-    let edge = Service::start("ingest", dir.path(), &[]);
+    let edge = Service::start("ingest", dir.path(), &genuine);
     fire_all(edge.ingest, &beacons[half..]);
     fire_all(edge.ingest, &beacons[..half / 3]);
     assert_eq!(edge.terminate(), Some(0));
 
-    let env = [
+    let mut env = vec![
         ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "2".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "5".to_string()),
     ];
+    env.extend(genuine.clone());
     let mut rng = Rng::new(11);
     aggregate_with_kills(dir.path(), &env, 10, &mut rng);
     let agg = Service::start("aggregate", dir.path(), &env);
@@ -98,6 +100,7 @@ fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
         ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "50".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),
     ]);
+    env.extend(sessions::service_env());
     let (beacons, exp) = sessions::generate(23, 1400, 1000);
     let third = beacons.len() / 3;
     let edge = Service::start("ingest", dir.path(), &env);

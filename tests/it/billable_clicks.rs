@@ -5,8 +5,9 @@
 //! mid-stream, so its in-memory click window forgets the first click; on Kafka +
 //! ClickHouse they arrive through two edges and the aggregator is `kill -9`ed while it
 //! works through them. Either way more than one click reaches the log, and the
-//! reports' click window (on the edge's receive time) counts them once, the rest as
-//! `invalidClicks.clickWindow`.
+//! aggregator's served-ad rule (one billable click per served ad, issue 26; before it,
+//! the reports' click window) counts them once, the rest as
+//! `invalidClicks.servedAdRepeat`, through every kill.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -99,11 +100,11 @@ fn one_billable_click(api: SocketAddr, ad: &str, records: u64) {
     };
     assert_eq!(ads.len(), 1, "{ads:#?}");
     assert_eq!(ads[0]["clicks"], 1, "{ads:#?}");
-    assert_eq!(ads[0]["invalidClicks"]["clickWindow"], records - 1);
+    assert_eq!(ads[0]["invalidClicks"]["servedAdRepeat"], records - 1);
     let products = rows(api, &format!("/v1/reports/products?adId={}", enc(ad)));
     assert_eq!(products.len(), 1, "{products:#?}");
     assert_eq!(products[0]["clicks"], 1, "{products:#?}");
-    assert_eq!(products[0]["invalidClicks"]["clickWindow"], records - 1);
+    assert_eq!(products[0]["invalidClicks"]["servedAdRepeat"], records - 1);
     let campaigns = rows(api, &format!("/v1/reports/campaigns?campaignId={CAMPAIGN}"));
     assert_eq!(campaigns.len(), 1, "{campaigns:#?}");
     assert_eq!(campaigns[0]["clicks"], 1);
@@ -125,7 +126,10 @@ fn one_billable_click(api: SocketAddr, ad: &str, records: u64) {
     let row: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
     assert_eq!(col("clicks"), "1", "{text}");
-    assert_eq!(col("invalidClicks.clickWindow"), (records - 1).to_string());
+    assert_eq!(
+        col("invalidClicks.servedAdRepeat"),
+        (records - 1).to_string()
+    );
 }
 
 /// The ad clicks of the ad in the log.

@@ -56,13 +56,18 @@ impl Harness {
 
     /// A video event of `ad-video` at `time_ms` (Unix milliseconds).
     fn video_at(&self, session: &str, video: &str, kind: &str, time_ms: i64) -> u16 {
+        self.video_of("ad-video", session, video, kind, time_ms)
+    }
+
+    /// A video event of ad `ad` at `time_ms` (Unix milliseconds).
+    fn video_of(&self, ad: &str, session: &str, video: &str, kind: &str, time_ms: i64) -> u16 {
         let t = chrono::DateTime::from_timestamp_millis(time_ms)
             .unwrap()
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         get(
             self.svc.ingest,
             &beacon(&[
-                ("adId", "ad-video"),
+                ("adId", ad),
                 ("interactionType", kind),
                 ("videoId", video),
                 ("sessionId", session),
@@ -339,11 +344,18 @@ fn the_inspector_and_the_funnel_report_share_the_control_debounce() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let value = ms.to_string();
-        let (env, args) = if from_flag {
+        let (mut env, args) = if from_flag {
             (vec![], vec!["--control-debounce-ms", value.as_str()])
         } else {
             (vec![("RM_CONTROL_DEBOUNCE_MS", value.clone())], vec![])
         };
+        // A genuine served ad: the funnel counts the views of verified ad ids only.
+        let key = rm_schemas::ad_id::AdIdKeys::generate_key();
+        let ad = rm_schemas::ad_id::AdIdKeys::from_list(&key)
+            .unwrap()
+            .mint("camp-db", "v-db", chrono::Utc::now().timestamp() + 3_600)
+            .unwrap();
+        env.push(("RM_AD_ID_KEYS", key));
         let h = Harness::start_with(dir.path(), &env, &args);
         // Dated a minute ago: the aggregator takes events of the last 30 days only.
         let t0 = chrono::Utc::now().timestamp_millis() - 60_000;
@@ -355,7 +367,7 @@ fn the_inspector_and_the_funnel_report_share_the_control_debounce() {
             ("videoPause", 3_000),
             ("videoPause", 7_000),
         ] {
-            assert_eq!(h.video_at("s-debounce", "v-db", kind, t0 + at), 200);
+            assert_eq!(h.video_of(&ad, "s-debounce", "v-db", kind, t0 + at), 200);
         }
 
         let report = h.inspect("s-debounce");
@@ -381,7 +393,7 @@ fn the_inspector_and_the_funnel_report_share_the_control_debounce() {
             let r = send(
                 h.api,
                 "GET",
-                "/v1/reports/video-funnel?adId=ad-video",
+                &format!("/v1/reports/video-funnel?adId={}", enc(&ad)),
                 &[("Authorization", &auth)],
                 b"",
             )

@@ -172,15 +172,17 @@ fn invalid_traffic_is_written_flagged_and_counted_by_reason() {
     let key = AdIdKeys::generate_key();
     let keys = AdIdKeys::from_list(&key).unwrap();
     let svc = Service::start("all", dir.path(), &[("RM_AD_ID_KEYS", key)]);
-    // Namespace demo, whose orders key the test posts orders with.
-    let ad = keys
-        .mint_in(
+    // Namespace demo, whose orders key the test posts orders with. Every shopper is
+    // served an ad of their own (one served ad bills once, whoever fires it).
+    let mint = || {
+        keys.mint_in(
             "demo",
             "camp-ivt",
             "p1",
             chrono::Utc::now().timestamp() + 3_600,
         )
-        .unwrap();
+        .unwrap()
+    };
     let forged = "rm2.demo.camp-ivt.not-signed";
     let ts = enc(&chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
     let kinds = kinds();
@@ -188,8 +190,9 @@ fn invalid_traffic_is_written_flagged_and_counted_by_reason() {
     let shoppers = 3;
     let mut expected_reasons: HashMap<&str, u64> = HashMap::new();
     for k in &kinds {
-        let ad = if k.forged { forged } else { ad.as_str() };
         for s in 0..shoppers {
+            let served = mint();
+            let ad = if k.forged { forged } else { served.as_str() };
             let session = format!("{}-{s}", k.name);
             let targets = [
                 format!(
@@ -222,7 +225,7 @@ fn invalid_traffic_is_written_flagged_and_counted_by_reason() {
         }
     }
     let metrics = String::from_utf8(get(svc.ingest, "/metrics").unwrap().body).unwrap();
-    reports_count_the_shoppers_alone(&svc, &ad, forged, &ts);
+    reports_count_the_shoppers_alone(&svc, &mint, forged, &ts);
     assert_eq!(svc.terminate(), Some(0));
 
     for reason in InvalidReason::ALL {
@@ -282,7 +285,12 @@ fn sum(rows: &[serde_json::Value], field: &str) -> u64 {
 /// sent. Then orders of three shoppers, each the `customerId` of one product click:
 /// a browser's on a forged ad id, a crawler's on the real one, a browser's on the real
 /// one; only the last is credited to the campaign.
-fn reports_count_the_shoppers_alone(svc: &Service, ad: &str, forged: &str, ts: &str) {
+fn reports_count_the_shoppers_alone(
+    svc: &Service,
+    mint: &dyn Fn() -> String,
+    forged: &str,
+    ts: &str,
+) {
     let auth = format!("Bearer {}", demo_token(svc.api));
     let rows = |path: &str| report_rows(svc.api, &auth, path);
     // Every kind's 3 impressions and 3 clicks reached the ads report.
@@ -335,10 +343,11 @@ fn reports_count_the_shoppers_alone(svc: &Service, ad: &str, forged: &str, ts: &
         "User-Agent",
         "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
     )];
+    let (crawled, shopped) = (mint(), mint());
     for (customer, ad, headers) in [
         ("victim-forged", forged, &chrome[..]),
-        ("victim-crawled", ad, &bot[..]),
-        ("shopper", ad, &chrome[..]),
+        ("victim-crawled", crawled.as_str(), &bot[..]),
+        ("shopper", shopped.as_str(), &chrome[..]),
     ] {
         let t = format!(
             "/v1/events/ad/interaction?adId={}&interactionType=productClick\

@@ -75,6 +75,7 @@ fn a_killed_group_member_is_replaced_and_reports_stay_exact() {
     let _drop_database = cluster::DropDatabaseWithin::from(drop_database);
     let _serial = cluster::CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
+    env.extend(sessions::service_env());
     env.extend([
         ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "20".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),

@@ -55,6 +55,7 @@ fn a_rolling_restart_under_load_loses_nothing() {
     let _serial = cluster::CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     let _back = cluster::AllNodesBack;
     let dir = tempfile::tempdir().unwrap();
+    env.extend(sessions::service_env());
     env.extend([
         ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "200".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "50".to_string()),

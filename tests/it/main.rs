@@ -38,6 +38,7 @@ mod prometheus_scrape;
 mod report_pages;
 mod scale_out;
 mod sdk_browser;
+mod served_ads;
 mod settings;
 mod tenancy;
 mod vast_playback;

@@ -30,6 +30,7 @@ fn two_edges_and_two_aggregators_count_exactly() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
+    env.extend(sessions::service_env());
     env.extend([
         ("RM_AGGREGATOR_BATCH_MAX_RECORDS", "20".to_string()),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "20".to_string()),

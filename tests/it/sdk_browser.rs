@@ -247,6 +247,7 @@ fn the_browser_snippet_reports_what_the_shopper_did() {
         // none is billable.
         let flagged = |n: u64| {
             json!({"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": n,
+                   "beforeServe": 0, "productNotInAd": 0, "servedAdRepeat": 0,
                    "clickWindow": 0})
         };
         let a = row(rows, "productCode", "P-A")?;

@@ -41,8 +41,9 @@ fn tagged<T: Serialize>(v: &T) -> Vec<u8> {
 }
 
 fn untag<'a, T: serde::Deserialize<'a>>(b: &'a [u8]) -> T {
-    // Tag 1: postcard; tag 2: a product or ad fact with its traffic class.
-    assert!(matches!(b[0], 1 | 2), "new rows are postcard");
+    // Tag 1: postcard; tag 2: a product or ad fact with its traffic class; tag 3: a
+    // view's row with `served_repeat`.
+    assert!(matches!(b[0], 1..=3), "new rows are postcard");
     postcard::from_bytes(&b[1..]).expect("postcard row")
 }
 

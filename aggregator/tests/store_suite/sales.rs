@@ -40,7 +40,13 @@ use rm_schemas::money::{self, Currency, Decimal};
 use rm_schemas::order::{self, Order, OrderItem, OrderRecord};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 
-use super::{at, event, filter, records, t, AD1, AD2, D0, D1, DAY0, DAY1};
+use super::{at, event, filter, records, t, D0, D1, DAY0, DAY1};
+
+/// The suite's served ads, of campaigns c1 and c2: others than the main suite's, so
+/// its served-ad states (one billable event per thing an ad carries) are apart when
+/// both suites share a store.
+const AD1: &str = "rm1.c1.sales";
+const AD2: &str = "rm1.c2.sales";
 
 const HOUR: i64 = 3_600_000;
 const K1: &str = "k'1\\";

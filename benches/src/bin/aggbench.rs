@@ -55,7 +55,7 @@ struct Args {
 ///
 /// Records come in sessions of eight: one shopper watching one ad's video through
 /// its six milestones (one view), then a product impression and a cart change of that
-/// ad. With `--entity-per-event` every event has its own ad and video instead (the
+/// ad, each session its own served ad. With `--entity-per-event` every event has its own ad and video instead (the
 /// generator of the first measurements): each event is then a new view, the worst
 /// case for the aggregator, which loads and writes one entity per event.
 fn record(i: usize, now: chrono::DateTime<chrono::Utc>, entity_per_event: bool) -> EventRecord {
@@ -83,7 +83,9 @@ fn record(i: usize, now: chrono::DateTime<chrono::Utc>, entity_per_event: bool) 
     };
     let ts = now - chrono::Duration::milliseconds(((1_000_000 - (i % 1_000_000)) * 7) as i64);
     let event = InteractionEvent {
-        ad_id: format!("rm1.camp-{}.ad-{}", a % 11, a % 29),
+        // Each session is served its own ad (a realised ad id per served ad), so the
+        // aggregator keeps a served-ad state per session, as it does in production.
+        ad_id: format!("rm1.camp-{}.ad-{a}", a % 11),
         interaction_type: kind,
         timestamp: ts.fixed_offset(),
         session_id: Some(session),

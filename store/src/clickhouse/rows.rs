@@ -210,6 +210,7 @@ pub(crate) struct ViewCh<'a> {
     pub(crate) funnel_gaps: u32,
     pub(crate) repeated_milestones: u32,
     pub(crate) ad_id_status: u8,
+    pub(crate) served_repeat: u8,
 }
 
 /// A row of `product_facts`.

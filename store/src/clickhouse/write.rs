@@ -240,6 +240,7 @@ impl ClickHouseStore {
                     funnel_gaps: v.funnel_gaps,
                     repeated_milestones: v.repeated_milestones,
                     ad_id_status: v.ad_id_status.rank(),
+                    served_repeat: u8::from(v.served_repeat),
                 }
             })
             .collect();

@@ -5,6 +5,8 @@
 //! Product and ad facts gained their traffic class, shopper and receive time (issue
 //! 15) under tag [`FACT_V2`]; a value under tag [`POSTCARD`] is the layout before it,
 //! read into a fact of valid traffic without receive time (so it counts as it did).
+//! A view's row gained `served_repeat` (issue 26) under tag [`VIEW_V2`]; one under
+//! tag [`POSTCARD`] is read as no repeat (as it counted).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -160,13 +162,46 @@ pub(super) fn touch_key(t: &Touch) -> Vec<u8> {
 
 /// A view's row: the derived `ViewRow`, then its facts.
 pub(super) fn view_val(row: &ViewRow, facts: &[ViewFact]) -> Vec<u8> {
-    val(&(row, facts))
+    postcard::to_extend(&(row, facts), vec![VIEW_V2]).unwrap_or_default()
+}
+
+/// Tag of a view's row with `served_repeat`.
+pub(super) const VIEW_V2: u8 = 3;
+
+/// A view's row as stored before `served_repeat` (tag [`POSTCARD`]).
+#[derive(serde::Deserialize)]
+struct ViewRowV1 {
+    key: crate::model::funnel::ViewKey,
+    campaign_id: String,
+    day: i32,
+    version: u32,
+    milestones: [u8; 6],
+    controls: [u32; 5],
+    funnel_gaps: u32,
+    repeated_milestones: u32,
+    ad_id_status: crate::model::status::AdIdStatus,
 }
 
 /// The `ViewRow` of a view's row, without decoding its facts.
 pub(super) fn parse_view_row(b: &[u8]) -> Result<(ViewRow, &[u8]), StoreError> {
     match b.split_first() {
-        Some((&POSTCARD, rest)) => postcard::take_from_bytes(rest).map_err(corrupt),
+        Some((&VIEW_V2, rest)) => postcard::take_from_bytes(rest).map_err(corrupt),
+        Some((&POSTCARD, rest)) => {
+            let (v, rest): (ViewRowV1, &[u8]) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+            let row = ViewRow {
+                key: v.key,
+                campaign_id: v.campaign_id,
+                day: v.day,
+                version: v.version,
+                milestones: v.milestones,
+                controls: v.controls,
+                funnel_gaps: v.funnel_gaps,
+                repeated_milestones: v.repeated_milestones,
+                ad_id_status: v.ad_id_status,
+                served_repeat: false,
+            };
+            Ok((row, rest))
+        }
         _ => Err(corrupt("a view row is not postcard")),
     }
 }
@@ -230,6 +265,55 @@ mod tests {
             .map(|b| format!("{b:02x}"))
             .collect();
         assert_eq!(hex, PINNED);
+    }
+
+    /// A view row written before `served_repeat` (tag 1) reads as no repeat; one
+    /// written now keeps it, and its facts follow the row either way.
+    #[test]
+    fn view_rows_of_both_layouts_read_back() {
+        let mut row = ViewRow {
+            key: crate::model::funnel::ViewKey {
+                ad_id: "rm1.c.x".into(),
+                video_id: "v".into(),
+                tracking_id: "s".into(),
+            },
+            campaign_id: "c".into(),
+            day: 20_000,
+            version: 2,
+            milestones: [1, 1, 0, 0, 0, 0],
+            controls: [0, 1, 0, 0, 0],
+            funnel_gaps: 0,
+            repeated_milestones: 0,
+            ad_id_status: Default::default(),
+            served_repeat: true,
+        };
+        let now = view_val(&row, &facts());
+        assert_eq!(now[0], VIEW_V2);
+        let (back, rest) = parse_view_row(&now).expect("v2");
+        assert_eq!(back, row);
+        assert_eq!(
+            postcard::from_bytes::<Vec<ViewFact>>(rest).expect("facts"),
+            facts()
+        );
+        // The previous layout: the same fields without the last one, tag 1.
+        let old = val(&(
+            (
+                &row.key,
+                &row.campaign_id,
+                row.day,
+                row.version,
+                row.milestones,
+                row.controls,
+                row.funnel_gaps,
+                row.repeated_milestones,
+                row.ad_id_status,
+            ),
+            facts(),
+        ));
+        assert_eq!(old[0], POSTCARD);
+        row.served_repeat = false;
+        assert_eq!(parse_view_facts(&old).expect("facts"), facts());
+        assert_eq!(parse_view_row(&old).expect("v1").0, row);
     }
 
     /// Tag, one fact: dedup key 7, `videoComplete` (variant 5), the time (zigzag

@@ -290,6 +290,7 @@ mod tests {
             funnel_gaps: 0,
             repeated_milestones: 0,
             ad_id_status: Default::default(),
+            served_repeat: false,
         };
         (
             super::super::key(&row.key),

@@ -20,8 +20,10 @@
 //!   again with a better status keeps the better one: see [`super::status`]).
 //!
 //! A report row counts the views of verified ad ids only (its views, milestones,
-//! controls and rates); a view whose ad id did not verify is counted beside them, in
-//! `invalidViews` and `invalidPlays` (anyone can fire one with `curl`). Rule
+//! controls and rates), and of a served ad only its first viewer's view per creative;
+//! a view whose ad id did not verify (anyone can fire one with `curl`), or another
+//! viewer's of the same served ad (`served_repeat`), is counted beside them, in
+//! `invalidViews` and `invalidPlays`. Rule
 //! violations count every view, and `adIdStatus` is the worst of the row's views.
 //!
 //! The report row also carries `impressions`: the billable ad-level impressions of
@@ -83,6 +85,11 @@ pub struct ViewRow {
     /// Worst ad id status of the view's facts.
     #[serde(default)]
     pub ad_id_status: AdIdStatus,
+    /// Another viewer's view of the same served ad and creative came first: this one
+    /// is its repeat (`super::served`), counted beside the funnel, not in it. Set by
+    /// the aggregator from the served ad's state when it derives the row.
+    #[serde(default)]
+    pub served_repeat: bool,
 }
 
 /// Adds `fact` to a view's set ([`super::insert_fact`]); false when it was already
@@ -118,6 +125,7 @@ pub fn derive_view(
         controls: counts.controls,
         funnel_gaps: counts.funnel_gaps,
         repeated_milestones: counts.repeated_milestones,
+        served_repeat: false,
         ad_id_status: sorted.iter().map(|f| f.status).max().unwrap_or_default(),
     }
 }
@@ -174,8 +182,9 @@ pub struct FunnelReportRow {
     pub repeated_milestone_violations: u64,
     /// Worst ad id status of the row's views.
     pub ad_id_status: AdIdStatus,
-    /// Views whose ad id did not verify: counted here, in no milestone, control or
-    /// rate above (anyone can fire a view of an id that is not ours).
+    /// Views whose ad id did not verify (anyone can fire a view of an id that is not
+    /// ours), or that repeat their served ad's view by another viewer: counted here,
+    /// in no milestone, control or rate above.
     #[serde(default)]
     pub invalid_views: u64,
     /// Of those, the views that reached play.
@@ -230,7 +239,7 @@ impl FunnelReportRow {
         self.funnel_gap_violations += u64::from(v.funnel_gaps);
         self.repeated_milestone_violations += u64::from(v.repeated_milestones);
         self.ad_id_status = self.ad_id_status.max(v.ad_id_status);
-        if !v.ad_id_status.is_billable() {
+        if !v.ad_id_status.is_billable() || v.served_repeat {
             self.invalid_views += u64::from(m.iter().any(|x| *x > 0));
             self.invalid_plays += m[1];
             return;

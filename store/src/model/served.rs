@@ -6,7 +6,9 @@
 //! place. So whatever tracking ids, timestamps or other parameters its beacons name,
 //! it yields at most **one billable event per [`Unit`]**: one ad impression and one
 //! ad click (the creative it carries), one product impression and one product click
-//! per product (a product ad's product, a banner's companion products). The first
+//! per product (a product ad's product, a banner's companion products), and one video
+//! view per video creative (the first viewer's; another tracking id's view of the same
+//! served ad is its repeat, counted beside the funnel). The first
 //! eligible event of a unit to arrive takes it ([`ServedAd::take`]); every other
 //! distinct event of the unit is invalid as `served_ad_repeat`. A copy of the event
 //! that took it (same dedup key) stays billable, so a replay decides the same way.
@@ -52,6 +54,14 @@ pub enum Unit<'a> {
     ProductImpression(&'a str, &'a str),
     /// A product's click (`productClick`): catalog and product.
     ProductClick(&'a str, &'a str),
+    /// A video view of a creative (`videoId`): taken by the first view (a tracking
+    /// id, [`view_identity`]) with an eligible event.
+    View(&'a str),
+}
+
+/// The identity a view takes its [`Unit::View`] with: its tracking id's hash.
+pub fn view_identity(tracking_id: &str) -> u128 {
+    u128::from(super::traffic::shopper_hash(tracking_id))
 }
 
 impl Unit<'_> {
@@ -61,6 +71,7 @@ impl Unit<'_> {
             Self::AdClick => 1,
             Self::ProductImpression(..) => 2,
             Self::ProductClick(..) => 3,
+            Self::View(_) => 4,
         }
     }
 
@@ -73,6 +84,7 @@ impl Unit<'_> {
             Self::ProductImpression(c, p) | Self::ProductClick(c, p) => {
                 t.catalog == *c && t.product == *p
             }
+            Self::View(video) => t.product == *video,
         }
     }
 }
@@ -111,6 +123,7 @@ impl ServedAd {
         let (catalog, product) = match unit {
             Unit::AdImpression | Unit::AdClick => ("", ""),
             Unit::ProductImpression(c, p) | Unit::ProductClick(c, p) => (c, p),
+            Unit::View(video) => ("", video),
         };
         self.taken.push(Taken {
             kind: unit.kind(),

@@ -61,10 +61,11 @@ pub fn reports(
         let r = crate::common::send(api, "GET", p, &[("Authorization", &auth)], b"").ok()?;
         (r.status == 200).then(|| r.json())
     };
+    // One page holds every row: each session was served its own ad.
     Some((
-        one("/v1/reports/video-funnel")?,
-        one("/v1/reports/products")?,
-        one("/v1/reports/carts")?,
+        one("/v1/reports/video-funnel?pageSize=10000")?,
+        one("/v1/reports/products?pageSize=10000")?,
+        one("/v1/reports/carts?pageSize=10000")?,
     ))
 }
 

@@ -8,6 +8,10 @@ use crate::clickhouse::ClickHouseStore;
 use crate::model::funnel::{self, FunnelReportRow};
 use crate::{ReportFilter, StoreError};
 
+/// A view the funnel counts: its ad id verified and it is no repeat of its served ad's
+/// view by another viewer (`model::funnel`).
+const COUNTED: &str = "(ad_id_status = 0 AND served_repeat = 0)";
+
 impl ClickHouseStore {
     pub(crate) async fn funnel_report(
         &self,
@@ -23,16 +27,16 @@ impl ClickHouseStore {
         let sql = format!(
             "SELECT campaign_id, ad_id, video_id, day, \
              countIf(creative_view + play + first_quartile + midpoint + third_quartile + complete > 0 \
-             AND ad_id_status = 0), \
-             sumIf(creative_view, ad_id_status = 0), sumIf(play, ad_id_status = 0), \
-             sumIf(first_quartile, ad_id_status = 0), sumIf(midpoint, ad_id_status = 0), \
-             sumIf(third_quartile, ad_id_status = 0), sumIf(complete, ad_id_status = 0), \
-             sumIf(skips, ad_id_status = 0), sumIf(pauses, ad_id_status = 0), \
-             sumIf(resumes, ad_id_status = 0), sumIf(mutes, ad_id_status = 0), \
-             sumIf(unmutes, ad_id_status = 0), \
+             AND {COUNTED}), \
+             sumIf(creative_view, {COUNTED}), sumIf(play, {COUNTED}), \
+             sumIf(first_quartile, {COUNTED}), sumIf(midpoint, {COUNTED}), \
+             sumIf(third_quartile, {COUNTED}), sumIf(complete, {COUNTED}), \
+             sumIf(skips, {COUNTED}), sumIf(pauses, {COUNTED}), \
+             sumIf(resumes, {COUNTED}), sumIf(mutes, {COUNTED}), \
+             sumIf(unmutes, {COUNTED}), \
              sum(funnel_gaps), sum(repeated_milestones), max(ad_id_status), \
              countIf(creative_view + play + first_quartile + midpoint + third_quartile + complete > 0 \
-             AND ad_id_status != 0), sumIf(play, ad_id_status != 0) \
+             AND NOT {COUNTED}), sumIf(play, NOT {COUNTED}) \
              FROM views FINAL{} \
              GROUP BY campaign_id, ad_id, video_id, day \
              ORDER BY campaign_id, ad_id, video_id, day",

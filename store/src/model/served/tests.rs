@@ -8,11 +8,12 @@ use rm_schemas::ad_id::{product_creative, AdIdKeys};
 fn unit(kind: u8, product: u8) -> Unit<'static> {
     const P: [&str; 3] = ["p0", "p1", "p2"];
     let p = P[usize::from(product % 3)];
-    match kind % 4 {
+    match kind % 5 {
         0 => Unit::AdImpression,
         1 => Unit::AdClick,
         2 => Unit::ProductImpression("cat", p),
-        _ => Unit::ProductClick("cat", p),
+        3 => Unit::ProductClick("cat", p),
+        _ => Unit::View(p),
     }
 }
 
@@ -108,7 +109,7 @@ proptest! {
     /// same, and the version never goes down.
     #[test]
     fn one_billable_event_per_unit_and_replays_decide_the_same(
-        events in proptest::collection::vec((0u8..4, 0u8..3, 0u128..30), 1..60),
+        events in proptest::collection::vec((0u8..5, 0u8..3, 0u128..30), 1..60),
         crash_at in any::<usize>(),
     ) {
         let mut state = ServedAd::default();
