@@ -4,9 +4,9 @@
 //! (the edge's handler, the api's order intake) is the same on both:
 //!
 //! - [`kafka::KafkaLog`]: rdkafka `FutureProducer`, idempotent, `acks=all`; used when
-//!   brokers are configured. Records are keyed by the caller (the edge uses the tracking
-//!   id, so one shopper's events stay ordered in one partition and one aggregator
-//!   writes them).
+//!   brokers are configured. Records are keyed by the caller (the edge uses the
+//!   realised ad id, a cart event's tracking id, so one served ad's events, and one
+//!   shopper's cart, stay ordered in one partition and one aggregator writes them).
 //! - [`embedded::EmbeddedLog`]: append-only segment files per topic with CRC32C
 //!   framing and group commit (one write and one `fdatasync` per batch); the default,
 //!   for one machine. Retention removes old group commits by age and size, never past

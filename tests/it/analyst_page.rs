@@ -135,7 +135,10 @@ fn namespaces(api: SocketAddr, operator: &str) -> String {
 fn fire(edge: SocketAddr, api: SocketAddr, t0: chrono::DateTime<chrono::Utc>) {
     let keys = rm_schemas::ad_id::AdIdKeys::new(vec![KEY.to_vec()]).unwrap();
     let expiry = t0.timestamp() + 86_400;
-    let video_ad = keys.mint_in(NS, CAMPAIGN, "v-page", expiry).unwrap();
+    // Each viewer is served the video ad on their own (one served ad, one view).
+    let video_ads: Vec<String> = (0..3)
+        .map(|_| keys.mint_in(NS, CAMPAIGN, "v-page", expiry).unwrap())
+        .collect();
     let ad_a = keys.mint_in(NS, CAMPAIGN, "P-A", expiry).unwrap();
     let ad_z = keys.mint_in(NS, CAMPAIGN, "P-Z", expiry).unwrap();
     let ad_b = keys.mint_in(NS, CAMPAIGN, "P-B", expiry).unwrap();
@@ -167,13 +170,13 @@ fn fire(edge: SocketAddr, api: SocketAddr, t0: chrono::DateTime<chrono::Utc>) {
         ),
         ("s-3", &["videoCreativeView"]),
     ];
-    for (session, steps) in views {
+    for ((session, steps), video_ad) in views.into_iter().zip(&video_ads) {
         for step in steps {
             let ts = at();
             ok_beacon(
                 edge,
                 &[
-                    ("adId", &video_ad),
+                    ("adId", video_ad),
                     ("interactionType", step),
                     ("timestamp", &ts),
                     ("sessionId", session),

@@ -196,9 +196,27 @@ fn the_browser_snippet_reports_what_the_shopper_did() {
     npm_ci(&js);
 
     let dir = tempfile::tempdir().unwrap();
-    let svc = Service::start("all", dir.path(), &[]);
+    // The shop's ads as the api serves them: genuine ad ids, one per placement.
+    let key = rm_schemas::ad_id::AdIdKeys::generate_key();
+    let keys = rm_schemas::ad_id::AdIdKeys::from_list(&key).unwrap();
+    let expires = chrono::Utc::now().timestamp() + 3_600;
+    let served: std::collections::BTreeMap<&str, String> = [
+        ("rm1.camp-sdk.ad-tiles", "banner"),
+        ("rm1.camp-sdk.ad-banner", "banner"),
+        ("rm1.camp-sdk.ad-video", "v-main"),
+    ]
+    .into_iter()
+    .map(|(placeholder, creative)| {
+        (
+            placeholder,
+            keys.mint("camp-sdk", creative, expires).unwrap(),
+        )
+    })
+    .collect();
+    let svc = Service::start("all", dir.path(), &[("RM_AD_ID_KEYS", key)]);
     svc.wait_ready(svc.api, Duration::from_secs(30));
     let out = Command::new("node")
+        .env("RM_TEST_AD_IDS", serde_json::to_string(&served).unwrap())
         .arg(js.join("sdk_browser.mjs"))
         .arg("--edge")
         .arg(format!("http://{}", svc.ingest))
@@ -242,33 +260,33 @@ fn the_browser_snippet_reports_what_the_shopper_did() {
     };
     let products = reports.until("/v1/reports/products?campaignId=camp-sdk", |rows| {
         use serde_json::json;
-        // The page's ad id is a hand-made one (unsigned): every event is counted,
-        // flagged `unverifiedAdId` and nothing else (the browser is no bot), so
-        // none is billable.
-        let flagged = |n: u64| {
-            json!({"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": n,
-                   "beforeServe": 0, "productNotInAd": 0, "servedAdRepeat": 0,
+        // The tiles are one served ad: its product impressions and click are billable
+        // (the browser is no bot, the ad id genuine), once per product: tile A's
+        // second viewability occurrence is the served ad's repeat.
+        let flagged = |repeats: u64| {
+            json!({"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": 0,
+                   "beforeServe": 0, "productNotInAd": 0, "servedAdRepeat": repeats,
                    "clickWindow": 0})
         };
         let a = row(rows, "productCode", "P-A")?;
         expect_fields(
             a,
             &[
-                ("impressions", json!(0)),
-                ("clicks", json!(0)),
-                ("ctr", json!(0.0)),
-                ("invalidImpressions", flagged(2)),
-                ("invalidClicks", flagged(1)),
+                ("impressions", json!(1)),
+                ("clicks", json!(1)),
+                ("ctr", json!(1.0)),
+                ("invalidImpressions", flagged(1)),
+                ("invalidClicks", flagged(0)),
             ],
         )?;
         let b = row(rows, "productCode", "P-B")?;
         expect_fields(
             b,
             &[
-                ("impressions", json!(0)),
+                ("impressions", json!(1)),
                 ("clicks", json!(0)),
                 ("ctr", json!(0.0)),
-                ("invalidImpressions", flagged(1)),
+                ("invalidImpressions", flagged(0)),
                 ("invalidClicks", flagged(0)),
             ],
         )?;
@@ -282,7 +300,7 @@ fn the_browser_snippet_reports_what_the_shopper_did() {
     });
     assert!(products
         .iter()
-        .all(|r| r["catalogId"] == "cat-sdk" && r["adId"] == "rm1.camp-sdk.ad-tiles"));
+        .all(|r| r["catalogId"] == "cat-sdk" && r["adId"] == served["rm1.camp-sdk.ad-tiles"]));
     let carts = reports.until("/v1/reports/carts?catalogId=cat-sdk", |rows| {
         use serde_json::json;
         let r = row(rows, "productCode", "P-A")?;

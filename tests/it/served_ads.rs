@@ -356,12 +356,13 @@ fn scenario(mut env: Vec<(&str, String)>) {
         (1, 39, 1, 1),
         "{products}"
     );
-    // Attribution: only the genuine first click's order, once every order is in.
+    // Attribution: only the genuine first click's order, once every order and the
+    // cart are in.
     let campaign = converge(
         &svc,
         &operator,
         &format!("/v1/reports/campaigns?campaignId={PRODUCTS}"),
-        |v| sum(v, "attributedOrders") >= 1,
+        |v| sum(v, "attributedOrders") >= 1 && sum(v, "cartsAdded") >= 1,
     );
     std::thread::sleep(Duration::from_secs(3));
     let campaign = {

@@ -34,12 +34,18 @@ const log = (...a) => console.error('[sdk_browser]', ...a);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // ---- the fixture server ----
+// The shop's ad ids stand for ads the api served: RM_TEST_AD_IDS maps each placeholder
+// of the fixture to a genuine realised ad id (minted by the test with the service's
+// key), so the reports count the shopper's events as billable.
+const adIds = JSON.parse(process.env.RM_TEST_AD_IDS || '{}');
+const servedAds = (html) => Object.entries(adIds).reduce((h, [from, to]) => h.replaceAll(from, to), html);
 const sdkBytes = await readFile(SDK_FILE);
 const types = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.webm': 'video/webm' };
 const server = createServer(async (req, res) => {
   const name = new URL(req.url, 'http://x').pathname.replace(/^\/+/, '') || 'shop.html';
   try {
-    const body = name === 'beacon.js' ? sdkBytes : await readFile(path.join(here, 'fixtures', path.basename(name)));
+    let body = name === 'beacon.js' ? sdkBytes : await readFile(path.join(here, 'fixtures', path.basename(name)));
+    if (name.endsWith('.html')) body = Buffer.from(servedAds(body.toString('utf8')));
     const type = types[path.extname(name)] || 'application/octet-stream';
     // Range support so Chromium's media stack can read the clip as it likes.
     const m = /bytes=(\d+)-(\d*)/.exec(req.headers.range || '');
