@@ -87,6 +87,11 @@ pub struct Policy {
     /// The ads' lifetime (`RM_API_AD_TTL_SECS`), ms: an ad was served at its id's
     /// expiry minus this.
     pub ad_ttl_ms: i64,
+    /// Served ads whose id expired before these Unix seconds may have had their state
+    /// forgotten (the pipeline sets it from the clock and
+    /// `RM_AGGREGATOR_SERVED_RETENTION_HOURS`): their events count as repeats, so a
+    /// forgotten state never lets a unit be billed twice. `None`: no cutoff.
+    pub forgotten_before: Option<i64>,
 }
 
 impl Policy {
@@ -106,9 +111,14 @@ impl Default for Policy {
             late_horizon_ms: DEFAULT_LATE_HORIZON_HOURS * 3_600_000,
             future_skew_ms: DEFAULT_FUTURE_SKEW_HOURS * 3_600_000,
             ad_ttl_ms: DEFAULT_AD_TTL_SECS * 1000,
+            forgotten_before: None,
         }
     }
 }
+
+/// Default of `--aggregator-served-retention-hours`: how long after its ad id expired
+/// a served ad's state is kept.
+pub const DEFAULT_SERVED_RETENTION_HOURS: i64 = 48;
 
 /// Default of the ads' lifetime (`RM_API_AD_TTL_SECS`).
 pub const DEFAULT_AD_TTL_SECS: i64 = 3600;
@@ -273,6 +283,13 @@ fn decide(
     };
     if let Some(class) = served::stateless(ad.as_ref(), time_ms, product, policy.serve_rules()) {
         return class;
+    }
+    // Aggregated long after its ad expired (a lag beyond the retention): the served
+    // ad's state may be gone, so nothing of it can be billed again.
+    if let (Some(ad), Some(before)) = (&ad, policy.forgotten_before) {
+        if ad.expires_at < before {
+            return TrafficClass::Repeat;
+        }
     }
     match (state, unit_of(r)) {
         (Some(state), Some(unit)) => {
@@ -717,6 +734,35 @@ mod tests {
             let decided = stats.decided.values().sum::<u64>();
             assert_eq!(decided, u64::from(class != TrafficClass::Valid));
         }
+    }
+
+    #[test]
+    fn an_ad_expired_beyond_the_retention_bills_nothing_more() {
+        let keys = rm_schemas::ad_id::AdIdKeys::new(vec![b"0123456789abcdef-key-one".to_vec()])
+            .expect("keys");
+        let expires = T0 / 1000 + 1800;
+        let click = |ad: &str| {
+            let mut r = record(InteractionType::AdClick, 0, 1, 0, None);
+            r.event.ad_id = ad.to_owned();
+            r.dedup_key = rm_schemas::dedup_key::DedupKey::of(&r.event);
+            r
+        };
+        let ad = keys.mint("c", "banner", expires).expect("mint");
+        let class = |forgotten_before| {
+            let policy = Policy {
+                forgotten_before,
+                ..Policy::default()
+            };
+            let (w, _) = fold(&[click(&ad)], &mut EntitySets::default(), &policy);
+            w.ad_facts[0].traffic
+        };
+        assert_eq!(class(None), TrafficClass::Valid);
+        assert_eq!(class(Some(expires)), TrafficClass::Valid, "not before");
+        assert_eq!(
+            class(Some(expires + 1)),
+            TrafficClass::Repeat,
+            "its state may be gone"
+        );
     }
 
     #[test]

@@ -77,6 +77,15 @@ pub struct AggregatorConfig {
         default_value_t = batch::DEFAULT_FUTURE_SKEW_HOURS
     )]
     pub future_skew_hours: i64,
+    /// Hours a served ad's state (which of its events was billable) is kept after its
+    /// ad id expired; an aggregator lagging further behind counts the events of ads
+    /// expired that long as repeats, never as billable twice.
+    #[arg(
+        long = "aggregator-served-retention-hours",
+        env = "RM_AGGREGATOR_SERVED_RETENTION_HOURS",
+        default_value_t = batch::DEFAULT_SERVED_RETENTION_HOURS
+    )]
+    pub served_retention_hours: i64,
     /// Most entities (views, carts) whose fact sets are kept in memory.
     #[arg(
         long = "aggregator-cache-max-entities",
@@ -108,8 +117,12 @@ impl AggregatorConfig {
                 late_horizon_ms: self.late_horizon_hours.max(0) * 3_600_000,
                 future_skew_ms: self.future_skew_hours.max(0) * 3_600_000,
                 ad_ttl_ms: shared.ad_ttl_secs.max(0).saturating_mul(1000),
+                forgotten_before: None,
             },
             cache_max_entities: self.cache_max_entities,
+            served_retention: Duration::from_secs(
+                u64::try_from(self.served_retention_hours.max(1)).unwrap_or(1) * 3_600,
+            ),
         }
     }
 }

@@ -70,7 +70,13 @@ pub struct PipelineOptions {
     pub policy: Policy,
     /// Most entities kept in the cache.
     pub cache_max_entities: usize,
+    /// How long after its ad id expired a served ad's state is kept.
+    pub served_retention: Duration,
 }
+
+/// How often a write also forgets the states of served ads expired beyond the
+/// retention.
+const FORGET_EVERY: Duration = Duration::from_secs(600);
 
 /// What the loop has stored so far, readable from other tasks (benchmarks, tests).
 #[derive(Debug, Default)]
@@ -127,6 +133,8 @@ struct Cache {
     carts: FastMap<CartKey, Vec<CartFact>>,
     /// Served ads' states (an ad id absent from the store is cached as the empty state).
     served: FastMap<String, ServedAd>,
+    /// When a write last forgot expired served ads.
+    forgot_at: Option<std::time::Instant>,
     /// Rule violations (funnel gaps, repeated milestones) of each cached view's set.
     violations: FastMap<ViewKey, (i64, i64)>,
 }
@@ -561,7 +569,22 @@ async fn prepare<T: WriteStore>(
             }
         }
     };
-    let (mut write, stats) = fold(records, &mut sets, &opts.policy);
+    // Served ads expired beyond the retention may have been forgotten: their events
+    // are repeats from now on, and every so often a write forgets them.
+    let forgotten_before = chrono::Utc::now().timestamp()
+        - i64::try_from(opts.served_retention.as_secs()).unwrap_or(i64::MAX);
+    let policy = Policy {
+        forgotten_before: Some(forgotten_before),
+        ..opts.policy
+    };
+    let (mut write, stats) = fold(records, &mut sets, &policy);
+    if cache.forgot_at.is_none_or(|t| t.elapsed() >= FORGET_EVERY) {
+        write.forget_served_before = Some(forgotten_before);
+        cache.forgot_at = Some(std::time::Instant::now());
+        cache
+            .served
+            .retain(|ad, _| !rm_store::model::served::expired_before(ad, forgotten_before));
+    }
     let (order_lines, order_stats) = fold_orders(orders, &known);
     write.order_lines = order_lines;
     // Only the views the batch re-derived can have changed; fold already derived them.
@@ -582,6 +605,7 @@ async fn prepare<T: WriteStore>(
             .collect();
         *cache = Cache {
             violations: kept,
+            forgot_at: cache.forgot_at,
             ..Cache::default()
         };
     }

@@ -220,6 +220,7 @@ fn options() -> PipelineOptions {
         batch_max_wait: Duration::from_millis(50),
         policy: Policy::default(),
         cache_max_entities: 10_000,
+        served_retention: Duration::from_secs(48 * 3_600),
     }
 }
 

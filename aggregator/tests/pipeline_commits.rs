@@ -129,6 +129,7 @@ impl Running {
             batch_max_wait: Duration::from_millis(20),
             policy: Policy::default(),
             cache_max_entities: 10_000,
+            served_retention: Duration::from_secs(48 * 3_600),
         };
         let task = tokio::spawn(pipeline::run_with_progress(
             source,

@@ -1026,6 +1026,90 @@ async fn server_version(url: &str) -> String {
         .expect("server version")
 }
 
+/// Served ads' states are kept while their ad id is young and forgotten once it
+/// expired before the batch's cutoff (on ClickHouse, by a mutation that lands soon
+/// after the write).
+async fn served_states_are_forgotten(store: &impl Store) {
+    use rm_store::model::served::{ServedAd, Unit};
+    let keys =
+        rm_schemas::ad_id::AdIdKeys::new(vec![b"0123456789abcdef-key-one".to_vec()]).expect("keys");
+    let now = chrono::Utc::now().timestamp();
+    let old = keys.mint("c", "banner", now - 7 * 86_400).expect("mint");
+    let young = keys.mint("c", "banner", now + 3_600).expect("mint");
+    let mut state = ServedAd::default();
+    assert!(state.take(Unit::AdClick, 7));
+    let both: rm_store::FastSet<String> = [old.clone(), young.clone()].into_iter().collect();
+    let none = rm_store::FastSet::default();
+    store
+        .write(&rm_store::BatchWrite {
+            served: vec![(old.clone(), state.clone()), (young.clone(), state.clone())],
+            ..rm_store::BatchWrite::default()
+        })
+        .await
+        .expect("write");
+    let held = || async {
+        let sets = store
+            .load(&Default::default(), &Default::default(), &both)
+            .await
+            .expect("load");
+        let mut ids: Vec<String> = sets.served.keys().cloned().collect();
+        ids.sort();
+        ids
+    };
+    let mut want = vec![old.clone(), young.clone()];
+    want.sort();
+    assert_eq!(held().await, want);
+    let loaded = store
+        .load(&none, &Default::default(), &both)
+        .await
+        .expect("load");
+    assert_eq!(loaded.served[&young], state, "the state reads back");
+    store
+        .write(&rm_store::BatchWrite {
+            forget_served_before: Some(now - 86_400),
+            ..rm_store::BatchWrite::default()
+        })
+        .await
+        .expect("forget");
+    let t = std::time::Instant::now();
+    while held().await != vec![young.clone()] {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "the old state stays: {:?}",
+            held().await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn embedded_served_states_are_forgotten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    served_states_are_forgotten(&store).await;
+}
+
+#[tokio::test]
+async fn clickhouse_served_states_are_forgotten() {
+    let Some(url) = server_url("RM_CLICKHOUSE_URL", "ClickHouse 18.16") else {
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos();
+    let database = format!("rm_test_served_{}_{nanos}", std::process::id());
+    let config = ClickHouseConfig {
+        url: Some(url.clone()),
+        database: database.clone(),
+        user: "default".into(),
+        password: String::new(),
+    };
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    served_states_are_forgotten(&store).await;
+    drop_database(&url, &database).await;
+}
+
 /// ClickHouse 18.16 (Debian's `clickhouse-server`).
 #[tokio::test]
 async fn clickhouse() {

@@ -215,11 +215,13 @@ ORDER BY (campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status)";
 /// its billable units, and the shoppers seen (`rm_store::model::served`), as hex of
 /// its binary form. The state only grows, and `version` with it; the newest row is
 /// the state (`argMax(state, version)`); a replayed write inserts a row equal to one
-/// already there.
+/// already there. `expires_at` is the ad id's expiry (Unix seconds; the largest
+/// `Int64` for an id that is not ours): states of ads long expired are deleted.
 pub const SERVED_ADS: &str = "CREATE TABLE IF NOT EXISTS served_ads (
     ad_id String,
     state String,
-    version UInt64
+    version UInt64,
+    expires_at Int64
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY ad_id";
 

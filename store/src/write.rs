@@ -44,6 +44,10 @@ pub struct BatchWrite {
     pub order_lines: Vec<OrderLine>,
     /// The state of every served ad (realised ad id) the batch decided on.
     pub served: Vec<(String, ServedAd)>,
+    /// Served ads whose ad id expired before these Unix seconds are forgotten with
+    /// the batch (their events can no longer be billable, see
+    /// [`crate::model::served`]); `None`: none this time.
+    pub forget_served_before: Option<i64>,
     /// Newest event time aggregated, ms.
     pub newest_event_ms: Option<i64>,
 }

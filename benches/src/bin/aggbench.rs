@@ -108,6 +108,7 @@ fn options(a: &Args) -> PipelineOptions {
         batch_max_wait: Duration::from_millis(a.batch_max_wait_ms),
         policy: rm_aggregator::batch::Policy::default(),
         cache_max_entities: 1_000_000,
+        served_retention: Duration::from_secs(48 * 3_600),
     }
 }
 
@@ -361,15 +362,36 @@ async fn round(a: &Args, i: usize) -> anyhow::Result<(f64, f64, f64)> {
     let agg = aggregate(&b, a, a.records).await?;
     let cpu2 = rm_benches::procstat::self_cpu_s().unwrap_or(0.0);
     let per = |cpu: f64| cpu * 1e6 / a.records as f64;
+    // The embedded store's file once the records are in: bytes per session (8 records).
+    let store_bytes = dir_bytes(&b._dir.0.join("store"));
     eprintln!(
         "round {i}: filled in {:.1}s; consume-only {read:.0} rec/s ({:.2} us CPU/rec); \
-         log -> store {agg:.0} rec/s ({:.2} us CPU/rec); ratio {:.2}",
+         log -> store {agg:.0} rec/s ({:.2} us CPU/rec); ratio {:.2}; store {:.1} MB, \
+         {:.0} bytes a session",
         fill_time.as_secs_f64(),
         per(cpu1 - cpu0),
         per(cpu2 - cpu1),
-        agg / read
+        agg / read,
+        store_bytes as f64 / 1e6,
+        store_bytes as f64 * 8.0 / a.records as f64
     );
     Ok((read, agg, per(cpu2 - cpu1)))
+}
+
+/// Bytes of the files under `dir` (0 when absent: a ClickHouse store).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -83,6 +83,7 @@ pub(crate) struct ServedCh {
     pub(crate) ad_id: String,
     pub(crate) state: String,
     pub(crate) version: u64,
+    pub(crate) expires_at: i64,
 }
 
 impl ServedCh {
@@ -97,6 +98,7 @@ impl ServedCh {
             ad_id: ad_id.to_owned(),
             state: hex,
             version: state.version(),
+            expires_at: crate::model::served::expiry_of(ad_id).unwrap_or(i64::MAX),
         }
     }
 

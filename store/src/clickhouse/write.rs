@@ -134,8 +134,8 @@ impl ClickHouseStore {
         let fail = ch("load served ads");
         let queries = chunks(keys, String::len).into_iter().map(|chunk| {
             let sql = format!(
-                "SELECT ad_id, argMax(state, version) AS s, max(version) AS v \
-                 FROM served_ads WHERE ad_id IN ({}) GROUP BY ad_id",
+                "SELECT ad_id, argMax(state, version) AS s, max(version) AS v, \
+                 max(expires_at) AS e FROM served_ads WHERE ad_id IN ({}) GROUP BY ad_id",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
@@ -295,6 +295,16 @@ impl ClickHouseStore {
             insert_rows::<TouchCh>(client, "attribution_touches", &touches),
             insert_rows::<OrderLineCh>(client, "order_lines", &lines),
         )?;
+        if let Some(before) = b.forget_served_before {
+            // A mutation, applied in the background; idempotent when the batch is
+            // written again.
+            client
+                .query("ALTER TABLE served_ads DELETE WHERE expires_at < ?")
+                .bind(before)
+                .execute()
+                .await
+                .map_err(ch("forget served ads"))?;
+        }
         Ok(())
     }
 

@@ -50,6 +50,9 @@ pub(super) struct Entities {
     mark: &'static str,
     /// The entity key a row holds.
     key_of: fn(&[u8]) -> Result<Vec<u8>, StoreError>,
+    /// Rows of this kind may be removed ([`remove_oldest`]): a read that finds an
+    /// index entry whose row a removal took in between takes the entity as absent.
+    removable: bool,
 }
 
 /// Per kind, the slot below which every entity is in the index table.
@@ -61,6 +64,7 @@ pub(super) const VIEWS: Entities = Entities {
     id: 0,
     mark: "views",
     key_of: |v| Ok(super::key(&super::codec::parse_view_row(v)?.0.key)),
+    removable: false,
 };
 
 pub(super) const CARTS: Entities = Entities {
@@ -75,6 +79,7 @@ pub(super) const CARTS: Entities = Entities {
             .ok_or_else(|| super::corrupt("an empty cart"))?;
         Ok(super::key(&first.key))
     },
+    removable: false,
 };
 
 /// Served ads (the aggregator's state per realised ad id): a row is the ad id and its
@@ -88,6 +93,7 @@ pub(super) const SERVED: Entities = Entities {
         let (ad_id, _): (String, crate::model::served::ServedAd) = super::parse(v)?;
         Ok(super::key(&ad_id))
     },
+    removable: true,
 };
 
 /// Every kind.
@@ -242,6 +248,68 @@ pub(super) fn upsert(
     Ok(Upserted { kind, new, written })
 }
 
+/// What [`remove_oldest`] removed from the index, for [`Removed::apply`] once its
+/// transaction has committed.
+#[must_use]
+pub(super) struct Removed {
+    kind: Entities,
+    keys: Vec<Vec<u8>>,
+}
+
+impl Removed {
+    /// Drops the removed entities from the memory part of the index.
+    pub(super) fn apply(self, index: &Index) -> Result<usize, StoreError> {
+        let mut recent = index.recent.lock().map_err(err)?;
+        let map = &mut recent[self.kind.id];
+        for k in &self.keys {
+            map.remove(k);
+        }
+        Ok(self.keys.len())
+    }
+}
+
+/// Removes entities of `kind` from the oldest slot up, while `gone` says so of their
+/// row, at most `limit` of them: their rows and their index entries (the table's now,
+/// memory's once [`Removed::apply`]d). Slots are given in first-write order, so the
+/// oldest entities are the first rows; the scan stops at the first one to keep.
+pub(super) fn remove_oldest(
+    w: &WriteTransaction,
+    kind: Entities,
+    limit: usize,
+    gone: impl Fn(&[u8]) -> Result<bool, StoreError>,
+) -> Result<Removed, StoreError> {
+    let mut table = w.open_table(kind.rows).map_err(err)?;
+    let mut slots = w.open_table(kind.slots).map_err(err)?;
+    // The newest row stays whatever it holds: the next slot is one past it, and slots
+    // must never be given twice (an index entry below the mark is the table's).
+    let last = match table.last().map_err(err)? {
+        Some((k, _)) => slot_of(k.value())?,
+        None => {
+            return Ok(Removed {
+                kind,
+                keys: Vec::new(),
+            })
+        }
+    };
+    let mut doomed: Vec<(u64, Vec<u8>)> = Vec::new();
+    for row in table.iter().map_err(err)? {
+        let (slot, v) = row.map_err(err)?;
+        let slot = slot_of(slot.value())?;
+        if slot >= last || doomed.len() >= limit || !gone(v.value())? {
+            break;
+        }
+        doomed.push((slot, (kind.key_of)(v.value())?));
+    }
+    for (slot, key) in &doomed {
+        table.remove(slot.to_be_bytes().as_slice()).map_err(err)?;
+        slots.remove(key.as_slice()).map_err(err)?;
+    }
+    Ok(Removed {
+        kind,
+        keys: doomed.into_iter().map(|(_, k)| k).collect(),
+    })
+}
+
 /// The rows of the entities with these keys that are stored, read by `f`, each with
 /// its key's position in `keys`.
 pub(super) fn read<T>(
@@ -263,8 +331,16 @@ pub(super) fn read<T>(
             continue;
         };
         let row = rows.get(slot.to_be_bytes().as_slice()).map_err(err)?;
-        let row = row
-            .ok_or_else(|| super::corrupt(format!("{} slot {slot} without its row", kind.mark)))?;
+        let row = match row {
+            Some(row) => row,
+            None if kind.removable => continue,
+            None => {
+                return Err(super::corrupt(format!(
+                    "{} slot {slot} without its row",
+                    kind.mark
+                )))
+            }
+        };
         out.push(f(i, row.value())?);
     }
     Ok(out)
@@ -325,6 +401,66 @@ mod tests {
             .expect("iter")
             .map(|row| slot_of(row.expect("row").0.value()).expect("slot"))
             .collect()
+    }
+
+    /// The oldest entities go while the predicate says so, never the newest row (its
+    /// slot sets the next one), and the index forgets them wherever their entry was:
+    /// a read finds neither them nor an error, the rest as before, also after a
+    /// restart; new entities take fresh slots.
+    #[test]
+    fn removed_entities_leave_no_trace_and_slots_are_never_given_twice() {
+        let served = |i: u32| -> (Vec<u8>, Vec<u8>) {
+            let ad = format!("ad-{i}");
+            (
+                super::super::key(&ad),
+                super::super::val(&(ad.clone(), crate::model::served::ServedAd::default())),
+            )
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = redb::Database::create(dir.path().join("s.redb")).expect("db");
+        let index = Index::default();
+        let put = |index: &Index, rows: Vec<(Vec<u8>, Vec<u8>)>, to_table: bool| {
+            let w = db.begin_write().expect("write");
+            create(&w).expect("create");
+            let u = upsert(&w, index, SERVED, &rows, to_table).expect("upsert");
+            w.commit().expect("commit");
+            u.apply(index).expect("apply");
+        };
+        // Ads 0-4 with their index entries in the table, 5-7 in memory.
+        put(&index, (0..5).map(served).collect(), true);
+        put(&index, (5..8).map(served).collect(), false);
+        let below = |n: u32| {
+            move |row: &[u8]| -> Result<bool, StoreError> {
+                let (ad, _): (String, crate::model::served::ServedAd) = super::super::parse(row)?;
+                Ok(ad["ad-".len()..].parse::<u32>().expect("n") < n)
+            }
+        };
+        let remove = |index: &Index, n: u32, limit: usize| {
+            let w = db.begin_write().expect("write");
+            let r = remove_oldest(&w, SERVED, limit, below(n)).expect("remove");
+            w.commit().expect("commit");
+            r.apply(index).expect("apply")
+        };
+        assert_eq!(remove(&index, 3, 2), 2, "the limit holds");
+        assert_eq!(remove(&index, 7, 100), 5, "through the mark, into memory");
+        assert_eq!(remove(&index, 100, 100), 0, "never the newest row");
+        let found = |index: &Index| -> Vec<usize> {
+            let keys: Vec<Vec<u8>> = (0..10).map(|i| served(i).0).collect();
+            read(&db, index, SERVED, &keys, |i, _| Ok(i)).expect("read")
+        };
+        assert_eq!(found(&index), vec![7]);
+        let index = Index::recover(&db).expect("recover");
+        assert_eq!(found(&index), vec![7], "after a restart");
+        put(&index, vec![served(8), served(0)], false);
+        assert_eq!(found(&index), vec![0, 7, 8]);
+        let r = db.begin_read().expect("read");
+        let t = r.open_table(SERVED.rows).expect("rows");
+        let slots: Vec<u64> = t
+            .iter()
+            .expect("iter")
+            .map(|row| slot_of(row.expect("row").0.value()).expect("slot"))
+            .collect();
+        assert_eq!(slots, vec![7, 8, 9], "fresh slots after the newest");
     }
 
     /// An entity keeps its slot across updates, whether its index entry is in memory,

@@ -28,6 +28,8 @@ pub struct Encoded {
     /// Facts, by key.
     tables: Vec<(Table, Rows)>,
     orders: Vec<(String, Vec<u8>)>,
+    /// Served ads expired before these Unix seconds are removed.
+    forget_served_before: Option<i64>,
 }
 
 impl std::fmt::Debug for Encoded {
@@ -103,9 +105,13 @@ impl Encoded {
             entities,
             tables,
             orders,
+            forget_served_before: batch.forget_served_before,
         }
     }
 }
+
+/// Most served-ad states one write forgets (the rest go with the next ones).
+const FORGET_PER_WRITE: usize = 200_000;
 
 impl EmbeddedStore {
     /// Inserts an encoded batch in one write transaction (all or nothing).
@@ -129,9 +135,27 @@ impl EmbeddedStore {
                     t.insert(k.as_str(), v.as_slice()).map_err(err)?;
                 }
             }
+            let removed = match encoded.forget_served_before {
+                Some(before) => Some(entities::remove_oldest(
+                    &w,
+                    SERVED,
+                    FORGET_PER_WRITE,
+                    |row| {
+                        let (ad_id, _): (String, ServedAd) = parse(row)?;
+                        Ok(crate::model::served::expired_before(&ad_id, before))
+                    },
+                )?),
+                None => None,
+            };
             w.commit().map_err(err)?;
             for u in upserted {
                 u.apply(&index)?;
+            }
+            if let Some(r) = removed {
+                let n = r.apply(&index)?;
+                if n > 0 {
+                    tracing::info!(served_ads = n, "forgot the states of expired served ads");
+                }
             }
             Ok(())
         })

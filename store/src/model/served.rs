@@ -175,6 +175,17 @@ impl ServedAd {
     }
 }
 
+/// Whether the served ad `ad_id` expired before `before` (Unix seconds): its state
+/// may be forgotten. An id that is not ours (no expiry) never expires.
+pub fn expired_before(ad_id: &str, before: i64) -> bool {
+    expiry_of(ad_id).is_some_and(|e| e < before)
+}
+
+/// The expiry (Unix seconds) an ad id names, when it is shaped like ours.
+pub fn expiry_of(ad_id: &str) -> Option<i64> {
+    rm_schemas::ad_id::parse(ad_id).map(|a| a.expires_at)
+}
+
 /// The ad lifetime and clock allowance the stateless rules use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServeRules {
