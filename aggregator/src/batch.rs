@@ -303,6 +303,24 @@ fn decide(
     }
 }
 
+/// The state of served ad `ad_id`, a new one when absent (the id is copied only then).
+fn served_state<'a>(
+    served: &'a mut rm_store::FastMap<String, ServedAd>,
+    ad_id: &str,
+) -> &'a mut ServedAd {
+    if !served.contains_key(ad_id) {
+        served.insert(ad_id.to_owned(), ServedAd::default());
+    }
+    served.get_mut(ad_id).expect("inserted above")
+}
+
+/// Adds `ad_id` to `set` (copied only when absent).
+fn mark(set: &mut FastSet<String>, ad_id: &str) {
+    if !set.contains(ad_id) {
+        set.insert(ad_id.to_owned());
+    }
+}
+
 /// Folds `records` into `sets` (which must hold the current fact set of every touched
 /// entity, empty when new, and the state of every touched served ad, absent when new)
 /// and returns what to write.
@@ -334,12 +352,12 @@ pub fn fold(
         let mut traffic = TrafficClass::of(invalid);
         if unit_of(r).is_some() {
             let state = if traffic == TrafficClass::Valid {
-                let state = sets.served.entry(r.event.ad_id.clone()).or_default();
+                let state = served_state(&mut sets.served, &r.event.ad_id);
                 if status.is_billable() {
-                    dirty_served.insert(r.event.ad_id.clone());
                     if state.see(shopper_hash(r.event.tracking_id())) {
                         stats.shared_ads += 1;
                     }
+                    mark(&mut dirty_served, &r.event.ad_id);
                 }
                 Some(state)
             } else {
@@ -365,17 +383,13 @@ pub fn fold(
             Entity::View(k) => {
                 // The served ad's view of this creative is its first eligible viewer's.
                 if traffic == TrafficClass::Valid && status.is_billable() {
-                    let state = sets.served.entry(k.ad_id.clone()).or_default();
-                    state.take(
-                        Unit::View(&k.video_id),
-                        served::view_identity(&k.tracking_id),
-                    );
-                    if state.see(shopper_hash(&k.tracking_id)) {
+                    let state = served_state(&mut sets.served, &k.ad_id);
+                    let viewer = shopper_hash(&k.tracking_id);
+                    state.take(Unit::View(&k.video_id), u128::from(viewer));
+                    if state.see(viewer) {
                         stats.shared_ads += 1;
                     }
-                    if !dirty_served.contains(k.ad_id.as_str()) {
-                        dirty_served.insert(k.ad_id.clone());
-                    }
+                    mark(&mut dirty_served, &k.ad_id);
                 }
                 let fact = ViewFact {
                     dedup_key: key,
