@@ -15,7 +15,7 @@
 //! (`RM_CLICKHOUSE_URL`), `clickhouse_newest` on ClickHouse 26.9, chDB behind the HTTP
 //! shim `deploy/local/chdb/shim.py` (`RM_CLICKHOUSE_NEWEST_URL`); `deploy/local/up.sh`
 //! starts both and prints the variables. Each works in a fresh database
-//! `rm_test_<pid>_<nanos>` and drops it at the end. Without its variable a test is
+//! `rm_test_<what>_<pid>_<nanos>` and drops it at the end. Without its variable a test is
 //! skipped, unless `RM_REQUIRE_SERVICES=1`, where it fails.
 
 use chrono::{DateTime, FixedOffset, Utc};
@@ -1026,6 +1026,21 @@ async fn server_version(url: &str) -> String {
         .expect("server version")
 }
 
+/// The settings of a database of its own on the server at `url`
+/// (`rm_test_<what>_<pid>_<nanos>`), for a test to drop at its end.
+fn fresh_database(url: &str, what: &str) -> ClickHouseConfig {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos();
+    ClickHouseConfig {
+        url: Some(url.to_owned()),
+        database: format!("rm_test_{what}_{}_{nanos}", std::process::id()),
+        user: "default".into(),
+        password: String::new(),
+    }
+}
+
 /// Served ads' states are kept while their ad id is young and forgotten once it
 /// expired before the batch's cutoff (on ClickHouse, by a mutation that lands soon
 /// after the write).
@@ -1094,20 +1109,10 @@ async fn clickhouse_served_states_are_forgotten() {
     let Some(url) = server_url("RM_CLICKHOUSE_URL", "ClickHouse 18.16") else {
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_nanos();
-    let database = format!("rm_test_served_{}_{nanos}", std::process::id());
-    let config = ClickHouseConfig {
-        url: Some(url.clone()),
-        database: database.clone(),
-        user: "default".into(),
-        password: String::new(),
-    };
+    let config = fresh_database(&url, "served");
     let store = ClickHouseStore::connect(&config).await.expect("connect");
     served_states_are_forgotten(&store).await;
-    drop_database(&url, &database).await;
+    drop_database(&url, &config.database).await;
 }
 
 /// ClickHouse 18.16 (Debian's `clickhouse-server`).
@@ -1141,21 +1146,12 @@ async fn clickhouse_newest() {
 }
 
 /// Runs every suite on the ClickHouse server at `url` (in a fresh database
-/// `rm_test_<pid>_<nanos>`, dropped at the end) and on the embedded store, and requires
+/// `rm_test_suite_<pid>_<nanos>`, dropped at the end) and on the embedded store, and requires
 /// equal transcripts; then the column upgrade at start and the error classes.
 async fn same_reports_as_embedded(url: String) {
     eprintln!("ClickHouse {} at {url}", server_version(&url).await);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_nanos();
-    let database = format!("rm_test_{}_{nanos}", std::process::id());
-    let config = ClickHouseConfig {
-        url: Some(url.clone()),
-        database: database.clone(),
-        user: "default".into(),
-        password: String::new(),
-    };
+    let config = fresh_database(&url, "suite");
+    let database = config.database.clone();
     let url2 = url.clone();
     let run = tokio::spawn(async move {
         let url = url2;

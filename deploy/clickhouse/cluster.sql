@@ -170,7 +170,8 @@ ENGINE = Distributed('{cluster}', retail_media, ad_facts_local, cityHash64(campa
 CREATE TABLE IF NOT EXISTS retail_media.served_ads_local ON CLUSTER '{cluster}' (
     ad_id String,
     state String,
-    version UInt64
+    version UInt64,
+    expires_at Int64
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/served_ads', '{replica}', version)
 ORDER BY ad_id;

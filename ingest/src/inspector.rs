@@ -352,6 +352,34 @@ impl Inspector {
             .unwrap_or_default()
     }
 
+    /// For each of `ad_ids`, how many other tracking ids than `tracking_id` the kept
+    /// events name with it (one pass over what the inspector holds, each shard locked
+    /// in turn): a served ad fired by several shoppers is a page that caches ad
+    /// responses across shoppers, or someone replaying it. Counts stop at `cap`.
+    pub fn others_with(&self, ad_ids: &[&str], tracking_id: &str, cap: usize) -> Vec<usize> {
+        let mut counts = vec![0; ad_ids.len()];
+        for m in self.shards.iter() {
+            let s = m.lock().unwrap_or_else(PoisonError::into_inner);
+            for (id, ring) in &s.ids {
+                if id.as_ref() == tracking_id {
+                    continue;
+                }
+                for (i, ad) in ad_ids.iter().enumerate() {
+                    // An event kept under several ids (a customer id and a session id)
+                    // that names `tracking_id` too is that shopper's, not another's.
+                    let names = ring.events.iter().any(|(_, e, _)| {
+                        e.params.iter().any(|(k, v)| *k == "adId" && v == ad)
+                            && !e.tracking_ids().contains(&tracking_id)
+                    });
+                    if names && counts[i] < cap {
+                        counts[i] += 1;
+                    }
+                }
+            }
+        }
+        counts
+    }
+
     /// Tracking ids and bytes held now.
     pub fn usage(&self) -> (usize, usize) {
         self.shards.iter().fold((0, 0), |(i, b), m| {
@@ -498,6 +526,29 @@ mod tests {
         on.record(e);
         assert_eq!(on.events("s-1").len(), 1);
         assert_eq!(on.events("c-1").len(), 1);
+    }
+
+    #[test]
+    fn other_shoppers_of_a_served_ad_are_counted() {
+        let on = Inspector::new(Sampling::On, 10, 1 << 20);
+        let fire = |ids: &[(&'static str, &str)], ad: &str| {
+            let mut params: Vec<(&'static str, String)> =
+                ids.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+            params.push(("adId", ad.to_owned()));
+            on.record(Recorded {
+                params,
+                ..ev("unused", 0)
+            });
+        };
+        fire(&[("sessionId", "s-1"), ("customerId", "c-1")], "ad-x");
+        fire(&[("sessionId", "s-2")], "ad-x");
+        fire(&[("sessionId", "s-3")], "ad-x");
+        fire(&[("sessionId", "s-3")], "ad-y");
+        fire(&[("sessionId", "s-1")], "ad-z");
+        // c-1 is s-1's own event kept under its other id: not another shopper.
+        assert_eq!(on.others_with(&["ad-x", "ad-z"], "s-1", 100), vec![2, 0]);
+        assert_eq!(on.others_with(&["ad-x"], "s-1", 1), vec![1], "capped");
+        assert_eq!(on.others_with(&["ad-y"], "s-2", 100), vec![1]);
     }
 
     #[test]

@@ -11,8 +11,13 @@
 //!  "rules":[{"rule":10,"title":"cart units absolute, removal 0","verdict":"violated",
 //!            "summary":"...","findings":["cart line p-1 (catalog c): cart #4 sent units=-1 ..."]}],
 //!  "views":[{"adId":..,"videoId":..,"events":[1,2],"sequence":["videoPlay",...]}],
-//!  "carts":[{"catalogId":..,"productCode":..,"events":[..],"units":["1","1","1","-1"]}]}
+//!  "carts":[{"catalogId":..,"productCode":..,"events":[..],"units":["1","1","1","-1"]}],
+//!  "sharedAdIds":[{"adId":..,"otherTrackingIds":3,"note":".."}]}
 //! ```
+//!
+//! `sharedAdIds` lists the served ads of these events that the inspector also holds
+//! for other tracking ids (counted to 100): one served ad bills once, to its first
+//! shopper, so a page that caches ad responses across shoppers should hear so.
 //!
 //! **Tenancy.** A tenant's token sees only the events whose ad id names its
 //! namespace (`rm_schemas::ad_id::namespace_of`) and verified (genuine: valid or
@@ -30,6 +35,9 @@ use rm_schemas::record::UnverifiedAdId;
 use serde_json::{json, Map, Value};
 
 use crate::inspector::{Inspector, Recorded};
+
+/// Counts of other shoppers of one served ad stop here (enough to tell it is shared).
+const SHARED_CAP: usize = 100;
 
 /// The namespace an event belongs to: its ad id's, when the id is genuine.
 fn namespace_of(e: &Recorded) -> Option<&str> {
@@ -95,8 +103,33 @@ pub fn report(inspector: &Inspector, tracking_id: &str, viewer: &Viewer) -> Valu
     } else {
         "the latest events of this tracking id, oldest first"
     };
+    // The served ads of these events that other shoppers fired too (each billed once,
+    // to the first of them: `rm_store::model::served`).
+    let mut ads: Vec<&str> = kept
+        .iter()
+        .filter_map(|(_, e)| e.params.iter().find(|(k, _)| *k == "adId"))
+        .map(|(_, v)| v.as_str())
+        .collect();
+    ads.sort_unstable();
+    ads.dedup();
+    let shared: Vec<Value> = ads
+        .iter()
+        .zip(inspector.others_with(&ads, tracking_id, SHARED_CAP))
+        .filter(|(_, n)| *n > 0)
+        .map(|(ad, n)| {
+            json!({
+                "adId": ad,
+                "otherTrackingIds": n,
+                "note": "this served ad was fired by other shoppers too: it bills one \
+                         impression, view and click per thing it carries, to the first; \
+                         serve every page view its own ad (a page that caches ad \
+                         responses across shoppers loses the rest)",
+            })
+        })
+        .collect();
     json!({
         "trackingId": tracking_id,
+        "sharedAdIds": shared,
         "inspector": {
             "enabled": inspector.enabled(),
             "sampled": inspector.samples(tracking_id),

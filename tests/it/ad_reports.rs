@@ -258,18 +258,7 @@ fn scenario(mut env: Vec<(&str, String)>) {
     let order = json!({"orders": [{"id": order_id, "customerId": shopper, "orderDate": ts(60),
         "catalogId": "demo-catalog",
         "orderItems": [{"productCode": "cola-1l", "quantity": 2, "totalOrderItemPriceAfterDiscounts": 2.58}]}]});
-    let r = send(
-        svc.api,
-        "POST",
-        "/v1/orders",
-        &[
-            ("Authorization", "Basic demo-orders-key"),
-            ("Content-Type", "application/json"),
-        ],
-        &serde_json::to_vec(&order).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    common::post_orders(svc.api, &order);
 
     // `nb`: not billable for an unverified ad id (issue 15's reasons); `rep`: the
     // served ad's repeats (issue 26).
@@ -318,9 +307,11 @@ fn scenario(mut env: Vec<(&str, String)>) {
         &foreign,
     );
 
+    // Not billable: A's repeated impression and click, X's and B's impressions.
     let campaign = json!({"rows": [{"campaignId": CAMPAIGN, "day": day, "impressions": 1,
-        "clicks": 1, "ctr": 1.0, "videoPlays": 1, "invalidVideoPlays": 0, "completionRate": 1.0,
-        "productImpressions": 1, "productClicks": 1, "cartsAdded": 1,
+        "clicks": 1, "ctr": 1.0, "notBillableImpressions": 3, "notBillableClicks": 1,
+        "videoPlays": 1, "invalidVideoPlays": 0, "completionRate": 1.0,
+        "productImpressions": 1, "productClicks": 1, "cartsAdded": 1, "invalidCartsAdded": 0,
         "attributedOrders": 1, "revenue": "2.58", "currency": "USD", "spend": null,
         "roas": null}]});
     let q = format!("/v1/reports/campaigns?campaignId={CAMPAIGN}&from={day}&to={day}");
@@ -363,10 +354,10 @@ fn scenario(mut env: Vec<(&str, String)>) {
     assert_eq!(
         csv,
         format!(
-            "campaignId,day,impressions,clicks,ctr,videoPlays,invalidVideoPlays,completionRate,\
-             productImpressions,productClicks,cartsAdded,attributedOrders,revenue,currency,spend,\
-             roas\r\n\
-             {CAMPAIGN},{day},1,1,1.0,1,0,1.0,1,1,1,1,2.58,USD,,\r\n"
+            "campaignId,day,impressions,clicks,ctr,notBillableImpressions,notBillableClicks,\
+             videoPlays,invalidVideoPlays,completionRate,productImpressions,productClicks,\
+             cartsAdded,invalidCartsAdded,attributedOrders,revenue,currency,spend,roas\r\n\
+             {CAMPAIGN},{day},1,1,1.0,3,1,1,0,1.0,1,1,1,0,1,2.58,USD,,\r\n"
         )
     );
     let r = send(

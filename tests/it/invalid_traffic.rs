@@ -385,18 +385,7 @@ fn reports_count_the_shoppers_alone(
             })
         })
         .collect();
-    let r = send(
-        svc.api,
-        "POST",
-        "/v1/orders",
-        &[
-            ("Authorization", "Basic demo-orders-key"),
-            ("Content-Type", "application/json"),
-        ],
-        &serde_json::to_vec(&serde_json::json!({ "orders": orders })).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    common::post_orders(svc.api, &serde_json::json!({ "orders": orders }));
     let orders_in = |sales: &[serde_json::Value], campaign: &str| {
         sales
             .iter()

@@ -15,7 +15,8 @@
 //! | one served video ad played by three tracking ids | 3 views and plays | 1, the others `invalidViews` |
 //!
 //! The genuine first click's shopper orders too, and that order is the only one
-//! credited. Runs on the embedded log and store, and on Kafka + ClickHouse when
+//! credited; the integration inspector tells a shopper of the shared served ad that 79
+//! other tracking ids fired it. Runs on the embedded log and store, and on Kafka + ClickHouse when
 //! `deploy/local/up.sh` runs (skipped otherwise, failing with `RM_REQUIRE_SERVICES=1`).
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -95,18 +96,7 @@ fn order(svc: &Service, id: &str, customer: &str, product: &str, at: &str) {
     let body = json!({"orders": [{"id": id, "customerId": customer, "orderDate": at,
         "catalogId": CATALOG,
         "orderItems": [{"productCode": product, "quantity": 1, "totalOrderItemPriceAfterDiscounts": 9.99}]}]});
-    let r = send(
-        svc.api,
-        "POST",
-        "/v1/orders",
-        &[
-            ("Authorization", "Basic demo-orders-key"),
-            ("Content-Type", "application/json"),
-        ],
-        &serde_json::to_vec(&body).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    common::post_orders(svc.api, &body);
 }
 
 /// `id` with one character of its signature changed: shaped like ours, naming the
@@ -362,7 +352,11 @@ fn scenario(mut env: Vec<(&str, String)>) {
         &svc,
         &operator,
         &format!("/v1/reports/campaigns?campaignId={PRODUCTS}"),
-        |v| sum(v, "attributedOrders") >= 1 && sum(v, "cartsAdded") >= 1,
+        |v| {
+            sum(v, "attributedOrders") >= 1
+                && sum(v, "cartsAdded") >= 1
+                && sum(v, "invalidCartsAdded") >= 1
+        },
     );
     std::thread::sleep(Duration::from_secs(3));
     let campaign = {
@@ -390,8 +384,15 @@ fn scenario(mut env: Vec<(&str, String)>) {
         (spend - 1.20).abs() < 1e-9,
         "one click at $1.20: {campaign}"
     );
-    // The forged cart adds nothing; the genuine one does.
-    assert_eq!(sum(&campaign, "cartsAdded"), 1, "{campaign}");
+    // The forged cart adds nothing (it is counted beside); the genuine one does.
+    assert_eq!(
+        (
+            sum(&campaign, "cartsAdded"),
+            sum(&campaign, "invalidCartsAdded")
+        ),
+        (1, 1),
+        "{campaign}"
+    );
 
     // 6: our cart, as the demo tenant reads it.
     let carts = converge(
@@ -449,19 +450,24 @@ fn scenario(mut env: Vec<(&str, String)>) {
         "{funnel}"
     );
 
-    // The served ad seen with many shoppers is counted for operators.
-    let metrics = String::from_utf8(get(svc.aggregator, "/metrics").unwrap().body).unwrap();
-    let value = |series: &str| -> f64 {
-        metrics
-            .lines()
-            .find(|l| l.starts_with(series))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0)
-    };
-    assert!(value("aggregator_shared_ad_ids_total") >= 1.0, "{metrics}");
-    assert!(
-        value("aggregator_invalid_events_total{reason=\"served_ad_repeat\"}") >= 117.0,
-        "{metrics}"
+    // The inspector shows a shopper of the shared served ad that others fired it too.
+    let seen = report(
+        &svc,
+        &operator,
+        &format!("/v1/debug/events?trackingId={}", enc(&customer(7))),
     );
+    let shared: Vec<&Value> = seen["sharedAdIds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["adId"] == a.as_str())
+        .collect();
+    assert_eq!(shared.len(), 1, "{seen}");
+    // The 39 other customers and the 40 dtmTokens of its impressions.
+    assert_eq!(shared[0]["otherTrackingIds"], 79, "{seen}");
+
+    // The served ad seen with many shoppers is counted for operators.
+    let value = |series: &str| common::exact::metric(svc.aggregator, series).unwrap_or(0.0);
+    assert!(value("aggregator_shared_ad_ids_total") >= 1.0);
+    assert!(value("aggregator_invalid_events_total{reason=\"served_ad_repeat\"}") >= 117.0);
 }

@@ -338,6 +338,9 @@ async fn check(store: &impl Store) {
             impressions: 1,
             clicks: 1,
             ctr: 1.0,
+            // I3's expired id and I2, the served ad's repeat.
+            not_billable_impressions: 2,
+            not_billable_clicks: 0,
             video_plays: 1,
             invalid_video_plays: 1,
             completion_rate: 1.0,
@@ -345,6 +348,7 @@ async fn check(store: &impl Store) {
             // Its ad id had expired: not valid, not counted.
             product_clicks: 0,
             carts_added: 1,
+            invalid_carts_added: 0,
             attributed_orders: 2,
             revenue: dec("14.00"),
             currency: money::DEFAULT_CURRENCY,
@@ -358,12 +362,15 @@ async fn check(store: &impl Store) {
             // C2 is a repeat of the served ad: no click, no spend.
             clicks: 0,
             ctr: 0.0,
+            not_billable_impressions: 0,
+            not_billable_clicks: 1,
             video_plays: 0,
             invalid_video_plays: 0,
             completion_rate: 0.0,
             product_impressions: 0,
             product_clicks: 0,
             carts_added: 0,
+            invalid_carts_added: 0,
             attributed_orders: 0,
             revenue: dec("0.00"),
             currency: money::DEFAULT_CURRENCY,
@@ -378,9 +385,16 @@ async fn check(store: &impl Store) {
     assert_eq!(c8.len(), 1);
     let r = &c8[0];
     assert_eq!(
-        (r.day.as_str(), r.impressions, r.clicks, r.carts_added),
-        // K2's ad id did not verify: no cart added to c8 (before the rule: 1).
-        (DAY1, 0, 0, 0)
+        (
+            r.day.as_str(),
+            r.impressions,
+            r.clicks,
+            r.carts_added,
+            r.invalid_carts_added
+        ),
+        // K2's ad id did not verify: no cart added to c8 (before the rule: 1), one
+        // beside.
+        (DAY1, 0, 0, 0, 1)
     );
     assert_eq!(
         (r.spend, r.roas),

@@ -41,8 +41,11 @@ pub struct CartAddsRow {
     pub campaign_id: String,
     /// UTC day of the add, `YYYY-MM-DD`.
     pub day: String,
-    /// Adds (a cart line going from 0 units to more).
+    /// Adds (a cart line going from 0 units to more) by events of verified ad ids.
     pub carts_added: u64,
+    /// Adds by events whose ad id did not verify (not in `carts_added`).
+    #[serde(default)]
+    pub invalid_carts_added: u64,
 }
 
 /// Attributed sales per credited campaign, order day and currency.
@@ -76,6 +79,12 @@ pub struct CampaignReportRow {
     pub clicks: u64,
     /// clicks / impressions (0 without impressions).
     pub ctr: f64,
+    /// Ad impressions that are not billable (every invalid reason: the ads report's).
+    #[serde(default)]
+    pub not_billable_impressions: u64,
+    /// Ad clicks that are not billable.
+    #[serde(default)]
+    pub not_billable_clicks: u64,
     /// Video views that reached play, of verified ad ids.
     pub video_plays: u64,
     /// Video views that reached play whose ad id did not verify (not in
@@ -90,6 +99,9 @@ pub struct CampaignReportRow {
     pub product_clicks: u64,
     /// Carts added by events of verified ad ids.
     pub carts_added: u64,
+    /// Carts added by events whose ad id did not verify (not in `cartsAdded`).
+    #[serde(default)]
+    pub invalid_carts_added: u64,
     /// Distinct orders credited to the campaign (in the row's currency).
     pub attributed_orders: u64,
     /// Revenue of the credited lines in the row's currency, exact (`"59.97"`).
@@ -110,6 +122,9 @@ pub struct CampaignReportRow {
 struct Acc {
     impressions: u64,
     clicks: u64,
+    not_billable_impressions: u64,
+    not_billable_clicks: u64,
+    invalid_carts_added: u64,
     plays: u64,
     invalid_plays: u64,
     completes: u64,
@@ -149,6 +164,8 @@ pub fn report(
         let a = entry(&mut groups, &r.campaign_id, &r.day);
         a.impressions += r.impressions;
         a.clicks += r.clicks;
+        a.not_billable_impressions += r.not_billable_impressions;
+        a.not_billable_clicks += r.not_billable_clicks;
     }
     for r in &parts.funnel {
         let a = entry(&mut groups, &r.campaign_id, &r.day);
@@ -164,7 +181,9 @@ pub fn report(
         a.product_clicks += r.clicks;
     }
     for r in &parts.cart_adds {
-        entry(&mut groups, &r.campaign_id, &r.day).carts_added += r.carts_added;
+        let a = entry(&mut groups, &r.campaign_id, &r.day);
+        a.carts_added += r.carts_added;
+        a.invalid_carts_added += r.invalid_carts_added;
     }
     for r in &parts.sales {
         let a = entry(&mut groups, &r.campaign_id, &r.day);
@@ -190,12 +209,15 @@ pub fn report(
             impressions: a.impressions,
             clicks: a.clicks,
             ctr: rate(a.clicks, a.impressions),
+            not_billable_impressions: a.not_billable_impressions,
+            not_billable_clicks: a.not_billable_clicks,
             video_plays: a.plays,
             invalid_video_plays: a.invalid_plays,
             completion_rate: rate(a.completes, a.plays),
             product_impressions: a.product_impressions,
             product_clicks: a.product_clicks,
             carts_added: a.carts_added,
+            invalid_carts_added: a.invalid_carts_added,
             attributed_orders: orders,
             revenue,
             currency,
@@ -210,12 +232,15 @@ pub fn report(
                 impressions: 0,
                 clicks: 0,
                 ctr: 0.0,
+                not_billable_impressions: 0,
+                not_billable_clicks: 0,
                 video_plays: 0,
                 invalid_video_plays: 0,
                 completion_rate: 0.0,
                 product_impressions: 0,
                 product_clicks: 0,
                 carts_added: 0,
+                invalid_carts_added: 0,
                 attributed_orders: orders,
                 revenue: money::stable(revenue, currency),
                 currency,
@@ -263,6 +288,7 @@ mod tests {
                 campaign_id: "c".into(),
                 day: "2026-11-19".into(),
                 carts_added: 3,
+                invalid_carts_added: 2,
             }],
             sales: vec![
                 CampaignSalesRow {
@@ -297,6 +323,12 @@ mod tests {
             "no division by 0"
         );
         assert_eq!((r[2].campaign_id.as_str(), r[2].carts_added), ("c", 3));
+        assert_eq!(r[2].invalid_carts_added, 2, "beside, not in, cartsAdded");
+        // The ads rows' not billable events, beside the billable ones: 7 per row.
+        assert_eq!(
+            (r[0].not_billable_impressions, r[0].not_billable_clicks),
+            (14, 14)
+        );
         assert_eq!((r[2].spend, r[2].roas), (None, None), "unknown bid");
         let json = serde_json::to_value(&r[0]).expect("json");
         assert_eq!(

@@ -257,21 +257,25 @@ pub fn campaign_rollup<'a>(
 /// Adds per campaign and day of the add event, from derived event rows (any order,
 /// older versions superseded), sorted by campaign and day.
 pub fn campaign_day_adds<'a>(rows: impl IntoIterator<Item = &'a CartEventRow>) -> Vec<CartAddsRow> {
-    let mut out: BTreeMap<(String, i32), u64> = BTreeMap::new();
+    let mut out: BTreeMap<(String, i32), (u64, u64)> = BTreeMap::new();
     for evs in latest_versions(rows).values() {
-        for e in evs
-            .iter()
-            .filter(|e| e.transition == Transition::Add && e.fact.status.is_billable())
-        {
-            *out.entry((e.fact.campaign_id.clone(), day_of(e.fact.time_ms)))
-                .or_default() += 1;
+        for e in evs.iter().filter(|e| e.transition == Transition::Add) {
+            let n = out
+                .entry((e.fact.campaign_id.clone(), day_of(e.fact.time_ms)))
+                .or_default();
+            if e.fact.status.is_billable() {
+                n.0 += 1;
+            } else {
+                n.1 += 1;
+            }
         }
     }
     out.into_iter()
-        .map(|((campaign_id, day), carts_added)| CartAddsRow {
+        .map(|((campaign_id, day), (carts_added, invalid))| CartAddsRow {
             campaign_id,
             day: format_day(day),
             carts_added,
+            invalid_carts_added: invalid,
         })
         .collect()
 }

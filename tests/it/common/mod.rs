@@ -139,6 +139,23 @@ pub fn demo_token(api: SocketAddr) -> String {
     token(api, "demo-operator", "demo-operator-secret", None)
 }
 
+/// Posts `body` (`{"orders": [...]}`) to the api's `/v1/orders` with the quick start's
+/// orders key (namespace `demo`); panics unless it answers 200.
+pub fn post_orders(api: SocketAddr, body: &serde_json::Value) {
+    let r = send(
+        api,
+        "POST",
+        "/v1/orders",
+        &[
+            ("Authorization", "Basic demo-orders-key"),
+            ("Content-Type", "application/json"),
+        ],
+        &serde_json::to_vec(body).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
 /// The `rows` of a report read with `auth` (an `Authorization` value); panics unless
 /// it answers 200.
 pub fn report_rows(api: SocketAddr, auth: &str, path: &str) -> Vec<serde_json::Value> {
