@@ -26,10 +26,12 @@ use crate::common::cluster;
 const CLIENTS: usize = 8;
 const PER_CLIENT_PER_SEC: u64 = 40;
 
-/// One beacon's distinct event: its own session, so its tracking id names it.
+/// One beacon's distinct event: its own session, so its tracking id names it, and its
+/// own served ad, so the records (keyed by ad id) spread over every partition as a
+/// shop's traffic does.
 fn event(run: u128, i: usize) -> Vec<(&'static str, String)> {
     vec![
-        ("adId", format!("rm1.camp-loss.ad-{}", i % 5)),
+        ("adId", format!("rm1.camp-loss.ad-{i}")),
         ("interactionType", "videoPlay".into()),
         (
             "timestamp",
