@@ -36,10 +36,10 @@
 //! beside the funnel.
 //! Records are keyed by ad id, so one consumer holds each ad id's state.
 //!
-//! Carts belong to the namespace of their verified ad id: the cart line's catalog is
-//! stored scoped by it (`rm_schemas::namespace::scoped`; an unverified ad id's cart
-//! events go to a line no namespace reads), so no namespace's cart event can move
-//! another's cart.
+//! Carts belong to the namespace of their genuine ad id (verified, or only expired):
+//! the cart line's catalog is stored scoped by it (`rm_schemas::namespace::scoped`; a
+//! forged or foreign ad id's cart events go to a line no namespace reads), so no
+//! namespace's cart event can move another's cart.
 //!
 //! Product impressions, product clicks and creative clicks of valid traffic whose ad
 //! id verified and that the served-ad rules let through are also stored as
@@ -220,14 +220,15 @@ fn entity(r: &EventRecord) -> Entity {
     }
 }
 
-/// The namespace a cart event's line belongs to: its ad id's, once the id verified;
-/// an unverified one's line is scoped by [`UNVERIFIED_CARTS`], which no namespace
-/// reads (not a valid namespace id).
+/// The namespace a cart event's line belongs to: its ad id's, once the id is known
+/// genuine (it verified, or only expired: a shopper's later cart change keeps its
+/// line); a forged or foreign one's line is scoped by [`UNVERIFIED_CARTS`], which no
+/// namespace reads (not a valid namespace id).
 fn cart_namespace(r: &EventRecord) -> &str {
     match r.ad_id_verdict {
-        None => rm_schemas::ad_id::namespace_of(&r.event.ad_id)
+        None | Some(UnverifiedAdId::Expired) => rm_schemas::ad_id::namespace_of(&r.event.ad_id)
             .unwrap_or(rm_schemas::namespace::DEFAULT),
-        Some(_) => UNVERIFIED_CARTS,
+        Some(UnverifiedAdId::BadSignature | UnverifiedAdId::Foreign) => UNVERIFIED_CARTS,
     }
 }
 
@@ -809,6 +810,16 @@ mod tests {
             rm_schemas::namespace::scoped(UNVERIFIED_CARTS, "cat")
         );
         assert_eq!(rm_schemas::namespace::bare(&forged), "cat");
+        assert_eq!(
+            line(cart(other, Some(UnverifiedAdId::Foreign))),
+            forged,
+            "not ours"
+        );
+        assert_eq!(
+            line(cart(other, Some(UnverifiedAdId::Expired))),
+            rm_schemas::namespace::scoped("other", "cat"),
+            "genuine, only expired: the shopper's line goes on"
+        );
     }
 
     proptest! {
