@@ -121,7 +121,7 @@ impl Default for Policy {
 pub const DEFAULT_SERVED_RETENTION_HOURS: i64 = 48;
 
 /// Default of the ads' lifetime (`RM_API_AD_TTL_SECS`).
-pub const DEFAULT_AD_TTL_SECS: i64 = 3600;
+pub const DEFAULT_AD_TTL_SECS: i64 = rm_schemas::ad_id::DEFAULT_TTL_SECS;
 
 /// Why an event was not aggregated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -352,17 +352,19 @@ pub fn fold(
         let invalid = r.invalid_reason();
         let mut traffic = TrafficClass::of(invalid);
         if unit_of(r).is_some() {
-            let state = if traffic == TrafficClass::Valid {
-                let state = served_state(&mut sets.served, &r.event.ad_id);
-                if status.is_billable() {
+            // An eligible event may take a unit (a state made when new); an unverified
+            // copy only reads the state, to stay a repeat of a unit another took.
+            let state = match (traffic == TrafficClass::Valid, status.is_billable()) {
+                (true, true) => {
+                    let state = served_state(&mut sets.served, &r.event.ad_id);
                     if state.see(shopper_hash(r.event.tracking_id())) {
                         stats.shared_ads += 1;
                     }
                     mark(&mut dirty_served, &r.event.ad_id);
+                    Some(state)
                 }
-                Some(state)
-            } else {
-                None
+                (true, false) => sets.served.get_mut(r.event.ad_id.as_str()),
+                (false, _) => None,
             };
             traffic = decide(r, traffic, status, time_ms, state, policy);
         } else if r.event.interaction_type == InteractionType::CreativeClick {
@@ -386,7 +388,7 @@ pub fn fold(
                 if traffic == TrafficClass::Valid && status.is_billable() {
                     let state = served_state(&mut sets.served, &k.ad_id);
                     let viewer = shopper_hash(&k.tracking_id);
-                    state.take(Unit::View(&k.video_id), u128::from(viewer));
+                    state.take(Unit::View(&k.video_id), served::view_identity(viewer));
                     if state.see(viewer) {
                         stats.shared_ads += 1;
                     }
@@ -488,7 +490,7 @@ pub fn fold(
         row.served_repeat = sets.served.get(&k.ad_id).is_some_and(|s| {
             s.taken_by_another(
                 Unit::View(&k.video_id),
-                served::view_identity(&k.tracking_id),
+                served::view_identity(shopper_hash(&k.tracking_id)),
             )
         });
         write.views.push(row);

@@ -103,7 +103,7 @@ pub struct ApiConfig {
     pub beacon_base_url: String,
     /// Seconds a served ad stays billable (its realised id's expiry): the binary's
     /// `RM_API_AD_TTL_SECS`, which the aggregator reads too.
-    #[arg(skip = 3600)]
+    #[arg(skip = rm_schemas::ad_id::DEFAULT_TTL_SECS)]
     pub ad_ttl_secs: i64,
     /// Seconds between rebuilds of the ads index from campaigns, catalog and spend.
     #[arg(

@@ -119,6 +119,10 @@ pub fn parse(id: &str) -> Option<AdId> {
     })
 }
 
+/// Default lifetime of a served ad, seconds (`RM_API_AD_TTL_SECS`): the api mints ids
+/// with it and the aggregator judges when an ad was served by it.
+pub const DEFAULT_TTL_SECS: i64 = 3600;
+
 /// What marks a product ad's creative: [`product_creative`].
 pub const PRODUCT_CREATIVE: &str = "p:";
 /// Characters of a product code a product ad's creative keeps.

@@ -51,16 +51,7 @@ fn fire(svc: &Service, path: &str, params: &[(&str, &str)]) {
 }
 
 fn report(svc: &Service, token: &str, path_and_query: &str) -> Value {
-    let r = send(
-        svc.api,
-        "GET",
-        path_and_query,
-        &[("Authorization", &format!("Bearer {token}"))],
-        b"",
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    r.json()
+    common::api_json(svc.api, &format!("Bearer {token}"), path_and_query)
 }
 
 /// Polls `path_and_query` until it answers `want` (the aggregator works

@@ -237,19 +237,7 @@ fn fire(edge: SocketAddr, api: SocketAddr, t0: chrono::DateTime<chrono::Utc>) {
     let order = json!({"orders": [{"id": "o-page-1", "sessionId": "s-1",
         "orderDate": at(), "catalogId": CATALOG,
         "orderItems": [{"productCode": "P-A", "quantity": 2, "totalOrderItemPriceAfterDiscounts": 12.5}]}]});
-    let r = send(
-        api,
-        "POST",
-        "/v1/orders",
-        &[
-            ("Authorization", "Basic demo-orders-key"),
-            ("Content-Type", "application/json"),
-        ],
-        &serde_json::to_vec(&order).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(r.json()["accepted"], 1);
+    assert_eq!(common::post_orders(api, &order)["accepted"], 1);
 }
 
 fn report(api: SocketAddr, token: &str, path_and_query: &str) -> common::HttpResponse {

@@ -25,7 +25,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use chrono::{SecondsFormat, Utc};
-use common::{beacon, enc, get, send, token, Service};
+use common::{beacon, enc, get, token, Service};
 use rm_schemas::ad_id::{product_creative, AdIdKeys};
 use serde_json::{json, Value};
 
@@ -57,14 +57,7 @@ fn fire(svc: &Service, path_and_query: &str) {
 }
 
 fn report(svc: &Service, auth: &str, path: &str) -> Value {
-    let r = send(svc.api, "GET", path, &[("Authorization", auth)], b"").unwrap();
-    assert_eq!(
-        r.status,
-        200,
-        "{path}: {}",
-        String::from_utf8_lossy(&r.body)
-    );
-    r.json()
+    common::api_json(svc.api, auth, path)
 }
 
 /// Polls `path` until `done` holds of its answer, failing with the last answer.

@@ -89,10 +89,11 @@ pub(crate) struct ServedCh {
 impl ServedCh {
     /// The row of one served ad's state.
     pub(crate) fn of(ad_id: &str, state: &crate::model::served::ServedAd) -> Self {
+        use std::fmt::Write as _;
         let bytes = postcard::to_allocvec(state).unwrap_or_default();
         let mut hex = String::with_capacity(bytes.len() * 2);
         for b in bytes {
-            hex.push_str(&format!("{b:02x}"));
+            let _ = write!(hex, "{b:02x}");
         }
         Self {
             ad_id: ad_id.to_owned(),

@@ -59,9 +59,10 @@ pub enum Unit<'a> {
     View(&'a str),
 }
 
-/// The identity a view takes its [`Unit::View`] with: its tracking id's hash.
-pub fn view_identity(tracking_id: &str) -> u128 {
-    u128::from(super::traffic::shopper_hash(tracking_id))
+/// The identity a view takes its [`Unit::View`] with: its viewer, the tracking id's
+/// [`super::traffic::shopper_hash`].
+pub fn view_identity(viewer: u64) -> u128 {
+    u128::from(viewer)
 }
 
 impl Unit<'_> {
@@ -195,15 +196,6 @@ pub struct ServeRules {
     pub skew_ms: i64,
 }
 
-impl Default for ServeRules {
-    fn default() -> Self {
-        Self {
-            ad_ttl_ms: 3_600_000,
-            skew_ms: 24 * 3_600_000,
-        }
-    }
-}
-
 /// The stateless verdict on an event of ad `ad` (its parsed id, `None` when not one
 /// of ours) dated `time_ms`, naming `product` for a product event: `BeforeServe`,
 /// `NotInAd`, or `None` when neither applies.
@@ -214,10 +206,7 @@ pub fn stateless(
     rules: ServeRules,
 ) -> Option<TrafficClass> {
     let ad = ad?;
-    let served_ms = ad
-        .expires_at
-        .saturating_mul(1000)
-        .saturating_sub(rules.ad_ttl_ms.max(0));
+    let served_ms = ad.served_at(rules.ad_ttl_ms / 1000).saturating_mul(1000);
     if time_ms < served_ms.saturating_sub(rules.skew_ms.max(0)) {
         return Some(TrafficClass::BeforeServe);
     }

@@ -140,8 +140,8 @@ pub fn demo_token(api: SocketAddr) -> String {
 }
 
 /// Posts `body` (`{"orders": [...]}`) to the api's `/v1/orders` with the quick start's
-/// orders key (namespace `demo`); panics unless it answers 200.
-pub fn post_orders(api: SocketAddr, body: &serde_json::Value) {
+/// orders key (namespace `demo`); panics unless it answers 200; returns its answer.
+pub fn post_orders(api: SocketAddr, body: &serde_json::Value) -> serde_json::Value {
     let r = send(
         api,
         "POST",
@@ -154,11 +154,12 @@ pub fn post_orders(api: SocketAddr, body: &serde_json::Value) {
     )
     .unwrap();
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    r.json()
 }
 
-/// The `rows` of a report read with `auth` (an `Authorization` value); panics unless
-/// it answers 200.
-pub fn report_rows(api: SocketAddr, auth: &str, path: &str) -> Vec<serde_json::Value> {
+/// A `GET` of the api read with `auth` (an `Authorization` value), as JSON; panics
+/// unless it answers 200.
+pub fn api_json(api: SocketAddr, auth: &str, path: &str) -> serde_json::Value {
     let r = send(api, "GET", path, &[("Authorization", auth)], b"").unwrap();
     assert_eq!(
         r.status,
@@ -166,7 +167,16 @@ pub fn report_rows(api: SocketAddr, auth: &str, path: &str) -> Vec<serde_json::V
         "{path}: {}",
         String::from_utf8_lossy(&r.body)
     );
-    r.json()["rows"].as_array().cloned().unwrap_or_default()
+    r.json()
+}
+
+/// The `rows` of a report read with `auth` (an `Authorization` value); panics unless
+/// it answers 200.
+pub fn report_rows(api: SocketAddr, auth: &str, path: &str) -> Vec<serde_json::Value> {
+    api_json(api, auth, path)["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn parse_response(data: &[u8]) -> std::io::Result<HttpResponse> {

@@ -35,6 +35,15 @@ fn forty_shoppers_on_one_served_ad_make_one_billable_click() {
         ad.take(Unit::ProductImpression("cat", "a"), 103),
         "impression apart"
     );
+    let viewer = |id: &str| view_identity(crate::model::traffic::shopper_hash(id));
+    let (first, second) = (viewer("s-1"), viewer("s-2"));
+    assert!(ad.take(Unit::View("v-1"), first), "the first viewer's view");
+    assert!(ad.take(Unit::View("v-1"), first), "and all its events");
+    assert!(
+        !ad.take(Unit::View("v-1"), second),
+        "another viewer's is a repeat"
+    );
+    assert!(ad.take(Unit::View("v-2"), second), "another creative apart");
 }
 
 #[test]
