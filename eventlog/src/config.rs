@@ -10,7 +10,7 @@ pub const DEFAULT_KAFKA_REPLICATION: i32 = 3;
 /// Default of `--kafka-compression`.
 pub const DEFAULT_KAFKA_COMPRESSION: &str = "lz4";
 /// Default of `--kafka-linger-ms`.
-pub const DEFAULT_KAFKA_LINGER_MS: u32 = 1;
+pub const DEFAULT_KAFKA_LINGER_MS: u32 = 10;
 /// Default of `--kafka-queue-max-messages`.
 pub const DEFAULT_KAFKA_QUEUE_MAX_MESSAGES: u32 = 200_000;
 /// Default of `--kafka-message-timeout-ms`.
@@ -46,8 +46,9 @@ pub struct KafkaConfig {
     )]
     pub compression: String,
     /// Producer linger in milliseconds (batching delay). Every acknowledged beacon waits
-    /// for it, so it bounds throughput per connection: 1 ms measured 2.9x the
-    /// throughput of 5 ms (BENCHMARKS.md).
+    /// for it; on a replicated cluster (`acks=all`, three brokers) 10 ms measured 2.4x
+    /// the beacons per second of 1 ms at 0.13x the edge's CPU per beacon and 0.34x the
+    /// brokers' (fewer, fuller produce requests; BENCHMARKS.md, issue 24).
     #[arg(
         long = "kafka-linger-ms",
         env = "RM_KAFKA_LINGER_MS",
