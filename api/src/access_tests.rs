@@ -29,6 +29,8 @@ fn config() -> ApiConfig {
         beacon_base_url: "http://127.0.0.1:1".into(),
         ad_ttl_secs: 60,
         ads_refresh_secs: 60,
+        reports_concurrent: 4,
+        reports_per_namespace: 2,
         clients_file: None,
         database_url: None,
     }

@@ -112,6 +112,23 @@ pub struct ApiConfig {
         default_value_t = 5
     )]
     pub ads_refresh_secs: u64,
+    /// Reports that run at once in all (`crate::reports::admission`).
+    #[arg(
+        long = "api-reports-concurrent",
+        env = "RM_API_REPORTS_CONCURRENT",
+        default_value_t = reports::admission::DEFAULT_CONCURRENT,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub reports_concurrent: u32,
+    /// Reports one namespace runs at once; one more is a 429
+    /// (`crate::reports::admission`).
+    #[arg(
+        long = "api-reports-per-namespace",
+        env = "RM_API_REPORTS_PER_NAMESPACE",
+        default_value_t = reports::admission::DEFAULT_PER_NAMESPACE,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub reports_per_namespace: u32,
     /// A TOML file of OAuth clients and API keys (with Argon2 hashes) to upsert at
     /// start; see `retail-media clients --help`.
     #[arg(long = "api-clients-file", env = "RM_API_CLIENTS_FILE")]
@@ -148,6 +165,7 @@ struct Api {
     serving: rm_ads::Serving,
     windows: rm_store::model::attribution::Windows,
     inspector: Option<InspectorFn>,
+    reports: reports::admission::Admission,
 }
 
 impl Handler for ApiHandler {
@@ -350,6 +368,10 @@ pub async fn run(
             serving,
             windows: deps.windows,
             inspector: deps.inspector,
+            reports: reports::admission::Admission::new(
+                config.reports_concurrent as usize,
+                config.reports_per_namespace as usize,
+            ),
         }),
     };
     let refresher = {

@@ -85,6 +85,7 @@ use serde::Serialize;
 
 use crate::error::ApiError;
 
+pub mod admission;
 mod csv;
 mod kind;
 pub mod page;

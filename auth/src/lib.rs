@@ -26,6 +26,7 @@ pub mod limiter;
 pub mod secret;
 mod store;
 pub mod table;
+pub mod verified;
 pub mod verify;
 
 use std::collections::HashMap;
@@ -39,7 +40,7 @@ use http::HeaderValue;
 
 pub use client::{ApiKey, Client, Scope};
 pub use error::AuthError;
-use hash_queue::{Busy, HashQueue};
+use hash_queue::{party, Busy, HashQueue};
 pub use jwt::{Claims, StoredSigningKey, Tokens};
 use limiter::{LimitSettings, Limiter};
 pub use store::AuthStore;
@@ -57,6 +58,8 @@ pub struct Auth {
     /// global budget of unknown credentials.
     pub limiter: Limiter,
     hashing: HashQueue,
+    /// Secret checks that succeeded lately, by digest ([`verified`]).
+    verified: verified::Verified,
     /// Removed clients: client id -> Unix seconds of removal.
     revoked: RwLock<HashMap<String, i64>>,
 }
@@ -83,6 +86,7 @@ impl Auth {
             tokens,
             limiter: Limiter::new(limits, Instant::now()),
             hashing: HashQueue::new(limits.hash_concurrency as usize, limits.hash_queue as usize),
+            verified: verified::Verified::default(),
             revoked: RwLock::new(HashMap::new()),
         }
     }
@@ -120,20 +124,45 @@ impl Auth {
     }
 
     /// Runs `secret` against `phc` (or a decoy when `None`) through the bounded
-    /// hashing queue ([`hash_queue`]); [`Busy`] when the queue is full. `priority`
-    /// (a pair that authenticated recently) may use the queue's reserve.
+    /// hashing queue ([`hash_queue`]) as `parties` (the namespace and the client or
+    /// key the check is for: each holds at most its share of the queue); [`Busy`]
+    /// when the queue, or a party's share of it, is full. `priority` (a pair that
+    /// authenticated recently) may use the queue's reserve. A secret that matched
+    /// `phc` within the last minute is answered without hashing ([`verified`]).
     pub async fn check_secret(
         &self,
+        parties: &[&str],
         secret: String,
         phc: Option<String>,
         priority: bool,
     ) -> Result<bool, Busy> {
-        self.hashing
-            .run(priority, move || match phc {
-                Some(phc) => secret::verify(&secret, &phc),
-                None => secret::verify_decoy(&secret),
+        let Some(phc) = phc else {
+            return self
+                .hashing
+                .run(parties, priority, move || secret::verify_decoy(&secret))
+                .await;
+        };
+        if self.verified.knows(&phc, &secret, Instant::now()) {
+            return Ok(true);
+        }
+        let flight = self.verified.flight(&phc, &secret);
+        let ok = *flight
+            .answer()
+            .get_or_try_init(|| {
+                let (phc, secret) = (phc.clone(), secret.clone());
+                self.hashing
+                    .run(parties, priority, move || secret::verify(&secret, &phc))
             })
-            .await
+            .await?;
+        if ok {
+            self.verified.remember(&phc, &secret, Instant::now());
+        }
+        Ok(ok)
+    }
+
+    /// Successful secret checks remembered now ([`verified`]).
+    pub fn remembered_checks(&self) -> usize {
+        self.verified.len()
     }
 
     /// Checks `Authorization: Bearer <JWT>` (the header's value) with the one
@@ -202,8 +231,9 @@ impl Auth {
                 // The key's name in the limiter's table of recent successes.
                 let pair = format!("\0key:{digest}");
                 let priority = self.limiter.recently_good(&pair, source, Instant::now());
+                let ns = party::namespace(&stored.namespace);
                 let checked = self
-                    .check_secret(key, Some(stored.key_hash.clone()), priority)
+                    .check_secret(&[&ns, &pair], key, Some(stored.key_hash.clone()), priority)
                     .await
                     .map_err(|Busy| AuthError::Busy)?;
                 if checked {

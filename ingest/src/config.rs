@@ -6,6 +6,9 @@ use std::time::Duration;
 /// Default of `--click-window-secs`.
 pub const DEFAULT_CLICK_WINDOW_SECS: u64 = 30;
 
+/// Default of `--ingest-click-redirect-grace-secs`: an hour.
+pub const DEFAULT_CLICK_REDIRECT_GRACE_SECS: u64 = 3_600;
+
 /// The edge's settings.
 #[derive(Debug, Clone, clap::Args)]
 pub struct IngestConfig {
@@ -49,6 +52,16 @@ pub struct IngestConfig {
         default_value_t = DEFAULT_CLICK_WINDOW_SECS
     )]
     pub click_window_secs: u64,
+    /// A signed click redirects while its ad id is valid and for this many seconds
+    /// after it expired (a page left open a while); later it is answered `410 Gone`
+    /// with a short page, never redirected, so an ended or rejected campaign's links
+    /// stop leading through the edge within the ads' lifetime plus this.
+    #[arg(
+        long = "ingest-click-redirect-grace-secs",
+        env = "RM_INGEST_CLICK_REDIRECT_GRACE_SECS",
+        default_value_t = DEFAULT_CLICK_REDIRECT_GRACE_SECS
+    )]
+    pub click_redirect_grace_secs: u64,
     /// Most dedup keys remembered (memory bound; 29 to 57 bytes a key).
     #[arg(
         long = "dedup-max-keys",

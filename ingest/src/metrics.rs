@@ -4,7 +4,7 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `ingest_requests_total` | counter | `route` (beacon, impression, click, debug, other), `status` (200, 204, 302, 400, 401, 403, 404, 405, 413, 414, 503) |
+//! | `ingest_requests_total` | counter | `route` (beacon, impression, click, debug, other), `status` (200, 204, 302, 400, 401, 403, 404, 405, 410, 413, 414, 503) |
 //! | `ingest_events_accepted_total` | counter | `interaction_type` (15 + adImpression, adClick) |
 //! | `ingest_events_rejected_total` | counter | `reason` (fixed set) |
 //! | `ingest_events_invalid_total` | counter | `reason` (known_bot, non_browser, prefetch, unverified_ad_id): written events that are invalid traffic, by their first reason (`rm_schemas::agent`); also counted in `ingest_events_accepted_total` |
@@ -17,6 +17,7 @@
 //! | `ingest_rejected_rows_dropped_total` | counter | |
 //! | `ingest_ad_id_unverified_total` | counter | `verdict` (expired, bad_signature, foreign) |
 //! | `ingest_click_redirects_total` | counter | `recorded` (true, false) |
+//! | `ingest_click_links_ended_total` | counter | | signed clicks answered 410 instead of a redirect: their ad id expired beyond the grace period |
 //! | `ingest_inspector_ids` / `ingest_inspector_memory_bytes` | gauge | |
 
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
@@ -54,13 +55,15 @@ pub const REJECTED_ROWS_DROPPED: &str = "ingest_rejected_rows_dropped_total";
 pub const AD_ID_UNVERIFIED: &str = "ingest_ad_id_unverified_total";
 /// Click redirects, by whether the click was durably recorded.
 pub const CLICK_REDIRECTS: &str = "ingest_click_redirects_total";
+/// Signed clicks not redirected because their ad id expired beyond the grace period.
+pub const CLICK_LINKS_ENDED: &str = "ingest_click_links_ended_total";
 /// Tracking ids held by the inspector.
 pub const INSPECTOR_IDS: &str = "ingest_inspector_ids";
 /// Bytes held by the inspector (as it accounts them).
 pub const INSPECTOR_MEMORY: &str = "ingest_inspector_memory_bytes";
 
 /// HTTP statuses the edge answers with (bounded label set).
-pub const STATUSES: [u16; 11] = [200, 204, 302, 400, 401, 403, 404, 405, 413, 414, 503];
+pub const STATUSES: [u16; 12] = [200, 204, 302, 400, 401, 403, 404, 405, 410, 413, 414, 503];
 
 /// Routes (bounded label set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +125,8 @@ pub struct EdgeMetrics {
     pub rejected_rows_dropped: Counter,
     unverified: Vec<(UnverifiedAdId, Counter)>,
     redirects: [Counter; 2],
+    /// Signed clicks answered 410: their ad id ended.
+    pub links_ended: Counter,
     /// Inspector tracking ids.
     pub inspector_ids: Gauge,
     /// Inspector memory.
@@ -183,6 +188,7 @@ impl EdgeMetrics {
                 counter!(CLICK_REDIRECTS, "recorded" => "true"),
                 counter!(CLICK_REDIRECTS, "recorded" => "false"),
             ],
+            links_ended: counter!(CLICK_LINKS_ENDED),
             inspector_ids: gauge!(INSPECTOR_IDS),
             inspector_memory: gauge!(INSPECTOR_MEMORY),
         }

@@ -25,6 +25,7 @@ mod deploy_artifacts;
 mod edge_embedded;
 mod edge_impressions;
 mod edge_kafka;
+mod fair_shares;
 mod hostile_traffic;
 mod inspector;
 mod invalid_traffic;

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::reports::{self, query, KnownCosts, ReportKind};
+use crate::reports::{self, admission, query, KnownCosts, ReportKind};
 use crate::routes::{schema, Access, Call, Content, Handler, QueryParam, RequestBody, Route};
 use crate::{Api, ApiError};
 use rm_auth::client::Scope;
@@ -77,7 +77,7 @@ pub(crate) fn routes() -> Vec<Route> {
             request: RequestBody::None,
             ok: 200,
             response: Content::JsonOrCsv(schema::<ReportRows>),
-            errors: &[400, 401, 403, 404],
+            errors: &[400, 401, 403, 404, 429],
         })
         .collect()
 }
@@ -117,6 +117,11 @@ async fn report(api: &Api, call: Call, kind: ReportKind) -> Result<Response, Api
     }
     let today = rm_store::model::day_of(chrono::Utc::now().timestamp_millis());
     let q = query::from_pairs(kind, pairs, &call.parts.headers, today)?;
+    let party = tenant
+        .as_ref()
+        .map_or(admission::OPERATOR, |t| t.namespace.as_str())
+        .to_owned();
+    let _place = api.reports.enter(&party).await?;
     let (store, w) = (&*api.store, &api.windows);
     reports::rows(store, &costs, w, tenant, kind, q).await
 }

@@ -37,7 +37,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use rm_auth::hash_queue::Busy;
+use rm_auth::hash_queue::{party, Busy};
 use rm_auth::limiter::Refused;
 use rm_auth::{Auth, Scope};
 use rm_schemas::percent::{self, Rules};
@@ -343,14 +343,20 @@ async fn grant(
             auth.limiter.failed(None, source, now);
             return Err(slow_down(r));
         }
-        auth.check_secret(secret, None, false).await.map_err(busy)?;
+        auth.check_secret(&[party::UNKNOWN], secret, None, false)
+            .await
+            .map_err(busy)?;
         auth.limiter.failed(None, source, Instant::now());
         return Err(invalid_client("unknown client or wrong secret"));
     };
     let priority = auth.limiter.recently_good(&id, source, Instant::now());
     let phc = Some(client.secret_hash.clone());
+    let parties = [
+        party::namespace(&client.namespace),
+        party::client(&client.id),
+    ];
     if !auth
-        .check_secret(secret, phc, priority)
+        .check_secret(&[&parties[0], &parties[1]], secret, phc, priority)
         .await
         .map_err(busy)?
     {

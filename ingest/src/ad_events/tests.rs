@@ -125,3 +125,48 @@ async fn a_forged_click_never_redirects() {
     assert_eq!(r.status(), 400);
     assert!(!r.headers().contains_key("location"));
 }
+
+/// A signed click redirects while its ad id is valid and within the grace period
+/// after it expired; later it is a 410 page, never a redirect.
+#[tokio::test]
+async fn a_signed_click_stops_redirecting_after_its_ad_ended_and_the_grace_period() {
+    let keys = AdIdKeys::new(vec![b"0123456789abcdef-test".to_vec()]).expect("keys");
+    let (edge, inspector) = edge(&keys);
+    let now = chrono::Utc::now().timestamp();
+    let grace = crate::config::DEFAULT_CLICK_REDIRECT_GRACE_SECS as i64;
+    let dest = "https://shop.example/cta";
+    let click = |expiry: i64, session: &str| {
+        let ad = keys.mint("camp-1", "banner", expiry).expect("mint");
+        let sig = click_signature(&keys, &ad, dest);
+        format!(
+            "adId={ad}&timestamp={TS}&sessionId={session}&dest=https%3A%2F%2Fshop.example%2Fcta&sig={sig}"
+        )
+    };
+    for (expiry, session, status) in [
+        (now + 600, "live", 302),
+        (now - grace + 600, "in-grace", 302),
+        (now - grace - 600, "ended", 410),
+    ] {
+        let r = edge
+            .ad_event(
+                InteractionType::AdClick,
+                &click(expiry, session),
+                Traffic::BROWSER,
+            )
+            .await;
+        assert_eq!(r.status(), status, "{session}");
+        assert_eq!(r.headers().contains_key("location"), status == 302);
+    }
+    let report = crate::inspector_report::report(
+        &inspector,
+        "ended",
+        &rm_schemas::namespace::Viewer::Operator,
+    );
+    assert!(
+        report["events"][0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("410"),
+        "{report}"
+    );
+}
