@@ -260,6 +260,62 @@ fn a_signed_click_redirects_and_a_forged_one_is_refused() {
     assert_eq!(records[0].event.ad_id, ad);
 }
 
+/// A served ad's click URL kept after its campaign ended (or was rejected): the
+/// signed link redirects while the ad id is valid and for the grace period after, then
+/// answers 410 with a page and never redirects; the click is still recorded.
+#[test]
+fn a_signed_click_of_an_ad_that_ended_no_longer_redirects() {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, keys) = keys();
+    let env = [
+        ("RM_AD_ID_KEYS", key),
+        ("RM_INGEST_CLICK_REDIRECT_GRACE_SECS", "600".to_owned()),
+    ];
+    let svc = Service::start("ingest", dir.path(), &env);
+    let now = chrono::Utc::now().timestamp();
+    let dest = "https://shop.example/cta";
+    let ts = "2026-11-22T10:15:30.250Z";
+    let click = |expiry: i64, session: &str| {
+        let ad = keys.mint("camp-1", "banner", expiry).unwrap();
+        let sig = click_signature(&keys, &ad, dest);
+        let p = [
+            ("adId", ad.as_str()),
+            ("sessionId", session),
+            ("timestamp", ts),
+            ("dest", dest),
+            ("sig", sig.as_str()),
+        ];
+        get(svc.ingest, &url("click", &p)).unwrap()
+    };
+    let in_grace = click(now - 300, "s-grace");
+    assert_eq!(in_grace.status, 302);
+    let ended = click(now - 3_600, "s-ended");
+    assert_eq!(
+        ended.status,
+        410,
+        "{}",
+        String::from_utf8_lossy(&ended.body)
+    );
+    assert_eq!(ended.header("location"), None);
+    assert!(ended
+        .header("content-type")
+        .is_some_and(|c| c.starts_with("text/html")));
+    assert!(String::from_utf8_lossy(&ended.body).contains("This ad has ended"));
+    let metrics = String::from_utf8(get(svc.ingest, "/metrics").unwrap().body).unwrap();
+    assert_eq!(metric(&metrics, "ingest_click_links_ended_total"), 1.0);
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"ingest_requests_total{route="click",status="410"}"#
+        ),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(svc.terminate(), Some(0));
+    let records = read_embedded(dir.path(), TOPIC);
+    assert_eq!(records.len(), 2, "both clicks recorded: {records:#?}");
+}
+
 #[test]
 fn unverified_ad_ids_are_accepted_marked_and_counted() {
     let dir = tempfile::tempdir().unwrap();
