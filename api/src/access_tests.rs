@@ -70,7 +70,11 @@ async fn every_row_is_served_behind_its_access_rule() {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = Arc::new(State::open_embedded(dir.path()).expect("state"));
     let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("store");
-    let tokens = Tokens::load(&*state, "iss", "aud", 60).await.expect("keys");
+    let ad_keys = rm_schemas::ad_id::AdIdKeys::new(vec![vec![7; 32]]).expect("keys");
+    let seal = rm_auth::seal::SeedSeal::from_ad_keys(&ad_keys);
+    let tokens = Tokens::load(&*state, &seal, "iss", "aud", 60)
+        .await
+        .expect("keys");
     let bearer = |scope: Scope| {
         let t = tokens.issue("c", "acme", &[scope]).expect("token");
         format!("Authorization: Bearer {t}\r\n")
@@ -81,7 +85,7 @@ async fn every_row_is_served_behind_its_access_rule() {
         store: Arc::new(rm_store::AnyStore::Embedded(store)),
         state,
         log: None,
-        ad_keys: rm_schemas::ad_id::AdIdKeys::new(vec![vec![7; 32]]).expect("keys"),
+        ad_keys,
         windows: Default::default(),
         inspector: None,
     };

@@ -30,6 +30,9 @@ impl AuthStore for State {
     async fn signing_keys(&self) -> Result<Vec<StoredSigningKey>, StateError> {
         State::signing_keys(self).await
     }
+    async fn replace_signing_key(&self, key: &StoredSigningKey) -> Result<(), StateError> {
+        State::replace_signing_key(self, key).await
+    }
     async fn add_signing_key(&self, key: &StoredSigningKey) -> Result<bool, StateError> {
         State::add_signing_key(self, key).await
     }

@@ -277,8 +277,13 @@ pub struct ApiDeps {
 /// answer to a request's query string for a verified viewer.
 pub type InspectorFn = Arc<dyn Fn(&str, &rm_schemas::namespace::Viewer) -> Response + Send + Sync>;
 
-/// Opens the token keys and loads the demo data and clients file as configured.
-pub async fn prepare(config: &ApiConfig, state: &State) -> Result<rm_auth::Auth, ApiError> {
+/// Opens the token keys (their seeds sealed with a key derived from `ad_keys`, see
+/// `rm_auth::seal`) and loads the demo data and clients file as configured.
+pub async fn prepare(
+    config: &ApiConfig,
+    state: &State,
+    ad_keys: &rm_schemas::ad_id::AdIdKeys,
+) -> Result<rm_auth::Auth, ApiError> {
     state::migrate::run(state)
         .await
         .map_err(|e| ApiError::Internal(format!("converting the api state: {e}")))?;
@@ -297,14 +302,22 @@ pub async fn prepare(config: &ApiConfig, state: &State) -> Result<rm_auth::Auth,
             .map_err(|e| ApiError::Internal(format!("clients file {}: {e}", path.display())))?;
         tracing::info!(entries = n, path = %path.display(), "clients file applied");
     }
+    let seal = rm_auth::seal::SeedSeal::from_ad_keys(ad_keys);
     let tokens = rm_auth::Tokens::load(
         state,
+        &seal,
         &config.token_issuer,
         &config.token_audience,
         config.token_ttl_secs,
     )
     .await
     .map_err(|e| ApiError::Internal(format!("loading signing keys: {e}")))?;
+    if tokens.resealed() > 0 {
+        tracing::warn!(
+            keys = tokens.resealed(),
+            "token signing seeds found in clear (a state written before seeds were sealed) or sealed with an older ad id key: sealed again with the first of RM_AD_ID_KEYS"
+        );
+    }
     let auth = rm_auth::Auth::new(tokens, &config.limits);
     auth.refresh_revocations(state)
         .await
@@ -321,7 +334,7 @@ pub async fn run(
     shutdown: CancellationToken,
     serve: ServeOptions,
 ) -> Result<(), ApiError> {
-    let auth = prepare(&config, &deps.state).await?;
+    let auth = prepare(&config, &deps.state, &deps.ad_keys).await?;
     let routes = endpoints::table();
     metrics::register(&routes.iter().map(|r| r.path).collect::<Vec<_>>());
     let openapi = Bytes::from(openapi::document(&routes).to_string());

@@ -9,6 +9,8 @@
 //! Keys live in the api's state ([`AuthStore`]), so every instance signs with the
 //! same key and `/.well-known/jwks.json` lists each one (OKP, Ed25519) for other
 //! verifiers. The newest key signs; older keys keep verifying the tokens they signed.
+//! Their seeds are stored sealed ([`crate::seal`]); seeds found in clear (an earlier
+//! version's state) are sealed at load.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -18,6 +20,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header};
 
 use crate::client::Scope;
 use crate::error::AuthError;
+use crate::seal::{Opened, SeedSeal};
 use crate::store::AuthStore;
 use crate::verify::{KeySet, Verifier};
 
@@ -38,6 +41,7 @@ pub struct Tokens {
     audience: String,
     verifier: Verifier,
     ttl_secs: u64,
+    resealed: usize,
 }
 
 /// Our keys without revocations (those are the caller's: `crate::Auth`).
@@ -50,14 +54,11 @@ impl KeySet for Tokens {
     }
 }
 
-fn key_from_seed(stored: &StoredSigningKey) -> Result<Key, AuthError> {
+fn key_from_seed(kid: &str, seed: Vec<u8>) -> Result<Key, AuthError> {
     let bad = |message: String| AuthError::SigningKey {
-        kid: stored.kid.clone(),
+        kid: kid.to_owned(),
         message,
     };
-    let seed = URL_SAFE_NO_PAD
-        .decode(&stored.seed)
-        .map_err(|e| bad(e.to_string()))?;
     let seed: [u8; 32] = seed
         .try_into()
         .map_err(|_| bad("seed is not 32 bytes".to_owned()))?;
@@ -65,7 +66,7 @@ fn key_from_seed(stored: &StoredSigningKey) -> Result<Key, AuthError> {
     let der = sk.to_pkcs8_der().map_err(|e| bad(e.to_string()))?;
     let public = sk.verifying_key().to_bytes();
     Ok(Key {
-        kid: stored.kid.clone(),
+        kid: kid.to_owned(),
         encoding: EncodingKey::from_ed_der(der.as_bytes()),
         decoding: DecodingKey::from_ed_der(&public),
         public_b64: URL_SAFE_NO_PAD.encode(public),
@@ -78,8 +79,13 @@ impl Tokens {
     /// The first key always has the `kid` `k1`: api instances that start together on
     /// an empty shared state all try to add it, exactly one wins (`insert_new`), and
     /// each rereads, so all of them sign with, and verify, the same key.
+    ///
+    /// Seeds are opened with `seal`; one in clear, or sealed with an ad id key that is
+    /// no longer the first, is sealed again and written back ([`Self::resealed`]
+    /// counts them); one that no key opens is an error naming its `kid`.
     pub async fn load<S: AuthStore>(
         store: &S,
+        seal: &SeedSeal,
         issuer: &str,
         audience: &str,
         ttl_secs: u64,
@@ -91,7 +97,7 @@ impl Tokens {
             let now = chrono::Utc::now();
             let k = StoredSigningKey {
                 kid: "k1".to_owned(),
-                seed: URL_SAFE_NO_PAD.encode(seed),
+                seed: seal.seal("k1", &seed),
                 created: now.to_rfc3339(),
             };
             store.add_signing_key(&k).await.map_err(AuthError::store)?;
@@ -99,17 +105,45 @@ impl Tokens {
             stored = store.signing_keys().await.map_err(AuthError::store)?;
         }
         stored.sort_by(|a, b| b.created.cmp(&a.created).then(b.kid.cmp(&a.kid)));
-        let keys = stored
-            .iter()
-            .map(key_from_seed)
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut keys = Vec::with_capacity(stored.len());
+        let mut resealed = 0;
+        for k in &stored {
+            let seed = match seal.open(&k.kid, &k.seed) {
+                Ok(Opened::Current(seed)) => seed,
+                Ok(Opened::Reseal(seed)) => {
+                    let sealed = StoredSigningKey {
+                        seed: seal.seal(&k.kid, &seed),
+                        ..k.clone()
+                    };
+                    store
+                        .replace_signing_key(&sealed)
+                        .await
+                        .map_err(AuthError::store)?;
+                    resealed += 1;
+                    seed
+                }
+                Err(e) => {
+                    return Err(AuthError::SigningKey {
+                        kid: k.kid.clone(),
+                        message: e.to_string(),
+                    })
+                }
+            };
+            keys.push(key_from_seed(&k.kid, seed)?);
+        }
         Ok(Tokens {
             keys,
             issuer: issuer.to_owned(),
             audience: audience.to_owned(),
             verifier: Verifier::new(issuer, audience),
             ttl_secs,
+            resealed,
         })
+    }
+
+    /// Seeds sealed again at load: found in clear, or sealed with an older key.
+    pub fn resealed(&self) -> usize {
+        self.resealed
     }
 
     /// The verifier of our issuer and audience.
@@ -193,8 +227,58 @@ mod tests {
     use crate::store::tests::MemStore;
 
     async fn tokens(store: &MemStore, issuer: &str) -> ((), Tokens) {
-        let t = Tokens::load(store, issuer, "aud-1", 60).await.unwrap();
+        let t = Tokens::load(store, &test_seal(), issuer, "aud-1", 60)
+            .await
+            .unwrap();
         ((), t)
+    }
+
+    fn test_seal() -> SeedSeal {
+        SeedSeal::from_ad_keys(
+            &rm_schemas::ad_id::AdIdKeys::new(vec![b"0123456789abcdef-seal".to_vec()]).unwrap(),
+        )
+    }
+
+    /// A state an earlier version wrote holds its seed in clear: the same key loads,
+    /// and the state then holds it sealed only.
+    #[tokio::test]
+    async fn a_seed_stored_in_clear_is_sealed_at_load_and_signs_as_before() {
+        let store = MemStore::default();
+        let seed = [5u8; 32];
+        let clear = URL_SAFE_NO_PAD.encode(seed);
+        store
+            .add_signing_key(&StoredSigningKey {
+                kid: "k1".into(),
+                seed: clear.clone(),
+                created: "2026-01-01T00:00:00Z".into(),
+            })
+            .await
+            .unwrap();
+        let before = SigningKey::from_bytes(&seed)
+            .verifying_key()
+            .to_bytes()
+            .to_vec();
+        let t = Tokens::load(&store, &test_seal(), "iss", "aud", 60)
+            .await
+            .unwrap();
+        assert_eq!(t.resealed(), 1);
+        assert_eq!(t.public_key("k1"), Some(before));
+        let now = store.signing_keys().await.unwrap();
+        assert!(now[0].seed.starts_with(crate::seal::SEALED), "{now:?}");
+        assert!(!now[0].seed.contains(&clear));
+        // The next load finds it sealed, and a state sealed under other keys stops it.
+        let again = Tokens::load(&store, &test_seal(), "iss", "aud", 60)
+            .await
+            .unwrap();
+        assert_eq!(again.resealed(), 0);
+        let other = SeedSeal::from_ad_keys(
+            &rm_schemas::ad_id::AdIdKeys::new(vec![b"0123456789abcdef-othr".to_vec()]).unwrap(),
+        );
+        let e = Tokens::load(&store, &other, "iss", "aud", 60)
+            .await
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("k1"), "{e}");
     }
 
     fn b64(v: &serde_json::Value) -> String {

@@ -23,6 +23,7 @@ mod error;
 pub mod hash_queue;
 pub mod jwt;
 pub mod limiter;
+pub mod seal;
 pub mod secret;
 mod store;
 pub mod table;
@@ -268,7 +269,10 @@ mod tests {
     #[tokio::test]
     async fn bearer_applies_the_one_rule() {
         let store = MemStore::default();
-        let tokens = Tokens::load(&store, "iss", "aud", 60).await.unwrap();
+        let seal = seal::SeedSeal::from_ad_keys(
+            &rm_schemas::ad_id::AdIdKeys::new(vec![b"0123456789abcdef-seal".to_vec()]).unwrap(),
+        );
+        let tokens = Tokens::load(&store, &seal, "iss", "aud", 60).await.unwrap();
         let auth = Auth::new(tokens, &LimitSettings::default());
         let tok = auth.tokens.issue("c1", "acme", &[Scope::Reports]).unwrap();
         let who = auth.bearer(Some(&value(&tok)), &[Scope::Reports]).unwrap();
@@ -291,13 +295,11 @@ mod tests {
         let store_keys = store.keys.lock().unwrap().clone();
         let seed = &store_keys["k1"];
         let sk = {
-            use base64::engine::general_purpose::URL_SAFE_NO_PAD;
             use ed25519_dalek::pkcs8::EncodePrivateKey;
-            let b: [u8; 32] = URL_SAFE_NO_PAD
-                .decode(&seed.seed)
-                .unwrap()
-                .try_into()
-                .unwrap();
+            let seal::Opened::Current(b) = seal.open("k1", &seed.seed).unwrap() else {
+                panic!("sealed with the first key")
+            };
+            let b: [u8; 32] = b.try_into().unwrap();
             let der = ed25519_dalek::SigningKey::from_bytes(&b)
                 .to_pkcs8_der()
                 .unwrap();

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 pub struct StoredSigningKey {
     /// Key id (`kid`).
     pub kid: String,
-    /// Ed25519 seed, base64url.
+    /// Ed25519 seed, sealed (`crate::seal`; base64url in clear in states written
+    /// before seeds were sealed).
     pub seed: String,
     /// Creation time (RFC 3339).
     pub created: String,
@@ -41,6 +42,12 @@ pub trait AuthStore: Sync {
         &self,
         key: &StoredSigningKey,
     ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
+    /// Replaces the stored form of an existing signing key (its seed sealed again).
+    fn replace_signing_key(
+        &self,
+        key: &StoredSigningKey,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
     /// Every removed client with the Unix seconds of its removal.
     fn revocations(&self) -> impl Future<Output = Result<Vec<(String, i64)>, Self::Error>> + Send;
@@ -72,6 +79,13 @@ pub(crate) mod tests {
         }
         async fn signing_keys(&self) -> Result<Vec<StoredSigningKey>, Never> {
             Ok(self.keys.lock().unwrap().values().cloned().collect())
+        }
+        async fn replace_signing_key(&self, key: &StoredSigningKey) -> Result<(), Never> {
+            self.keys
+                .lock()
+                .unwrap()
+                .insert(key.kid.clone(), key.clone());
+            Ok(())
         }
         async fn add_signing_key(&self, key: &StoredSigningKey) -> Result<bool, Never> {
             let mut keys = self.keys.lock().unwrap();

@@ -290,6 +290,21 @@ impl AdIdKeys {
         }
     }
 
+    /// A 32-byte key for `purpose` derived from each key (HMAC-SHA256 of the purpose),
+    /// the signing key's first: what other secrets are sealed with, so every service
+    /// holding the ad id keys can open them and a rotation keeps the old ones readable.
+    pub fn derived_keys(&self, purpose: &str) -> Vec<[u8; 32]> {
+        self.keys
+            .iter()
+            .filter_map(|k| {
+                let mut m = Hmac::<Sha256>::new_from_slice(k).ok()?;
+                m.update(b"rm derived key\0");
+                m.update(purpose.as_bytes());
+                Some(m.finalize().into_bytes().into())
+            })
+            .collect()
+    }
+
     /// Signs an arbitrary value (a click destination), base64url.
     pub fn sign_value(&self, scope: &str, value: &str) -> String {
         let msg = format!("{scope}\u{0}{value}");

@@ -13,6 +13,7 @@
 
 use crate::common;
 
+use base64::Engine as _;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -423,7 +424,9 @@ async fn state_signing_keys_are_insert_once(f: &Fixture) {
     for _ in 0..8 {
         let state = Arc::clone(&state);
         tasks.spawn(async move {
-            rm_auth::Tokens::load(&*state, "iss", "aud", 60)
+            let keys = rm_schemas::ad_id::AdIdKeys::new(vec![b"0123456789abcdef-suite".to_vec()]);
+            let seal = rm_auth::seal::SeedSeal::from_ad_keys(&keys.unwrap());
+            rm_auth::Tokens::load(&*state, &seal, "iss", "aud", 60)
                 .await
                 .unwrap()
         });
@@ -438,6 +441,31 @@ async fn state_signing_keys_are_insert_once(f: &Fixture) {
         for b in &loaded {
             assert_eq!(b.verify(&tok).unwrap().sub, "c1");
         }
+    }
+    // Every seed is stored sealed; a seed an earlier version stored in clear (k9 here)
+    // loads as the same key and is sealed in place.
+    let stored = state.signing_keys().await.unwrap();
+    assert!(
+        stored[0].seed.starts_with(rm_auth::seal::SEALED),
+        "{stored:?}"
+    );
+    let clear = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([3u8; 32]);
+    let mut old = k("k9", &clear);
+    old.created = "2030-01-01T00:00:00Z".to_owned();
+    assert!(state.add_signing_key(&old).await.unwrap());
+    let keys = rm_schemas::ad_id::AdIdKeys::new(vec![b"0123456789abcdef-suite".to_vec()]);
+    let seal = rm_auth::seal::SeedSeal::from_ad_keys(&keys.unwrap());
+    let t = rm_auth::Tokens::load(&*state, &seal, "iss", "aud", 60)
+        .await
+        .unwrap();
+    assert_eq!(t.resealed(), 1);
+    let public = ed25519_dalek::SigningKey::from_bytes(&[3u8; 32])
+        .verifying_key()
+        .to_bytes();
+    assert_eq!(t.public_key("k9"), Some(public.to_vec()));
+    for k in state.signing_keys().await.unwrap() {
+        assert!(k.seed.starts_with(rm_auth::seal::SEALED), "{k:?}");
+        assert!(!k.seed.contains(&clear));
     }
 }
 

@@ -121,6 +121,71 @@ fn help_never_prints_a_secret_from_the_environment() {
 /// Key material is the service user's only (issue 23): a fresh data dir is `0700`,
 /// the ad id key and the api's state `0600`; a data dir and a key left
 /// world-readable by an earlier version are narrowed at start, with a warning.
+/// The token signing seed is sealed in the api's state: a copy of the state file
+/// mints nothing. A state an earlier version wrote, its seed in clear, keeps its key
+/// (tokens it issued still verify: the JWK set publishes the same public key) and holds
+/// it sealed after the first start.
+#[test]
+fn the_token_signing_seed_is_sealed_at_rest_and_an_earlier_clear_one_is_converted() {
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let dir = tempfile::tempdir().unwrap();
+    let seed = [42u8; 32];
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let state = rm_api::state::State::open_embedded(dir.path()).unwrap();
+        let old = rm_auth::StoredSigningKey {
+            kid: "k1".into(),
+            seed: b64(&seed),
+            created: "2026-11-01T00:00:00Z".into(),
+        };
+        assert!(state.add_signing_key(&old).await.unwrap());
+    });
+    let svc = Service::start("all", dir.path(), &[]);
+    svc.wait_ready(svc.api, std::time::Duration::from_secs(60));
+    let jwks = get(svc.api, "/.well-known/jwks.json").unwrap().json();
+    let public = ed25519_dalek::SigningKey::from_bytes(&seed)
+        .verifying_key()
+        .to_bytes();
+    assert_eq!(jwks["keys"][0]["kid"], "k1");
+    assert_eq!(jwks["keys"][0]["x"], b64(&public), "{jwks}");
+    // The api signs and verifies with it as before.
+    let token = common::demo_token(svc.api);
+    common::api_json(svc.api, &format!("Bearer {token}"), "/v1/admin/clients");
+    let log = svc.log();
+    assert!(log.contains("sealed again"), "{log}");
+    svc.terminate();
+    rt.block_on(async {
+        let state = rm_api::state::State::open_embedded(dir.path()).unwrap();
+        let keys = state.signing_keys().await.unwrap();
+        assert_eq!(keys.len(), 1);
+        assert!(keys[0].seed.starts_with(rm_auth::seal::SEALED), "{keys:?}");
+        assert!(!keys[0].seed.contains(&b64(&seed)));
+    });
+    // A copy of the state with another deployment's ad id key opens nothing: the api
+    // refuses to start, naming the key.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(copy.path().join("api")).unwrap();
+    std::fs::copy(
+        dir.path().join("api/state.redb"),
+        copy.path().join("api/state.redb"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_retail-media"))
+        .arg("api")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RM_DATA_DIR", copy.path())
+        .env("RM_API_ADDR", format!("127.0.0.1:{}", free_port()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("k1") && err.contains("RM_AD_ID_KEYS"), "{err}");
+}
+
 #[test]
 fn key_material_is_readable_by_the_service_user_only() {
     use std::os::unix::fs::PermissionsExt;

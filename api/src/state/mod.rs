@@ -389,6 +389,10 @@ impl State {
     pub async fn signing_keys(&self) -> Result<Vec<StoredSigningKey>, StateError> {
         self.scan_typed(Ns::SigningKeys).await
     }
+    /// Replaces a signing key's stored form (its seed sealed again).
+    pub async fn replace_signing_key(&self, k: &StoredSigningKey) -> Result<(), StateError> {
+        self.kv.put(Ns::SigningKeys, &k.kid, encode(k)).await
+    }
     /// Adds a signing key unless one with its `kid` exists.
     pub async fn add_signing_key(&self, k: &StoredSigningKey) -> Result<bool, StateError> {
         self.kv.insert_new(Ns::SigningKeys, &k.kid, encode(k)).await
