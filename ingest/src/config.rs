@@ -136,9 +136,14 @@ pub struct IngestConfig {
     )]
     pub inspector_new_ids_per_sec: u64,
     /// JWK set that verifies bearer tokens for `GET /v1/debug/events` on the edge's own
-    /// port (the api's `/.well-known/jwks.json`). Unset: the edge does not serve it.
+    /// port (the api's `/.well-known/jwks.json`): `https://`, or `http://` on loopback
+    /// only. Unset: the edge does not serve it.
     #[arg(long = "ingest-jwks-url", env = "RM_INGEST_JWKS_URL")]
     pub jwks_url: Option<String>,
+    /// PEM bundle of the CAs an `https://` `RM_INGEST_JWKS_URL`'s certificate is
+    /// checked against; unset: the system's bundle.
+    #[arg(long = "ingest-jwks-ca-file", env = "RM_INGEST_JWKS_CA_FILE")]
+    pub jwks_ca_file: Option<std::path::PathBuf>,
     /// Issuer bearer tokens must carry.
     #[arg(
         long = "ingest-jwt-issuer",

@@ -12,11 +12,25 @@
 //! (`revoked-clients.json`: SHA-256 of each id and the time) are reread every ten
 //! seconds. A tenant's token (`reports`) sees its namespace only (the `ns` claim);
 //! `admin` is an operator.
+//!
+//! **Transport.** Whoever can change the key set mints operator tokens, so the set is
+//! fetched over `https://` (rustls; the server's certificate checked against
+//! `RM_INGEST_JWKS_CA_FILE`, a PEM bundle, or the system's bundle) or, only on
+//! loopback, `http://` (an api in the same host or pod). Any other `http://` URL is
+//! refused at start.
+//!
+//! **Fail closed.** A token is refused (503, as when no key set could be read) while
+//! the list of removed clients has not been read for [`REVOCATIONS_STALE_AFTER`]
+//! (never read counts as stale): a removed client's token must not outlive its
+//! removal because the list could not be fetched.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -32,6 +46,14 @@ const MAX_JWKS_BYTES: usize = 256 * 1024;
 /// How often the list of removed clients is reread (well under the 60 s a removed
 /// client's token may keep working).
 const REVOCATIONS_EVERY: Duration = Duration::from_secs(10);
+/// How long the list of removed clients may go unread before tokens are refused.
+pub const REVOCATIONS_STALE_AFTER: Duration = Duration::from_secs(60);
+/// The system's CA bundle, where `RM_INGEST_JWKS_CA_FILE` is unset (Debian's, then
+/// Red Hat's; `SSL_CERT_FILE` first).
+const SYSTEM_BUNDLES: [&str; 2] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+];
 
 #[derive(Deserialize)]
 struct Jwk {
@@ -63,7 +85,10 @@ struct RevokedEntry {
 #[derive(Default)]
 struct Revoked {
     at: std::collections::HashMap<String, i64>,
+    /// Last fetch attempt (a failed one waits [`REVOCATIONS_EVERY`] too).
     fetched: Option<Instant>,
+    /// Last fetch that read the list.
+    read: Option<Instant>,
 }
 
 struct Cache {
@@ -96,9 +121,9 @@ impl KeySet for Fetched<'_> {
 pub struct BearerVerifier {
     url: hyper::Uri,
     verifier: Verifier,
-    client: Client<HttpConnector, Empty<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
     cache: tokio::sync::Mutex<Cache>,
-    revoked_url: Option<hyper::Uri>,
+    revoked_url: hyper::Uri,
     revoked: tokio::sync::Mutex<Revoked>,
 }
 
@@ -117,27 +142,95 @@ fn keys_of(doc: &[u8]) -> Result<Vec<(Option<String>, DecodingKey)>, String> {
         .collect())
 }
 
+/// True when `host` (a URL's) names this machine.
+fn loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The roots server certificates are checked against: the PEM bundle at `ca_file`,
+/// else the system's.
+fn roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+    let from_env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+    let path = match ca_file {
+        Some(p) => p.to_path_buf(),
+        None => from_env
+            .into_iter()
+            .chain(SYSTEM_BUNDLES.iter().map(std::path::PathBuf::from))
+            .find(|p| p.is_file())
+            .ok_or("no system CA bundle found; set RM_INGEST_JWKS_CA_FILE")?,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(&path)
+        .map_err(|e| format!("RM_INGEST_JWKS_CA_FILE {}: {e}", path.display()))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{} holds no certificate", path.display()));
+    }
+    Ok(roots)
+}
+
 impl BearerVerifier {
-    /// A verifier of tokens from `issuer` for `audience`, keys at `url`.
-    pub fn new(url: &str, issuer: &str, audience: &str) -> Result<Self, String> {
+    /// A verifier of tokens from `issuer` for `audience`, keys at `url` (https, or
+    /// http on loopback), server certificates checked against `ca_file` (PEM) or the
+    /// system's bundle.
+    pub fn new(
+        url: &str,
+        issuer: &str,
+        audience: &str,
+        ca_file: Option<&Path>,
+    ) -> Result<Self, String> {
         let uri: hyper::Uri = url
             .parse()
             .map_err(|e| format!("RM_INGEST_JWKS_URL '{url}' is not a URL: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(format!(
-                "RM_INGEST_JWKS_URL '{url}' must be an http:// URL (put TLS in front of the api's internal address, or run the inspector on the api)"
-            ));
-        }
+        let host = uri.host().unwrap_or("");
+        let roots = match uri.scheme_str() {
+            Some("https") => roots(ca_file)?,
+            Some("http") if loopback(host) => rustls::RootCertStore::empty(),
+            _ => {
+                return Err(format!(
+                    "RM_INGEST_JWKS_URL '{url}' must be an https:// URL (http:// only on loopback): whoever can change the key set mints tokens"
+                ))
+            }
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .build();
         // The api publishes removed clients beside its key set.
-        let revoked_url = url
-            .strip_suffix("jwks.json")
-            .and_then(|base| format!("{base}revoked-clients.json").parse().ok());
+        let revoked_url = match url.strip_suffix("jwks.json") {
+            Some(base) => format!("{base}revoked-clients.json"),
+            None => format!(
+                "{}://{}/.well-known/revoked-clients.json",
+                uri.scheme_str().unwrap_or("https"),
+                uri.authority().map_or("", |a| a.as_str())
+            ),
+        }
+        .parse()
+        .map_err(|e| format!("RM_INGEST_JWKS_URL '{url}': {e}"))?;
         Ok(Self {
             revoked_url,
             revoked: tokio::sync::Mutex::new(Revoked::default()),
             url: uri,
             verifier: Verifier::new(issuer, audience),
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client: Client::builder(TokioExecutor::new()).build(connector),
             cache: tokio::sync::Mutex::new(Cache {
                 keys: Vec::new(),
                 fetched: None,
@@ -166,16 +259,13 @@ impl BearerVerifier {
     }
 
     /// The api's list of removed clients, reread every [`REVOCATIONS_EVERY`]. A
-    /// list that cannot be read keeps the last one (and, never read, counts as empty:
-    /// the api may predate it), with a warning.
+    /// list that cannot be read keeps the last one, with a warning, until
+    /// [`REVOCATIONS_STALE_AFTER`] (see [`Self::check`]).
     async fn revoked(&self) -> tokio::sync::MutexGuard<'_, Revoked> {
         let mut r = self.revoked.lock().await;
-        let Some(url) = self.revoked_url.as_ref() else {
-            return r;
-        };
         if r.fetched.is_none_or(|t| t.elapsed() > REVOCATIONS_EVERY) {
             let doc = self
-                .get_doc(url, "revoked clients list")
+                .get_doc(&self.revoked_url, "revoked clients list")
                 .await
                 .and_then(|b| {
                     serde_json::from_slice::<RevokedDoc>(&b)
@@ -188,6 +278,7 @@ impl BearerVerifier {
                         .into_iter()
                         .map(|e| (e.client_id_sha256, e.revoked_at))
                         .collect();
+                    r.read = Some(Instant::now());
                 }
                 Err(e) => tracing::warn!(error = %e, "revoked clients: keeping the last list"),
             }
@@ -230,6 +321,15 @@ impl BearerVerifier {
         let kid = verify::key_id(token)?;
         let keys = self.keys(&kid).await?;
         let revoked = self.revoked().await;
+        if revoked
+            .read
+            .is_none_or(|t| t.elapsed() > REVOCATIONS_STALE_AFTER)
+        {
+            return Err(AuthError::KeysUnavailable(format!(
+                "the api's list of removed clients could not be read for {} s; tokens are refused until it can",
+                REVOCATIONS_STALE_AFTER.as_secs()
+            )));
+        }
         let fetched = Fetched {
             keys: &keys,
             revoked: &revoked.at,
@@ -246,47 +346,4 @@ impl BearerVerifier {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_ed25519_keys_are_taken() {
-        let doc = br#"{"keys":[
-            {"kty":"OKP","crv":"Ed25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo","kid":"k1"},
-            {"kty":"RSA","n":"abc","e":"AQAB","kid":"k2"},
-            {"kty":"OKP","crv":"X25519","x":"11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}]}"#;
-        let keys = keys_of(doc).expect("parse");
-        assert_eq!(keys.len(), 1);
-        assert_eq!(keys[0].0.as_deref(), Some("k1"));
-        assert!(keys_of(b"nope").is_err());
-    }
-
-    #[test]
-    fn only_http_urls_are_accepted() {
-        assert!(
-            BearerVerifier::new("http://127.0.0.1:8081/.well-known/jwks.json", "i", "a").is_ok()
-        );
-        assert!(BearerVerifier::new("https://api/jwks", "i", "a").is_err());
-        assert!(BearerVerifier::new("not a url", "i", "a").is_err());
-    }
-
-    #[tokio::test]
-    async fn missing_and_malformed_tokens_are_401() {
-        let v = BearerVerifier::new("http://127.0.0.1:9/jwks", "i", "a").expect("verifier");
-        let bearer = |t: &str| http::HeaderValue::from_str(&format!("Bearer {t}")).unwrap();
-        assert!(matches!(
-            v.check(None).await,
-            Err(AuthError::NoCredentials(_))
-        ));
-        assert!(matches!(
-            v.check(Some(&bearer("x.y.z"))).await,
-            Err(AuthError::InvalidToken(_))
-        ));
-        // An HS256 token is refused before any key is fetched.
-        let hs = "eyJhbGciOiJIUzI1NiJ9.eyJzY29wZSI6InJlcG9ydHMifQ.sig";
-        assert!(matches!(
-            v.check(Some(&bearer(hs))).await,
-            Err(AuthError::InvalidToken(_))
-        ));
-    }
-}
+mod tests;

@@ -62,7 +62,14 @@ pub async fn run<L: EventLog>(
         .jwks_url
         .as_deref()
         .filter(|u| !u.trim().is_empty())
-        .map(|u| jwks::BearerVerifier::new(u, &config.jwt_issuer, &config.jwt_audience))
+        .map(|u| {
+            jwks::BearerVerifier::new(
+                u,
+                &config.jwt_issuer,
+                &config.jwt_audience,
+                config.jwks_ca_file.as_deref(),
+            )
+        })
         .transpose()
         .map_err(IngestError::Config)?;
     let ready_log = Arc::clone(&log);

@@ -444,7 +444,8 @@ fn bad_edge_settings_fail_at_start_naming_them() {
         ("RM_INGEST_INSPECTOR", "sometimes", "ingest-inspector"),
         (
             "RM_INGEST_JWKS_URL",
-            "https://api.example/jwks",
+            // Plain http off loopback: anyone on the path could swap the key set.
+            "http://api.example/.well-known/jwks.json",
             "RM_INGEST_JWKS_URL",
         ),
     ] {
