@@ -144,6 +144,9 @@ pub struct ApiConfig {
     pub database_url: Option<String>,
 }
 
+/// The shortest time between two rebuilds of the ads index after campaign changes.
+const ADS_REBUILD_MIN_GAP: Duration = Duration::from_secs(1);
+
 /// The api's request handler.
 #[derive(Clone)]
 pub struct ApiHandler {
@@ -405,7 +408,11 @@ pub async fn run(
                         tracing::warn!(error = %e, "revoked clients: reread failed; keeping the last list");
                     }
                 }
-                if inner.ads.dirty() || last.elapsed() >= every {
+                // Changes of every namespace coalesce: at most one rebuild a second
+                // however often campaigns change, so no tenant's changes take the
+                // rebuild from the others.
+                let due = inner.ads.dirty() && last.elapsed() >= ADS_REBUILD_MIN_GAP;
+                if due || last.elapsed() >= every {
                     last = Instant::now();
                     let inputs = ads::ApiInputs {
                         state: &inner.state,

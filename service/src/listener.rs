@@ -51,6 +51,15 @@ pub struct ListenerConfig {
         default_value_t = DEFAULT_MAX_CONNECTIONS
     )]
     pub max_connections: usize,
+    /// Most connections one source (an IPv4 address, an IPv6 /64) keeps open on one
+    /// listener; more from it are closed at once, so one client cannot take every
+    /// connection from the others. Unset: a quarter of `RM_HTTP_MAX_CONNECTIONS`; 0:
+    /// no per-source bound (behind a reverse proxy, where every client is the proxy).
+    #[arg(
+        long = "http-max-connections-per-source",
+        env = "RM_HTTP_MAX_CONNECTIONS_PER_SOURCE"
+    )]
+    pub max_connections_per_source: Option<usize>,
 }
 
 impl ListenerConfig {
@@ -65,6 +74,9 @@ impl ListenerConfig {
             idle_timeout: secs(self.idle_timeout_secs),
             body_timeout: secs(self.body_timeout_secs),
             max_connections: self.max_connections.max(1),
+            max_connections_per_source: self
+                .max_connections_per_source
+                .unwrap_or(self.max_connections.max(1).div_ceil(4)),
             ..ServeOptions::default()
         }
     }
@@ -89,6 +101,8 @@ pub struct ServeOptions {
     pub body_timeout: Duration,
     /// Most connections open at once on the listener.
     pub max_connections: usize,
+    /// Most connections one source keeps open (0: no bound).
+    pub max_connections_per_source: usize,
 }
 
 impl Default for ServeOptions {
@@ -100,6 +114,7 @@ impl Default for ServeOptions {
             idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS),
             body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_SECS),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_source: DEFAULT_MAX_CONNECTIONS.div_ceil(4),
         }
     }
 }

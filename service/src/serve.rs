@@ -10,11 +10,14 @@
 //! clients wait in the kernel's backlog while open ones keep being served); a request
 //! head must arrive within `header_timeout` and a keep-alive connection may be idle
 //! for `idle_timeout` ([`crate::watchdog`]). `body_timeout` travels with the options
-//! to the handlers that read bodies.
+//! to the handlers that read bodies. One source (an IPv4 address, an IPv6 /64) keeps
+//! at most `max_connections_per_source` open: a connection beyond it is closed as
+//! soon as it is accepted, so one client cannot hold every permit.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -48,6 +51,51 @@ pub enum ServeError {
     DrainTimeout(Duration),
 }
 
+/// The source a connection counts against: an IPv4 address (also IPv4-mapped IPv6)
+/// whole, an IPv6 address by its /64 (one host usually holds a whole /64).
+pub fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+/// Connections open per source; a [`SourceSlot`] gives its place back on drop.
+#[derive(Default)]
+struct Sources(Mutex<HashMap<IpAddr, usize>>);
+
+struct SourceSlot(Arc<Sources>, IpAddr);
+
+impl Sources {
+    fn take(self: &Arc<Self>, source: IpAddr, cap: usize) -> Option<SourceSlot> {
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(source).or_default();
+        if cap > 0 && *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(SourceSlot(Arc::clone(self), source))
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut open = self.0 .0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.1);
+            }
+        }
+    }
+}
+
 /// Serves `handler` on `listener` until `shutdown` is cancelled, then drains.
 pub async fn serve<H: Handler>(
     listener: TcpListener,
@@ -62,6 +110,7 @@ pub async fn serve<H: Handler>(
         .max_buf_size(opts.max_head_bytes.max(8192));
     let addr = listener.local_addr().ok();
     let permits = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    let sources = Arc::new(Sources::default());
     let (header, idle) = (opts.header_timeout, opts.idle_timeout);
     loop {
         // A permit first: at the cap, new clients wait in the backlog, not in memory.
@@ -84,6 +133,10 @@ pub async fn serve<H: Handler>(
                 }
             },
         };
+        let Some(slot) = sources.take(source_of(peer.ip()), opts.max_connections_per_source) else {
+            tracing::debug!(%peer, "connection closed: its source holds its share of connections");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let clock = Clock::new();
         let h = handler.clone();
@@ -100,7 +153,7 @@ pub async fn serve<H: Handler>(
         let io = TokioIo::new(Watched::new(stream, Arc::clone(&clock)));
         let conn = graceful.watch(builder.serve_connection(io, svc));
         tokio::spawn(async move {
-            let _permit = permit;
+            let _held = (permit, slot);
             match watchdog::guard(conn, &clock, header, idle).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => log_conn_error(peer, &e),

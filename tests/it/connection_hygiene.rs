@@ -162,7 +162,14 @@ fn slow_heads_idle_connections_and_stalled_bodies_are_closed() {
 fn past_the_connection_cap_the_next_client_waits_and_the_open_ones_keep_working() {
     let dir = tempfile::tempdir().unwrap();
     const CAP: usize = 3;
-    let svc = start(dir.path(), &[("RM_HTTP_MAX_CONNECTIONS", "3")]);
+    // Every connection comes from 127.0.0.1 here: no per-source bound (tested below).
+    let svc = start(
+        dir.path(),
+        &[
+            ("RM_HTTP_MAX_CONNECTIONS", "3"),
+            ("RM_HTTP_MAX_CONNECTIONS_PER_SOURCE", "0"),
+        ],
+    );
     // wait_ready's own connections may still be closing: let them go.
     std::thread::sleep(Duration::from_millis(300));
     let ask = |s: &mut TcpStream| {
@@ -204,4 +211,59 @@ fn past_the_connection_cap_the_next_client_waits_and_the_open_ones_keep_working(
     for s in &mut open {
         assert!(ask(s).starts_with("HTTP/1.1 200"));
     }
+}
+
+/// A connection to `addr` from the local address `from`.
+fn connect_from(from: std::net::Ipv4Addr, addr: SocketAddr) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = rt.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind((from, 0).into()).unwrap();
+        socket.connect(addr).await.unwrap()
+    });
+    let s = s.into_std().unwrap();
+    s.set_nonblocking(false).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// One source holding its share of connections cannot take the rest: its next
+/// connection is closed at once, while another source is served.
+#[test]
+fn one_source_holds_at_most_its_share_of_the_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = start(
+        dir.path(),
+        &[
+            ("RM_HTTP_MAX_CONNECTIONS", "8"),
+            ("RM_HTTP_MAX_CONNECTIONS_PER_SOURCE", "2"),
+        ],
+    );
+    let greedy = std::net::Ipv4Addr::new(127, 0, 5, 1);
+    let other = std::net::Ipv4Addr::new(127, 0, 5, 2);
+    let ask = |s: &mut TcpStream| {
+        s.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        read_response(s)
+    };
+    let mut held: Vec<TcpStream> = (0..2).map(|_| connect_from(greedy, svc.api)).collect();
+    for s in &mut held {
+        assert!(ask(s).starts_with("HTTP/1.1 200"));
+    }
+    let mut third = connect_from(greedy, svc.api);
+    let _ = third.write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+    let t = Instant::now();
+    let (answer, took) = until_closed(&mut third, t);
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    assert!(took < Duration::from_secs(5), "closed after {took:?}");
+    let mut theirs = connect_from(other, svc.api);
+    assert!(ask(&mut theirs).starts_with("HTTP/1.1 200"));
+    // Its share is given back when one of its connections closes.
+    drop(held.pop());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut again = connect_from(greedy, svc.api);
+    assert!(ask(&mut again).starts_with("HTTP/1.1 200"));
 }
