@@ -833,6 +833,9 @@ fn order(api: SocketAddr, id: &str) -> Value {
     r.json()
 }
 
+/// One deployment's ad id key (`RM_AD_ID_KEYS`), given to both api processes.
+const SHARED_AD_KEY: &str = "q1Tj0Ks3n7uLr6SqUEOhJtSz5mEFuDuSGk2rqhwWP0c";
+
 #[test]
 fn two_api_processes_share_one_database() {
     let _server = SERVER.blocking_read();
@@ -842,7 +845,13 @@ fn two_api_processes_share_one_database() {
     // set and race for the first signing key.
     let start = |dir: std::path::PathBuf, url: String| {
         std::thread::spawn(move || {
-            Service::start_with_args("api", &dir, &[("RM_API_DATABASE_URL", url)], &[], None)
+            // Instances of one deployment share the ad id keys (the seeds are sealed
+            // with a key derived from them).
+            let env = [
+                ("RM_API_DATABASE_URL", url),
+                ("RM_AD_ID_KEYS", SHARED_AD_KEY.to_owned()),
+            ];
+            Service::start_with_args("api", &dir, &env, &[], None)
         })
     };
     let a = start(dir_a.path().to_path_buf(), db.url.clone());

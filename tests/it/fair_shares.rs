@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::auth_limits::{percentile, post_from, runtime, token_from, Answer};
@@ -30,24 +29,10 @@ const RIVAL_CLIENTS: usize = 8;
 /// Creates `RIVAL_CLIENTS` clients of namespace `rival` (scope `reports`); their
 /// secrets.
 fn rival_clients(api: SocketAddr) -> Vec<(String, String)> {
-    let operator = format!("Bearer {}", common::demo_token(api));
     (0..RIVAL_CLIENTS)
         .map(|i| {
             let id = format!("rival-{i}");
-            let body = json!({"clientId": id, "namespaceId": RIVAL, "scopes": ["reports"]});
-            let r = common::send(
-                api,
-                "POST",
-                "/v1/admin/clients",
-                &[
-                    ("Authorization", &operator),
-                    ("Content-Type", "application/json"),
-                ],
-                &serde_json::to_vec(&body).unwrap(),
-            )
-            .unwrap();
-            assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
-            let secret = r.json()["clientSecret"].as_str().unwrap().to_owned();
+            let secret = common::namespace_client(api, &id, RIVAL);
             (id, secret)
         })
         .collect()

@@ -808,7 +808,15 @@ fn a_removal_reaches_another_api_instance_sharing_postgres() {
     };
     let fresh = fresh_database(&db, "revoke");
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let env = vec![("RM_API_DATABASE_URL", fresh.0.clone())];
+    // Instances of one deployment share the ad id keys (the token seeds are sealed with
+    // a key derived from them).
+    let env = vec![
+        ("RM_API_DATABASE_URL", fresh.0.clone()),
+        (
+            "RM_AD_ID_KEYS",
+            "q1Tj0Ks3n7uLr6SqUEOhJtSz5mEFuDuSGk2rqhwWP0c".to_owned(),
+        ),
+    ];
     let one = Service::start("api", d1.path(), &env);
     let two = Service::start("api", d2.path(), &env);
     let operator = token(one.api, "demo-operator", "demo-operator-secret", None);

@@ -139,6 +139,26 @@ pub fn demo_token(api: SocketAddr) -> String {
     token(api, "demo-operator", "demo-operator-secret", None)
 }
 
+/// Creates client `id` of namespace `ns` with scope `reports` through the admin API
+/// (with the quick start's operator); its secret.
+pub fn namespace_client(api: SocketAddr, id: &str, ns: &str) -> String {
+    let operator = format!("Bearer {}", demo_token(api));
+    let body = serde_json::json!({"clientId": id, "namespaceId": ns, "scopes": ["reports"]});
+    let r = send(
+        api,
+        "POST",
+        "/v1/admin/clients",
+        &[
+            ("Authorization", &operator),
+            ("Content-Type", "application/json"),
+        ],
+        &serde_json::to_vec(&body).unwrap(),
+    )
+    .unwrap();
+    assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
+    r.json()["clientSecret"].as_str().unwrap().to_owned()
+}
+
 /// Posts `body` (`{"orders": [...]}`) to the api's `/v1/orders` with the quick start's
 /// orders key (namespace `demo`); panics unless it answers 200; returns its answer.
 pub fn post_orders(api: SocketAddr, body: &serde_json::Value) -> serde_json::Value {
