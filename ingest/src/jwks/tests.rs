@@ -159,6 +159,20 @@ async fn https_api(
     (addr, pem)
 }
 
+/// The api's tokens, an https server publishing their key set (see [`https_api`]),
+/// and a CA file vouching for its certificate: the tokens, the server's port, the
+/// folder holding the CA file, and the CA file.
+async fn trusted_api(
+    list_ok: &Arc<std::sync::atomic::AtomicBool>,
+) -> (rm_auth::Tokens, u16, tempfile::TempDir, std::path::PathBuf) {
+    let tokens = api_tokens().await;
+    let (addr, pem) = https_api(tokens.jwks(), Arc::clone(list_ok)).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, pem).expect("ca");
+    (tokens, addr.port(), dir, ca)
+}
+
 fn bearer(t: &str) -> http::HeaderValue {
     http::HeaderValue::from_str(&format!("Bearer {t}")).expect("header")
 }
@@ -168,13 +182,9 @@ fn bearer(t: &str) -> http::HeaderValue {
 /// of its own, verifies no token.
 #[tokio::test]
 async fn the_key_set_is_fetched_over_https_from_a_trusted_server_only() {
-    let tokens = api_tokens().await;
     let list_ok = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let (addr, pem) = https_api(tokens.jwks(), Arc::clone(&list_ok)).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, pem).expect("ca");
-    let url = format!("https://localhost:{}/.well-known/jwks.json", addr.port());
+    let (tokens, port, dir, ca) = trusted_api(&list_ok).await;
+    let url = format!("https://localhost:{port}/.well-known/jwks.json");
     let token = tokens
         .issue("c1", "acme", &[Scope::Reports])
         .expect("token");
@@ -200,13 +210,9 @@ async fn the_key_set_is_fetched_over_https_from_a_trusted_server_only() {
 /// refused (503) until it can be read again.
 #[tokio::test]
 async fn tokens_are_refused_while_the_removed_clients_cannot_be_read() {
-    let tokens = api_tokens().await;
     let list_ok = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (addr, pem) = https_api(tokens.jwks(), Arc::clone(&list_ok)).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let ca = dir.path().join("ca.pem");
-    std::fs::write(&ca, pem).expect("ca");
-    let url = format!("https://127.0.0.1:{}/.well-known/jwks.json", addr.port());
+    let (tokens, port, _dir, ca) = trusted_api(&list_ok).await;
+    let url = format!("https://127.0.0.1:{port}/.well-known/jwks.json");
     let token = tokens.issue("c1", "acme", &[Scope::Admin]).expect("token");
     let v = BearerVerifier::new(&url, "iss", "aud", Some(&ca)).expect("verifier");
     let e = v.check(Some(&bearer(&token))).await.unwrap_err();
