@@ -13,8 +13,9 @@
 //! for a minute, see `Auth::check_secret`.)
 //!
 //! Pairs that authenticated recently (see `Limiter::recently_good`) may also use a
-//! reserve of a quarter more waiting places, so a flood of wrong secrets that fills
-//! the queue still leaves room for a partner that has authenticated before. A running
+//! reserve of a quarter more waiting places and are not held to their parties'
+//! share, so a flood of wrong secrets that fills the queue, or a partner's share of
+//! it, still leaves room for a partner that has authenticated before from there. A running
 //! check keeps its place until the hash is done, even if its request was dropped.
 
 use std::collections::HashMap;
@@ -112,7 +113,7 @@ impl HashQueue {
         priority: bool,
         check: impl FnOnce() -> R + Send + 'static,
     ) -> Result<R, Busy> {
-        let shares = self.take_shares(parties).ok_or(Busy)?;
+        let shares = self.take_shares(parties, priority).ok_or(Busy)?;
         let permit = match Arc::clone(&self.running).try_acquire_owned() {
             Ok(p) => p,
             Err(TryAcquireError::Closed) => return Err(Busy),
@@ -133,12 +134,15 @@ impl HashQueue {
         .map_err(|_| Busy)
     }
 
-    /// A place for each party, or none when one of them holds its share.
-    fn take_shares(&self, parties: &[&str]) -> Option<Shares> {
+    /// A place for each party, or none when one of them holds its share (a priority
+    /// check is not refused: an attacker guessing a partner's secret from many
+    /// addresses fills that partner's share, and must not lock the partner out).
+    fn take_shares(&self, parties: &[&str], priority: bool) -> Option<Shares> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if parties
-            .iter()
-            .any(|p| held.get(*p).is_some_and(|n| *n >= self.share))
+        if !priority
+            && parties
+                .iter()
+                .any(|p| held.get(*p).is_some_and(|n| *n >= self.share))
         {
             return None;
         }
@@ -233,6 +237,9 @@ mod tests {
         );
         // Another namespace waits for a running place and is served.
         assert_eq!(q.run(&["ns:polite", "client:c"], false, || 3).await, Ok(3));
+        // A pair that authenticated recently is not refused for its party's share
+        // (attackers guessing its secret filled it).
+        assert_eq!(q.run(&["ns:greedy", "client:a"], true, || 4).await, Ok(4));
         for f in flood {
             assert_eq!(f.await.unwrap(), Ok(()));
         }
