@@ -161,11 +161,6 @@ impl Auth {
         Ok(ok)
     }
 
-    /// Successful secret checks remembered now ([`verified`]).
-    pub fn remembered_checks(&self) -> usize {
-        self.verified.len()
-    }
-
     /// Checks `Authorization: Bearer <JWT>` (the header's value) with the one
     /// verifier ([`Verifier::authorize`]) against our keys and removed clients, and
     /// that the token holds one of `accepted` (or `admin`): who calls.
