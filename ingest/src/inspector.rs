@@ -353,26 +353,47 @@ impl Inspector {
     }
 
     /// For each of `ad_ids`, how many other tracking ids than `tracking_id` the kept
-    /// events name with it (one pass over what the inspector holds, each shard locked
-    /// in turn): a served ad fired by several shoppers is a page that caches ad
-    /// responses across shoppers, or someone replaying it. Counts stop at `cap`.
+    /// events name with it: a served ad fired by several shoppers is a page that
+    /// caches ad responses across shoppers, or someone replaying it. Counts stop at
+    /// `cap`. One pass over what the inspector holds (each shard locked in turn; the
+    /// ad ids looked up in a map, so the cost is that of the held events, not times
+    /// the ad ids asked about), ending early once every count is at `cap`.
     pub fn others_with(&self, ad_ids: &[&str], tracking_id: &str, cap: usize) -> Vec<usize> {
+        let index: HashMap<&str, usize> = ad_ids.iter().enumerate().map(|(i, a)| (*a, i)).collect();
         let mut counts = vec![0; ad_ids.len()];
+        let mut full = 0;
+        let mut seen = vec![false; ad_ids.len()];
+        if ad_ids.is_empty() || cap == 0 {
+            return counts;
+        }
         for m in self.shards.iter() {
             let s = m.lock().unwrap_or_else(PoisonError::into_inner);
             for (id, ring) in &s.ids {
                 if id.as_ref() == tracking_id {
                     continue;
                 }
-                for (i, ad) in ad_ids.iter().enumerate() {
+                seen.iter_mut().for_each(|x| *x = false);
+                for (_, e, _) in &ring.events {
+                    let Some(&i) = e
+                        .params
+                        .iter()
+                        .find(|(k, _)| *k == "adId")
+                        .and_then(|(_, v)| index.get(v.as_str()))
+                    else {
+                        continue;
+                    };
                     // An event kept under several ids (a customer id and a session id)
                     // that names `tracking_id` too is that shopper's, not another's.
-                    let names = ring.events.iter().any(|(_, e, _)| {
-                        e.params.iter().any(|(k, v)| *k == "adId" && v == ad)
-                            && !e.tracking_ids().contains(&tracking_id)
-                    });
-                    if names && counts[i] < cap {
-                        counts[i] += 1;
+                    if seen[i] || counts[i] >= cap || e.tracking_ids().contains(&tracking_id) {
+                        continue;
+                    }
+                    seen[i] = true;
+                    counts[i] += 1;
+                    if counts[i] == cap {
+                        full += 1;
+                        if full == counts.len() {
+                            return counts;
+                        }
                     }
                 }
             }
