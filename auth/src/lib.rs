@@ -143,10 +143,11 @@ impl Auth {
                 .run(parties, priority, move || secret::verify_decoy(&secret))
                 .await;
         };
-        if self.verified.knows(&phc, &secret, Instant::now()) {
+        let checked = self.verified.digest(&phc, &secret);
+        if self.verified.knows(checked, Instant::now()) {
             return Ok(true);
         }
-        let flight = self.verified.flight(&phc, &secret);
+        let flight = self.verified.flight(checked);
         let ok = *flight
             .answer()
             .get_or_try_init(|| {
@@ -156,7 +157,7 @@ impl Auth {
             })
             .await?;
         if ok {
-            self.verified.remember(&phc, &secret, Instant::now());
+            self.verified.remember(checked, Instant::now());
         }
         Ok(ok)
     }

@@ -85,26 +85,33 @@ impl Default for Verified {
     }
 }
 
+/// A presented secret for a stored hash, as this process remembers it
+/// ([`Verified::digest`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Checked([u8; 32]);
+
 impl Verified {
-    fn digest(&self, phc: &str, secret: &str) -> [u8; 32] {
+    /// The digest of `secret` presented for `phc`, computed once per check and used
+    /// by [`Self::knows`], [`Self::flight`] and [`Self::remember`].
+    pub fn digest(&self, phc: &str, secret: &str) -> Checked {
         let mut h = Sha256::new();
         h.update(self.key);
         h.update((phc.len() as u64).to_le_bytes());
         h.update(phc.as_bytes());
         h.update(secret.as_bytes());
-        h.finalize().into()
+        Checked(h.finalize().into())
     }
 
-    /// True when `secret` matched `phc` less than [`VERIFIED_FOR`] before `now`.
-    pub fn knows(&self, phc: &str, secret: &str, now: Instant) -> bool {
-        let d = self.digest(phc, secret);
+    /// True when the secret of `d` matched its hash less than [`VERIFIED_FOR`]
+    /// before `now`.
+    pub fn knows(&self, d: Checked, now: Instant) -> bool {
         let until = self.until.lock().unwrap_or_else(|e| e.into_inner());
-        until.get(&d).is_some_and(|t| *t > now)
+        until.get(&d.0).is_some_and(|t| *t > now)
     }
 
-    /// Remembers that `secret` matched `phc` at `now`.
-    pub fn remember(&self, phc: &str, secret: &str, now: Instant) {
-        let d = self.digest(phc, secret);
+    /// Remembers that the secret of `d` matched its hash at `now`.
+    pub fn remember(&self, d: Checked, now: Instant) {
+        let d = d.0;
         let mut until = self.until.lock().unwrap_or_else(|e| e.into_inner());
         if until.len() >= MAX_ENTRIES && !until.contains_key(&d) {
             until.retain(|_, t| *t > now);
@@ -115,10 +122,9 @@ impl Verified {
         until.insert(d, now + VERIFIED_FOR);
     }
 
-    /// The check of `secret` against `phc` that requests share while it runs (a new
-    /// one when none runs).
-    pub fn flight(&self, phc: &str, secret: &str) -> Flight<'_> {
-        let digest = self.digest(phc, secret);
+    /// The check of `d` that requests share while it runs (a new one when none runs).
+    pub fn flight(&self, d: Checked) -> Flight<'_> {
+        let digest = d.0;
         let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
         let answer = Arc::clone(inflight.entry(digest).or_default());
         Flight {
@@ -155,14 +161,23 @@ mod tests {
     fn only_the_same_secret_for_the_same_hash_within_the_minute() {
         let v = Verified::default();
         let t0 = Instant::now();
-        assert!(!v.knows("$argon2id$a", "s3cret", t0));
-        v.remember("$argon2id$a", "s3cret", t0);
-        assert!(v.knows("$argon2id$a", "s3cret", t0 + Duration::from_secs(59)));
-        assert!(!v.knows("$argon2id$a", "s3cre", t0), "another secret");
-        assert!(!v.knows("$argon2id$b", "s3cret", t0), "a rotated hash");
+        assert!(!v.knows(v.digest("$argon2id$a", "s3cret"), t0));
+        v.remember(v.digest("$argon2id$a", "s3cret"), t0);
+        assert!(v.knows(
+            v.digest("$argon2id$a", "s3cret"),
+            t0 + Duration::from_secs(59)
+        ));
+        assert!(
+            !v.knows(v.digest("$argon2id$a", "s3cre"), t0),
+            "another secret"
+        );
+        assert!(
+            !v.knows(v.digest("$argon2id$b", "s3cret"), t0),
+            "a rotated hash"
+        );
         // The boundary between the PHC string and the secret is part of the digest.
-        assert!(!v.knows("$argon2id$as", "3cret", t0));
-        assert!(!v.knows("$argon2id$a", "s3cret", t0 + VERIFIED_FOR));
+        assert!(!v.knows(v.digest("$argon2id$as", "3cret"), t0));
+        assert!(!v.knows(v.digest("$argon2id$a", "s3cret"), t0 + VERIFIED_FOR));
     }
 
     #[tokio::test]
@@ -173,7 +188,7 @@ mod tests {
         for _ in 0..20 {
             let (v, runs) = (Arc::clone(&v), Arc::clone(&runs));
             tasks.push(tokio::spawn(async move {
-                let f = v.flight("h", "s");
+                let f = v.flight(v.digest("h", "s"));
                 let ok = f
                     .answer()
                     .get_or_try_init(|| async {
@@ -191,8 +206,8 @@ mod tests {
         assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
         assert_eq!(v.in_flight(), 0, "the last request removed the flight");
         // Another secret is another flight.
-        let a = v.flight("h", "s");
-        let b = v.flight("h", "t");
+        let a = v.flight(v.digest("h", "s"));
+        let b = v.flight(v.digest("h", "t"));
         assert!(!std::ptr::eq(a.answer(), b.answer()));
     }
 
@@ -201,19 +216,19 @@ mod tests {
         let v = Verified::default();
         let t0 = Instant::now();
         for i in 0..MAX_ENTRIES {
-            v.remember("h", &i.to_string(), t0);
+            v.remember(v.digest("h", &i.to_string()), t0);
         }
         assert_eq!(v.len(), MAX_ENTRIES);
-        v.remember("h", "one more", t0);
+        v.remember(v.digest("h", "one more"), t0);
         assert_eq!(
             v.len(),
             MAX_ENTRIES,
             "full of fresh digests: not remembered"
         );
-        assert!(!v.knows("h", "one more", t0));
+        assert!(!v.knows(v.digest("h", "one more"), t0));
         let later = t0 + VERIFIED_FOR + Duration::from_secs(1);
-        v.remember("h", "after", later);
+        v.remember(v.digest("h", "after"), later);
         assert_eq!(v.len(), 1, "the expired ones were dropped");
-        assert!(v.knows("h", "after", later));
+        assert!(v.knows(v.digest("h", "after"), later));
     }
 }
