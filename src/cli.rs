@@ -178,7 +178,7 @@ pub struct Settings {
     #[arg(
         long = "api-ad-ttl-secs",
         env = "RM_API_AD_TTL_SECS",
-        default_value_t = rm_aggregator::batch::DEFAULT_AD_TTL_SECS
+        default_value_t = rm_schemas::ad_id::DEFAULT_TTL_SECS
     )]
     pub ad_ttl_secs: i64,
     /// Address of the operations listener: `/healthz`, `/readyz` with the reasons a

@@ -110,7 +110,7 @@ impl Default for Policy {
             debounce_ms: rm_schemas::video_funnel::DEFAULT_DEBOUNCE_MS,
             late_horizon_ms: DEFAULT_LATE_HORIZON_HOURS * 3_600_000,
             future_skew_ms: DEFAULT_FUTURE_SKEW_HOURS * 3_600_000,
-            ad_ttl_ms: DEFAULT_AD_TTL_SECS * 1000,
+            ad_ttl_ms: rm_schemas::ad_id::DEFAULT_TTL_SECS * 1000,
             forgotten_before: None,
         }
     }
@@ -119,9 +119,6 @@ impl Default for Policy {
 /// Default of `--aggregator-served-retention-hours`: how long after its ad id expired
 /// a served ad's state is kept.
 pub const DEFAULT_SERVED_RETENTION_HOURS: i64 = 48;
-
-/// Default of the ads' lifetime (`RM_API_AD_TTL_SECS`).
-pub const DEFAULT_AD_TTL_SECS: i64 = rm_schemas::ad_id::DEFAULT_TTL_SECS;
 
 /// Why an event was not aggregated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

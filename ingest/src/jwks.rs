@@ -209,11 +209,15 @@ impl BearerVerifier {
             .map_err(|e| format!("TLS: {e}"))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
+        // An https set is never fetched in clear (the removed clients' list beside it
+        // neither); http is the loopback case only.
+        let builder = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls);
+        let builder = if uri.scheme_str() == Some("https") {
+            builder.https_only()
+        } else {
+            builder.https_or_http()
+        };
+        let connector = builder.enable_http1().build();
         // The api publishes removed clients beside its key set.
         let revoked_url = match url.strip_suffix("jwks.json") {
             Some(base) => format!("{base}revoked-clients.json"),
