@@ -7,7 +7,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-services_env=$(bash deploy/local/up.sh)
+# --fresh-kafka: a cluster that is not running restarts on empty storage (the tests'
+# topics are throwaway; hundreds of them left by earlier runs slow a restart for minutes).
+services_env=$(bash deploy/local/up.sh up --fresh-kafka)
 while IFS='=' read -r key value; do
     if [[ $key =~ ^RM_[A-Z0-9_]+$ ]]; then
         export "$key=$value"

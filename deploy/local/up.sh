@@ -10,6 +10,10 @@
 #   up (default)        apt packages, kafka jars and chdb, then start kafka, clickhouse,
 #                       postgres and chdb; prints RM_KAFKA_BROKERS=..., RM_CLICKHOUSE_URL=...,
 #                       RM_API_DATABASE_URL=... and RM_CLICKHOUSE_NEWEST_URL=... on stdout
+#     --fresh-kafka     when no Kafka node runs, start the cluster on empty storage (what
+#                       test.sh does: the tests' topics are throwaway, and a cluster killed
+#                       with hundreds of them, by a reboot or a machine image, can take
+#                       minutes to recover them)
 #   install             apt packages, kafka jars and chdb only, start nothing
 #   kafka-start [N]     start the Kafka nodes, or only node N (1-3)
 #                       (kafka-stop [N], kafka-restart [N]: SIGTERM, a clean shutdown)
@@ -49,6 +53,7 @@ KAFKA_HEAP=${RM_KAFKA_HEAP:-512m}
 PG_PORT=${RM_POSTGRES_PORT:-5433}
 CHDB_PORT=${RM_CHDB_PORT:-8124}
 PYTHON=${RM_PYTHON:-python3}
+FRESH_KAFKA=0
 # The api's role and database (a local test cluster: the password is no secret).
 PG_ROLE=retail_media
 PG_PASSWORD=retail_media
@@ -384,6 +389,11 @@ kafka_start() {
     done
     if ((${#launched[@]})); then
         ensure_kafka
+        if ((FRESH_KAFKA)) && ((${#launched[@]} == ${#nodes[@]})) && [[ $# -eq 0 ]]; then
+            log "kafka: no node runs; starting on empty storage (--fresh-kafka)"
+            for n in "${launched[@]}"; do rm -rf "${STATE_DIR:?}/kafka/$n"; done
+            rm -f "$STATE_DIR/kafka/cluster.id"
+        fi
         mkdir -p "$STATE_DIR/kafka"
         if [[ ! -s $STATE_DIR/kafka/cluster.id ]]; then
             # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding.
@@ -406,7 +416,7 @@ kafka_start() {
             -cp "$(kafka_libs)/*" kafka.Kafka "$STATE_DIR/kafka/$n/server.properties"
     done
     for n in "${launched[@]}"; do
-        wait_ready "kafka node $n" 120 "$RUN_DIR/kafka-$n.pid" "$LOG_DIR/kafka-$n.log" \
+        wait_ready "kafka node $n" 300 "$RUN_DIR/kafka-$n.pid" "$LOG_DIR/kafka-$n.log" \
             kafka_started "$n" || die "kafka: node $n did not start"
         log "kafka: node $n ready (pid $(<"$RUN_DIR/kafka-$n.pid"))"
     done
@@ -742,6 +752,12 @@ fi
 
 case $cmd in
     up | start)
+        for arg in "$@"; do
+            case $arg in
+                --fresh-kafka) FRESH_KAFKA=1 ;;
+                *) die "up: unknown option $arg" ;;
+            esac
+        done
         log "state dir: $STATE_DIR"
         ensure_packages
         ensure_kafka
