@@ -36,6 +36,12 @@
 //! beside the funnel.
 //! Records are keyed by ad id, so one consumer holds each ad id's state.
 //!
+//! **Tallies** ([`rm_store::model::tallies`]): when a served ad's click is taken (its
+//! first eligible click), the billable clicks of its campaign and day move by one in
+//! the tally of the record's log partition, unless the tally's stamp shows the record
+//! was applied before (a replay); the batch writes the tallies it moved, absolute and
+//! stamped. Folded without positions ([`fold`], tests), nothing is tallied.
+//!
 //! Carts belong to the namespace of their genuine ad id (verified, or only expired):
 //! the cart line's catalog is stored scoped by it (`rm_schemas::namespace::scoped`; a
 //! forged or foreign ad id's cart events go to a line no namespace reads), so no
@@ -67,6 +73,7 @@ use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
 use rm_store::model::served::{self, ServeRules, ServedAd, Unit};
 use rm_store::model::status::AdIdStatus;
+use rm_store::model::tallies::{Metric, Tally, TallyKey};
 use rm_store::model::traffic::{shopper_hash, TrafficClass};
 use rm_store::{BatchWrite, EntitySets, FastSet};
 
@@ -159,6 +166,33 @@ pub struct Touched {
     pub carts: FastSet<CartKey>,
     /// Served ads (realised ad ids) whose billable events are decided.
     pub served: FastSet<String>,
+    /// Tallies the batch may move.
+    pub tallies: FastSet<TallyKey>,
+}
+
+/// Where a record is in the log: its partition (`-1`: the embedded log) and offset.
+pub type Position = (i32, i64);
+
+/// The tally an ad click of `partition` moves when it takes its served ad's click.
+fn click_tally(r: &EventRecord, partition: i32) -> Option<TallyKey> {
+    (r.event.interaction_type == InteractionType::AdClick).then(|| TallyKey {
+        campaign_id: campaign_str(&r.event.ad_id).to_owned(),
+        day: day_of(r.event.timestamp.timestamp_millis()),
+        metric: Metric::AdClicks,
+        partition,
+    })
+}
+
+/// The entities a batch touches, and the tallies it may move (records at
+/// `positions`).
+pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
+    let mut t = touched(records);
+    t.tallies = records
+        .iter()
+        .zip(positions)
+        .filter_map(|(r, (p, _))| click_tally(r, *p))
+        .collect();
+    t
 }
 
 /// The entities a batch touches.
@@ -258,6 +292,7 @@ fn decide(
     time_ms: i64,
     state: Option<&mut ServedAd>,
     policy: &Policy,
+    took: &mut bool,
 ) -> TrafficClass {
     if edge_class != TrafficClass::Valid {
         return edge_class;
@@ -291,7 +326,9 @@ fn decide(
     }
     match (state, unit_of(r)) {
         (Some(state), Some(unit)) => {
+            let fresh = !state.is_taken(unit);
             if state.take(unit, r.dedup_key.0) {
+                *took = fresh;
                 TrafficClass::Valid
             } else {
                 TrafficClass::Repeat
@@ -321,9 +358,20 @@ fn mark(set: &mut FastSet<String>, ad_id: &str) {
 
 /// Folds `records` into `sets` (which must hold the current fact set of every touched
 /// entity, empty when new, and the state of every touched served ad, absent when new)
-/// and returns what to write.
+/// and returns what to write; nothing is tallied (see [`fold_at`]).
 pub fn fold(
     records: &[EventRecord],
+    sets: &mut EntitySets,
+    policy: &Policy,
+) -> (BatchWrite, FoldStats) {
+    fold_at(records, None, sets, policy)
+}
+
+/// As [`fold`], for records at `positions` (one per record): the tallies they move
+/// are taken from `sets` (absent: empty), moved and written.
+pub fn fold_at(
+    records: &[EventRecord],
+    positions: Option<&[Position]>,
     sets: &mut EntitySets,
     policy: &Policy,
 ) -> (BatchWrite, FoldStats) {
@@ -332,7 +380,8 @@ pub fn fold(
     let mut dirty_views: FastSet<ViewKey> = FastSet::default();
     let mut dirty_carts: FastSet<CartKey> = FastSet::default();
     let mut dirty_served: FastSet<String> = FastSet::default();
-    for r in records {
+    let mut dirty_tallies: FastSet<TallyKey> = FastSet::default();
+    for (i, r) in records.iter().enumerate() {
         let time_ms = r.event.timestamp.timestamp_millis();
         let received_ms = r.received_at.timestamp_millis();
         if time_ms < received_ms - policy.late_horizon_ms {
@@ -363,11 +412,21 @@ pub fn fold(
                 (true, false) => sets.served.get_mut(r.event.ad_id.as_str()),
                 (false, _) => None,
             };
-            traffic = decide(r, traffic, status, time_ms, state, policy);
+            let mut took = false;
+            traffic = decide(r, traffic, status, time_ms, state, policy, &mut took);
+            let at = positions.and_then(|p| p.get(i));
+            if let (true, Some(&(partition, offset))) = (took, at) {
+                if let Some(k) = click_tally(r, partition) {
+                    let t = sets.tallies.entry(k.clone()).or_insert(Tally::EMPTY);
+                    if t.add(offset, 1) {
+                        dirty_tallies.insert(k);
+                    }
+                }
+            }
         } else if r.event.interaction_type == InteractionType::CreativeClick {
             // Not a unit of its own (the ad click is), but judged by the stateless
             // rules before it may credit an order.
-            traffic = decide(r, traffic, status, time_ms, None, policy);
+            traffic = decide(r, traffic, status, time_ms, None, policy, &mut false);
         }
         // Only a verified ad id of valid traffic, through the served-ad rules, may
         // credit an order: a forged or expired one naming a real shopper's id would
@@ -498,6 +557,10 @@ pub fn fold(
             write.cart_rows.extend(carts::derive_cart(&k, facts));
         }
     }
+    write.tallies = dirty_tallies
+        .into_iter()
+        .filter_map(|k| sets.tallies.get(&k).map(|t| (k, *t)))
+        .collect();
     write.served.reserve(dirty_served.len());
     for ad_id in dirty_served {
         if let Some(state) = sets.served.get(&ad_id) {

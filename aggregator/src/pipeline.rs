@@ -48,9 +48,12 @@ use rm_store::model::ad_id_campaign::campaign_of;
 use rm_store::model::carts::{CartFact, CartKey};
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::served::ServedAd;
+use rm_store::model::tallies::{Tally, TallyKey};
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
-use crate::batch::{fold, fold_orders, touched, FoldStats, OrderStats, Policy, Touched};
+use crate::batch::{
+    fold_at, fold_orders, touched_at, FoldStats, OrderStats, Policy, Position, Touched,
+};
 use crate::metrics;
 use crate::source::{Checkpoint, Raw, Source, Stream};
 
@@ -133,6 +136,8 @@ struct Cache {
     carts: FastMap<CartKey, Vec<CartFact>>,
     /// Served ads' states (an ad id absent from the store is cached as the empty state).
     served: FastMap<String, ServedAd>,
+    /// Tallies (one absent from the store is cached as empty).
+    tallies: FastMap<TallyKey, Tally>,
     /// When a write last forgot expired served ads.
     forgot_at: Option<std::time::Instant>,
     /// Rule violations (funnel gaps, repeated milestones) of each cached view's set.
@@ -141,7 +146,7 @@ struct Cache {
 
 impl Cache {
     fn len(&self) -> usize {
-        self.views.len() + self.carts.len() + self.served.len()
+        self.views.len() + self.carts.len() + self.served.len() + self.tallies.len()
     }
 }
 
@@ -188,6 +193,13 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<(), crate::AggregatorError> {
+    // A store written before tallies has its earlier clicks counted first, before
+    // this loop writes anything (see `rm_store::model::tallies`).
+    match retry("backfill tallies", &shutdown, || store.backfill_tallies()).await {
+        None => return Ok(()),
+        Some(Ok(_)) => {}
+        Some(Err(e)) => return Err(e.into()),
+    }
     let mut cache = Cache::default();
     let mut in_flight: Option<InFlight> = None;
     let probe = source.lag_probe();
@@ -255,6 +267,7 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
         let pending_orders = in_flight.as_ref().map(|f| &f.orders);
         let Some(prepared) = prepare(
             &polled.records,
+            &polled.positions,
             &polled.orders,
             pending_orders,
             &mut cache,
@@ -302,6 +315,8 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
 /// A batch the reader polled and decoded.
 struct Polled {
     records: Vec<EventRecord>,
+    /// Each record's partition and offset.
+    positions: Vec<Position>,
     orders: Vec<OrderRecord>,
     checkpoint: Checkpoint,
     /// Partitions moved before this batch was polled.
@@ -350,13 +365,14 @@ async fn read<S: Source>(
             .polled
             .fetch_add(raw.len() as u64, Ordering::AcqRel);
         let checkpoint = source.checkpoint();
-        let (records, orders) = decode(&raw);
+        let (records, positions, orders) = decode(&raw);
         drop(raw);
         // A full batch was read without waiting for records; a short one includes
         // the wait for them (idle time, small when the log is behind).
         progress.add_busy(Stage::Read, started);
         let batch = Polled {
             records,
+            positions,
             orders,
             checkpoint,
             rebalanced,
@@ -410,14 +426,18 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
-fn decode(raw: &[Raw]) -> (Vec<EventRecord>, Vec<OrderRecord>) {
+fn decode(raw: &[Raw]) -> (Vec<EventRecord>, Vec<Position>, Vec<OrderRecord>) {
     let mut events = Vec::with_capacity(raw.len());
+    let mut positions = Vec::with_capacity(raw.len());
     let mut orders = Vec::new();
     let mut bad = 0u64;
     for r in raw {
         match r.stream {
             Stream::Events => match EventRecord::from_bytes(r) {
-                Ok(rec) => events.push(rec),
+                Ok(rec) => {
+                    events.push(rec);
+                    positions.push((r.partition, r.offset));
+                }
                 Err(e) => {
                     bad += 1;
                     tracing::warn!(error = %e, "undecodable record skipped");
@@ -435,7 +455,7 @@ fn decode(raw: &[Raw]) -> (Vec<EventRecord>, Vec<OrderRecord>) {
     if bad > 0 {
         ::metrics::counter!(metrics::DROPPED, "reason" => "undecodable").increment(bad);
     }
-    (events, orders)
+    (events, positions, orders)
 }
 
 /// Retries `op` with backoff until it succeeds, fails for good, or shutdown.
@@ -478,6 +498,7 @@ where
 #[allow(clippy::too_many_arguments)]
 async fn prepare<T: WriteStore>(
     records: &[EventRecord],
+    positions: &[Position],
     orders: &[OrderRecord],
     pending_orders: Option<&HashSet<String>>,
     cache: &mut Cache,
@@ -490,7 +511,8 @@ async fn prepare<T: WriteStore>(
         views,
         carts,
         served,
-    } = touched(records);
+        tallies,
+    } = touched_at(records, positions);
     let missing_views: FastSet<ViewKey> = views
         .iter()
         .filter(|k| !cache.views.contains_key(*k))
@@ -520,6 +542,31 @@ async fn prepare<T: WriteStore>(
                 shutdown.cancel();
                 return None;
             }
+        }
+    }
+    let missing_tallies: FastSet<TallyKey> = tallies
+        .iter()
+        .filter(|k| !cache.tallies.contains_key(*k))
+        .cloned()
+        .collect();
+    if !missing_tallies.is_empty() {
+        match retry("load tallies", shutdown, || {
+            store.load_tallies(&missing_tallies)
+        })
+        .await?
+        {
+            Ok(loaded) => sets.tallies = loaded,
+            Err(e) => {
+                // Without a tally's stamp, a replayed click would be counted again. Stop.
+                tracing::error!(error = %e, "store refused a tally read; stopping the pipeline");
+                shutdown.cancel();
+                return None;
+            }
+        }
+    }
+    for k in &tallies {
+        if let Some((k, v)) = cache.tallies.remove_entry(k) {
+            sets.tallies.insert(k, v);
         }
     }
     // Violations before this batch: loaded sets are derived once, cached ones known.
@@ -577,7 +624,7 @@ async fn prepare<T: WriteStore>(
         forgotten_before: Some(forgotten_before),
         ..opts.policy
     };
-    let (mut write, stats) = fold(records, &mut sets, &policy);
+    let (mut write, stats) = fold_at(records, Some(positions), &mut sets, &policy);
     if cache.forgot_at.is_none_or(|t| t.elapsed() >= FORGET_EVERY) {
         write.forget_served_before = Some(forgotten_before);
         cache.forgot_at = Some(std::time::Instant::now());
@@ -595,7 +642,7 @@ async fn prepare<T: WriteStore>(
         delta = (delta.0 + now.0 - bg, delta.1 + now.1 - br);
         cache.violations.insert(v.key.clone(), now);
     }
-    if cache.len() + sets.views.len() + sets.carts.len() + sets.served.len()
+    if cache.len() + sets.views.len() + sets.carts.len() + sets.served.len() + sets.tallies.len()
         > opts.cache_max_entities
     {
         let kept: FastMap<ViewKey, (i64, i64)> = sets
@@ -611,6 +658,11 @@ async fn prepare<T: WriteStore>(
     }
     cache.views.extend(sets.views);
     cache.carts.extend(sets.carts);
+    // Every tally the batch could move, stored or not (an absent one is empty).
+    for k in tallies {
+        let t = sets.tallies.remove(&k).unwrap_or(Tally::EMPTY);
+        cache.tallies.insert(k, t);
+    }
     // Every served ad the batch touched, stored or not: one the store did not hold
     // and the batch did not decide on is still empty, so no later load is needed.
     for k in served {

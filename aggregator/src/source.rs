@@ -57,6 +57,10 @@ pub struct Raw {
     pub stream: Stream,
     /// The record.
     pub bytes: Vec<u8>,
+    /// Its partition (`-1`: the embedded log's only one).
+    pub partition: i32,
+    /// Its offset in the partition.
+    pub offset: i64,
 }
 
 impl Deref for Raw {
@@ -258,7 +262,12 @@ impl Source for EmbeddedSource {
                     c.polled_to = last + 1;
                 }
                 let stream = c.stream;
-                out.extend(rows.into_iter().map(|(_, bytes)| Raw { stream, bytes }));
+                out.extend(rows.into_iter().map(|(offset, bytes)| Raw {
+                    stream,
+                    bytes,
+                    partition: -1,
+                    offset: i64::try_from(offset).unwrap_or(i64::MAX),
+                }));
             }
             if out.len() >= max || Instant::now() >= deadline {
                 return Ok(out);
@@ -420,6 +429,8 @@ impl Source for KafkaSource {
                 out.push(Raw {
                     stream,
                     bytes: p.to_vec(),
+                    partition: msg.partition(),
+                    offset: msg.offset(),
                 });
             }
         }

@@ -17,6 +17,7 @@ use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::embedded::EmbeddedStore;
 use rm_store::model::carts::CartKey;
 use rm_store::model::funnel::ViewKey;
+use rm_store::model::tallies::{Tally, TallyKey};
 use rm_store::{
     Backend, BatchWrite, EntitySets, FastSet, ReportFilter, ReportStore, StoreError, WriteStore,
 };
@@ -49,6 +50,15 @@ impl WriteStore for Gated {
         served: &FastSet<String>,
     ) -> Result<EntitySets, StoreError> {
         self.inner.load(views, carts, served).await
+    }
+    async fn load_tallies(
+        &self,
+        keys: &FastSet<TallyKey>,
+    ) -> Result<rm_store::FastMap<TallyKey, Tally>, StoreError> {
+        self.inner.load_tallies(keys).await
+    }
+    async fn backfill_tallies(&self) -> Result<bool, StoreError> {
+        self.inner.backfill_tallies().await
     }
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
         self.inner.known_orders(ids).await

@@ -42,6 +42,8 @@ mod ads;
 mod migration;
 #[path = "store_suite/sales.rs"]
 mod sales;
+#[path = "store_suite/tallies.rs"]
+mod tallies;
 
 /// 2026-11-18 and the day after, as day numbers.
 const D0: i32 = 20_775;
@@ -979,6 +981,25 @@ async fn ad_stores_of_the_previous_version_are_converted() {
 }
 
 #[tokio::test]
+async fn tallies_embedded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    tallies::suite(&store).await;
+}
+
+/// A store the previous version wrote (facts, no `tallies` table) is counted into
+/// tallies once, by the aggregator's first start on it.
+#[tokio::test]
+async fn embedded_stores_without_tallies_are_backfilled() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = EmbeddedStore::path(dir.path());
+    ads::suite(&EmbeddedStore::open(&path).expect("open")).await;
+    migration::drop_tallies(&path);
+    let store = EmbeddedStore::open(&path).expect("open the previous version's store");
+    tallies::backfilled_as_the_report_counts(&store).await;
+}
+
+#[tokio::test]
 async fn sales_stores_of_the_previous_version_are_converted() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = EmbeddedStore::path(dir.path());
@@ -1181,6 +1202,23 @@ async fn same_reports_as_embedded(url: String) {
         for (c, e) in ads_clickhouse.iter().zip(&ads_embedded) {
             assert_eq!(c, e, "the backends disagree on ads");
         }
+
+        // The ads suite wrote facts without tallies, as the previous version did.
+        drop_table(&config, "tallies").await;
+        let reopened = ClickHouseStore::connect(&config).await.expect("connect");
+        tallies::backfilled_as_the_report_counts(&reopened).await;
+        let fresh = fresh_database(&url, "tallies");
+        let tallied = ClickHouseStore::connect(&fresh).await.expect("connect");
+        let tallies_clickhouse = tallies::suite(&tallied).await;
+        drop_database(&url, &fresh.database).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tallies_embedded =
+            tallies::suite(&EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open"))
+                .await;
+        assert_eq!(
+            tallies_clickhouse, tallies_embedded,
+            "the backends disagree on tallies"
+        );
 
         // A table created before `ad_id_status` existed gets the column at start.
         let client = clickhouse::Client::default()

@@ -1,6 +1,7 @@
 //! The api's side of the ads (`rm_ads`): what the ads index is rebuilt from, read
-//! from the api's state (campaigns, catalogs) and the report store (billable clicks,
-//! counted with the reports' click window), and the decoding of the
+//! from the api's state (campaigns, catalogs) and the report store (billable clicks:
+//! the tallies the aggregator keeps per campaign and day, or the ads report while a
+//! store written before tallies is not yet counted into them), and the decoding of the
 //! `POST /v1/ads/generate` body. Decisioning itself, the campaign and catalog model
 //! and the served answer are `rm_ads`'s; this module adds no rule of its own.
 
@@ -9,6 +10,8 @@ use std::sync::Arc;
 use rm_ads::model::campaign::BannerXCampaign;
 use rm_ads::model::catalog::Product;
 use rm_ads::DayClicks;
+use rm_store::model::format_day;
+use rm_store::model::tallies::Metric;
 use rm_store::model::traffic::ClickWindow;
 use rm_store::{AnyStore, ReportFilter, ReportStore, StoreError};
 
@@ -53,8 +56,20 @@ impl rm_ads::Inputs for ApiInputs<'_> {
         &self,
         campaign_ids: Vec<String>,
     ) -> Result<Vec<DayClicks>, InputsError> {
-        // Only those campaigns' rows (ClickHouse narrows its query to them), not the
-        // whole ads report.
+        // The tallies: one sum per campaign and day, decided as the clicks arrived.
+        let wanted: std::collections::HashSet<String> = campaign_ids.iter().cloned().collect();
+        if let Some(tallies) = self.store.tallies(Metric::AdClicks, Some(&wanted)).await? {
+            return Ok(tallies
+                .into_iter()
+                .map(|t| DayClicks {
+                    campaign_id: t.campaign_id,
+                    day: format_day(t.day),
+                    clicks: u64::try_from(t.value).unwrap_or(0),
+                })
+                .collect());
+        }
+        // A store whose earlier clicks are not counted yet (the aggregator's first
+        // start on it): the ads report of those campaigns.
         let narrow = ReportFilter {
             tenant: Some(rm_store::Tenant {
                 namespace: String::new(),

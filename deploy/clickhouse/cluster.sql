@@ -178,3 +178,18 @@ ORDER BY ad_id;
 
 CREATE TABLE IF NOT EXISTS retail_media.served_ads ON CLUSTER '{cluster}' AS retail_media.served_ads_local
 ENGINE = Distributed('{cluster}', retail_media, served_ads_local, cityHash64(ad_id));
+
+-- tallies: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.tallies_local ON CLUSTER '{cluster}' (
+    campaign_id String,
+    metric String,
+    day Int32,
+    log_partition Int32,
+    value Int64,
+    stamp UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/tallies', '{replica}', stamp)
+ORDER BY (campaign_id, metric, day, log_partition);
+
+CREATE TABLE IF NOT EXISTS retail_media.tallies ON CLUSTER '{cluster}' AS retail_media.tallies_local
+ENGINE = Distributed('{cluster}', retail_media, tallies_local, cityHash64(campaign_id, metric, day, log_partition));

@@ -225,8 +225,24 @@ pub const SERVED_ADS: &str = "CREATE TABLE IF NOT EXISTS served_ads (
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY ad_id";
 
+/// Counts decided as events arrive, per campaign, UTC day, metric and log partition
+/// (`rm_store::model::tallies`): each row an absolute count stamped with the offset
+/// (plus one) of the last record of its partition that moved it. The highest stamp
+/// of a key is its value (`argMax(value, stamp)`); a replayed write inserts a row
+/// equal to one already there. Readers sum those over partitions: one campaign's
+/// billable clicks are a few rows per day, whatever the volume behind them.
+pub const TALLIES: &str = "CREATE TABLE IF NOT EXISTS tallies (
+    campaign_id String,
+    metric String,
+    day Int32,
+    log_partition Int32,
+    value Int64,
+    stamp UInt64
+) ENGINE = ReplacingMergeTree(stamp)
+ORDER BY (campaign_id, metric, day, log_partition)";
+
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 9] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
@@ -235,6 +251,7 @@ pub const ALL: [&str; 8] = [
     ATTRIBUTION_TOUCHES,
     AD_FACTS,
     SERVED_ADS,
+    TALLIES,
 ];
 
 /// Columns added to a table after it first shipped: (table, column, type). Each is

@@ -11,7 +11,8 @@ use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{CartCampaignRow, CartKey, CartStateRow};
 use crate::model::funnel::{FunnelReportRow, ViewKey};
 use crate::model::products::ProductReportRow;
-use crate::write::{BatchWrite, EntitySets, FastSet, PreparedWrite, WriteStore};
+use crate::model::tallies::{DayTally, Metric, Tally, TallyKey};
+use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 use crate::{Backend, ReportFilter, ReportStore, StoreConfig, StoreError};
 
 /// The store a deployment uses, chosen by configuration.
@@ -65,6 +66,15 @@ impl WriteStore for AnyStore {
     ) -> Result<EntitySets, StoreError> {
         dispatch!(self, s => s.load(views, carts, served).await)
     }
+    async fn load_tallies(
+        &self,
+        keys: &FastSet<TallyKey>,
+    ) -> Result<FastMap<TallyKey, Tally>, StoreError> {
+        dispatch!(self, s => s.load_tallies(keys).await)
+    }
+    async fn backfill_tallies(&self) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.backfill_tallies().await)
+    }
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
         dispatch!(self, s => s.known_orders(ids).await)
     }
@@ -111,5 +121,12 @@ impl ReportStore for AnyStore {
         w: &Windows,
     ) -> Result<Vec<SalesReportRow>, StoreError> {
         dispatch!(self, s => s.sales(f, w).await)
+    }
+    async fn tallies(
+        &self,
+        metric: Metric,
+        campaigns: Option<&HashSet<String>>,
+    ) -> Result<Option<Vec<DayTally>>, StoreError> {
+        dispatch!(self, s => s.tallies(metric, campaigns).await)
     }
 }

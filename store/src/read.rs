@@ -12,6 +12,7 @@ use crate::model::campaigns::{
 use crate::model::carts::{self, CartCampaignRow, CartEventRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
+use crate::model::tallies::{DayTally, Metric};
 use crate::{Backend, ReportFilter, StoreError};
 
 /// The read side of a report store: what the api calls.
@@ -60,6 +61,16 @@ pub trait ReportStore: Backend {
         f: &ReportFilter,
         w: &Windows,
     ) -> impl Future<Output = Result<Vec<CampaignSalesRow>, StoreError>> + Send;
+
+    /// The tallies of `metric` per campaign and day, summed over partitions, of the
+    /// campaigns in `campaigns` (all when `None`); `None` while the store's earlier
+    /// facts are not counted yet (the aggregator's first start on it has not finished
+    /// the backfill: read the report instead).
+    fn tallies(
+        &self,
+        metric: Metric,
+        campaigns: Option<&std::collections::HashSet<String>>,
+    ) -> impl Future<Output = Result<Option<Vec<DayTally>>, StoreError>> + Send;
 
     /// Sales per credited campaign, catalog, product and order day, attributed with
     /// windows `w` (see [`sales_rows`] for the filter).

@@ -15,6 +15,7 @@ use crate::model::carts::{CartEventRow, CartFact, CartKey};
 use crate::model::funnel::{ViewFact, ViewKey, ViewRow};
 use crate::model::products::ProductFact;
 use crate::model::served::ServedAd;
+use crate::model::tallies::{Tally, TallyKey};
 use crate::{Backend, StoreError};
 
 /// Hash maps and sets of the hot path: entity keys are hashed several times per
@@ -44,6 +45,9 @@ pub struct BatchWrite {
     pub order_lines: Vec<OrderLine>,
     /// The state of every served ad (realised ad id) the batch decided on.
     pub served: Vec<(String, ServedAd)>,
+    /// The tallies the batch moved, absolute and stamped (see
+    /// [`crate::model::tallies`]): written before `served`.
+    pub tallies: Vec<(TallyKey, Tally)>,
     /// Served ads whose ad id expired before these Unix seconds are forgotten with
     /// the batch (their events can no longer be billable, see
     /// [`crate::model::served`]); `None`: none this time.
@@ -61,6 +65,8 @@ pub struct EntitySets {
     pub carts: FastMap<CartKey, Vec<CartFact>>,
     /// Served ads, by realised ad id.
     pub served: FastMap<String, ServedAd>,
+    /// Tallies (absent ones are empty: [`Tally::EMPTY`]).
+    pub tallies: FastMap<TallyKey, Tally>,
 }
 
 /// A batch ready for [`WriteStore::write_prepared`]: the batch and what the store made
@@ -85,6 +91,17 @@ pub trait WriteStore: Backend {
         carts: &FastSet<CartKey>,
         served: &FastSet<String>,
     ) -> impl Future<Output = Result<EntitySets, StoreError>> + Send;
+
+    /// The current tallies of these keys (absent ones are left out).
+    fn load_tallies(
+        &self,
+        keys: &FastSet<TallyKey>,
+    ) -> impl Future<Output = Result<FastMap<TallyKey, Tally>, StoreError>> + Send;
+
+    /// Counts the facts of a store written before tallies into them, once (see
+    /// [`crate::model::tallies`]): called by the aggregator before its first write;
+    /// true when it did it now, false when the store had it done.
+    fn backfill_tallies(&self) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Which of these order ids the store holds.
     fn known_orders(

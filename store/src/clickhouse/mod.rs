@@ -43,7 +43,8 @@
 //!
 //! Files by concern: this one connects and keeps the store's health, `schema.rs`
 //! creates and migrates the tables, `write.rs` loads fact sets and inserts batches,
-//! `reports/` answers the reports (one file per report family), `rows.rs` holds the
+//! `reports/` answers the reports (one file per report family), `tallies.rs` loads,
+//! writes and sums the tallies, `rows.rs` holds the
 //! row types, `query.rs` the `WHERE` and `IN` builders and `error.rs` how a failure
 //! is classified.
 
@@ -52,6 +53,7 @@ mod query;
 mod reports;
 mod rows;
 mod schema;
+mod tallies;
 mod write;
 
 pub use error::REFUSED_CODES;

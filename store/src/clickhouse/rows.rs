@@ -437,3 +437,63 @@ mod tests {
         }
     }
 }
+
+/// A row of `tallies` ([`crate::model::tallies`]); `stamp` is the record's offset
+/// plus one (the engine's version column is unsigned; `0` is the backfill's).
+#[derive(Row, Serialize, Deserialize)]
+pub(crate) struct TallyCh {
+    pub(crate) campaign_id: String,
+    pub(crate) metric: String,
+    pub(crate) day: i32,
+    pub(crate) log_partition: i32,
+    pub(crate) value: i64,
+    pub(crate) stamp: u64,
+}
+
+impl TallyCh {
+    /// The row of one tally.
+    pub(crate) fn of(k: &crate::model::tallies::TallyKey, t: crate::model::tallies::Tally) -> Self {
+        Self {
+            campaign_id: k.campaign_id.clone(),
+            metric: k.metric.as_str().to_owned(),
+            day: k.day,
+            log_partition: k.partition,
+            value: t.value,
+            stamp: u64::try_from(t.stamp.saturating_add(1)).unwrap_or(0),
+        }
+    }
+
+    /// The tally a row holds.
+    pub(crate) fn tally(
+        self,
+    ) -> Result<
+        (
+            crate::model::tallies::TallyKey,
+            crate::model::tallies::Tally,
+        ),
+        StoreError,
+    > {
+        use crate::model::tallies::{Metric, Tally, TallyKey};
+        let metric = Metric::parse(&self.metric).ok_or_else(|| corrupt("metric", &self.metric))?;
+        Ok((
+            TallyKey {
+                campaign_id: self.campaign_id,
+                day: self.day,
+                metric,
+                partition: self.log_partition,
+            },
+            Tally {
+                value: self.value,
+                stamp: i64::try_from(self.stamp).unwrap_or(i64::MAX) - 1,
+            },
+        ))
+    }
+}
+
+/// A tally summed over partitions, as the server sums it.
+#[derive(Row, Deserialize)]
+pub(crate) struct DayTallyCh {
+    pub(crate) campaign_id: String,
+    pub(crate) day: i32,
+    pub(crate) value: i64,
+}

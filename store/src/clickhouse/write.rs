@@ -16,6 +16,7 @@ use super::ClickHouseStore;
 use crate::model::carts::{self, CartKey};
 use crate::model::funnel::{self, ViewFact, ViewKey};
 use crate::model::served::ServedAd;
+use crate::model::tallies::{Tally, TallyKey};
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, WriteStore};
 use crate::StoreError;
 
@@ -285,6 +286,11 @@ impl ClickHouseStore {
             .iter()
             .map(|(ad_id, state)| ServedCh::of(ad_id, state))
             .collect();
+        // Tallies first: a served ad's state must never be stored without the tallies
+        // it moved (see `crate::model::tallies`), or a replay would skip the move.
+        if !b.tallies.is_empty() {
+            self.insert_tallies(&b.tallies).await?;
+        }
         tokio::try_join!(
             insert_rows::<ServedCh>(client, "served_ads", &served),
             insert_rows::<ViewFactCh<'_>>(client, "view_facts", &view_facts),
@@ -347,6 +353,7 @@ impl WriteStore for ClickHouseStore {
                 views: v.views,
                 carts: c.carts,
                 served: s,
+                tallies: FastMap::default(),
             })
         })
         .await
@@ -354,6 +361,20 @@ impl WriteStore for ClickHouseStore {
 
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         self.op("write", self.write_batch(batch)).await
+    }
+
+    async fn load_tallies(
+        &self,
+        keys: &FastSet<TallyKey>,
+    ) -> Result<FastMap<TallyKey, Tally>, StoreError> {
+        self.op("load tallies", self.load_tally_rows(keys)).await
+    }
+
+    async fn backfill_tallies(&self) -> Result<bool, StoreError> {
+        // Not bounded by the operation timeout: it reads the whole ads history once.
+        let r = self.backfill().await;
+        self.inner.note(&r);
+        r
     }
 
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {

@@ -16,7 +16,8 @@ use crate::model::attribution::OrderLine;
 use crate::model::carts::{CartEventRow, CartKey};
 use crate::model::funnel::ViewKey;
 use crate::model::served::ServedAd;
-use crate::write::{BatchWrite, EntitySets, FastSet, PreparedWrite, WriteStore};
+use crate::model::tallies::{Tally, TallyKey};
+use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 use crate::StoreError;
 
 /// A batch encoded into the rows of each table, sorted by key (neighbouring inserts
@@ -90,6 +91,11 @@ impl Encoded {
             (PRODUCT_FACTS, product_facts),
             (TOUCHES, touches),
             (AD_FACTS, ad_facts),
+            // In the batch's transaction with the served ads' states that decided them.
+            (
+                super::tallies::TALLIES,
+                super::tallies::rows(&batch.tallies),
+            ),
         ];
         let served: Rows = batch
             .served
@@ -221,6 +227,31 @@ impl WriteStore for EmbeddedStore {
             Some(e) => self.write_encoded(e).await,
             None => self.write(&w.batch).await,
         }
+    }
+
+    async fn load_tallies(
+        &self,
+        keys: &FastSet<TallyKey>,
+    ) -> Result<FastMap<TallyKey, Tally>, StoreError> {
+        let keys: Vec<TallyKey> = keys.iter().cloned().collect();
+        self.blocking(move |db| super::tallies::load(db, &keys))
+            .await
+    }
+
+    async fn backfill_tallies(&self) -> Result<bool, StoreError> {
+        if !self.blocking(super::tallies::needs_backfill).await? {
+            return Ok(false);
+        }
+        // The whole history once; the aggregator calls this before its first write,
+        // so no fact arrives while it is read.
+        let ads = crate::ReportStore::ads(self, &crate::ReportFilter::default()).await?;
+        let done = self
+            .blocking(move |db| super::tallies::backfill(db, &ads))
+            .await?;
+        if done {
+            tracing::info!("counted the store's earlier billable clicks into tallies");
+        }
+        Ok(done)
     }
 
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {

@@ -15,7 +15,8 @@
 //! each row shows unverified ad ids; [`ad_id_campaign`] maps an ad id to its campaign.
 //! [`served`] is what the aggregator decides as a served ad's events arrive (one
 //! billable impression and click per thing it carries, and the stateless rules),
-//! kept per realised ad id.
+//! kept per realised ad id. [`tallies`] are the counts decided there, summed per
+//! campaign and day as events arrive, for readers that must not read the events.
 
 pub mod ad_id_campaign;
 pub mod ads;
@@ -26,6 +27,7 @@ pub mod funnel;
 pub mod products;
 pub mod served;
 pub mod status;
+pub mod tallies;
 pub mod traffic;
 
 /// A fact of an entity's set: identified by its dedup key, placed by its event time,

@@ -135,6 +135,11 @@ impl ServedAd {
         true
     }
 
+    /// Whether any event took `unit` yet.
+    pub fn is_taken(&self, unit: Unit<'_>) -> bool {
+        self.taken.iter().any(|t| unit.same(t))
+    }
+
     /// Whether another event than `dedup_key` took `unit` (without taking it): how a
     /// copy that may not take a unit (its ad id did not verify) is judged, so that no
     /// mix of copies of one event makes it billable beside the unit's event.

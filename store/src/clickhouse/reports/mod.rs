@@ -13,6 +13,7 @@ use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{CartCampaignRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
+use crate::model::tallies::{DayTally, Metric};
 use crate::read::ReportStore;
 use crate::{ReportFilter, StoreError};
 
@@ -57,5 +58,14 @@ impl ReportStore for ClickHouseStore {
         w: &Windows,
     ) -> Result<Vec<SalesReportRow>, StoreError> {
         self.op("sales report", self.sales_report(f, w)).await
+    }
+
+    async fn tallies(
+        &self,
+        metric: Metric,
+        campaigns: Option<&std::collections::HashSet<String>>,
+    ) -> Result<Option<Vec<DayTally>>, StoreError> {
+        self.op("tallies", self.read_tallies(metric, campaigns))
+            .await
     }
 }

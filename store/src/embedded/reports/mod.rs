@@ -18,6 +18,7 @@ use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{CartCampaignRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
+use crate::model::tallies::{DayTally, Metric};
 use crate::read::ReportStore;
 use crate::{ReportFilter, StoreError};
 
@@ -93,5 +94,15 @@ impl ReportStore for EmbeddedStore {
     ) -> Result<Vec<SalesReportRow>, StoreError> {
         let (f, w) = (f.clone(), *w);
         self.blocking(move |db| sales::sales(db, &f, &w)).await
+    }
+
+    async fn tallies(
+        &self,
+        metric: Metric,
+        campaigns: Option<&std::collections::HashSet<String>>,
+    ) -> Result<Option<Vec<DayTally>>, StoreError> {
+        let campaigns = campaigns.cloned();
+        self.blocking(move |db| super::tallies::read(db, metric, campaigns.as_ref()))
+            .await
     }
 }

@@ -1,0 +1,143 @@
+//! ClickHouse's tallies ([`crate::model::tallies`]): the `tallies` table
+//! ([`rm_schemas::tables::TALLIES`], `ReplacingMergeTree(stamp)`). A key's value is
+//! its row with the highest stamp (`argMax`), so the answer is exact before any
+//! merge; a batch inserts its tallies before its served ads' states (`write.rs`).
+
+use std::collections::HashSet;
+
+use super::error::ch;
+use super::query::{chunks, placeholders};
+use super::rows::{DayTallyCh, TallyCh};
+use super::write::insert_rows;
+use super::ClickHouseStore;
+use crate::model::tallies::{self, DayTally, Metric, Tally, TallyKey};
+use crate::write::{FastMap, FastSet};
+use crate::{ReportFilter, ReportStore, StoreError};
+
+impl ClickHouseStore {
+    /// The newest row of each of `keys` (absent ones left out).
+    pub(crate) async fn load_tally_rows(
+        &self,
+        keys: &FastSet<TallyKey>,
+    ) -> Result<FastMap<TallyKey, Tally>, StoreError> {
+        let fail = ch("load tallies");
+        let mut out = FastMap::default();
+        for chunk in chunks(keys, |k| k.campaign_id.len() + 24) {
+            let sql = format!(
+                "SELECT campaign_id, metric, day, log_partition, argMax(value, stamp) AS v, \
+                 max(stamp) AS s FROM tallies \
+                 WHERE (campaign_id, metric, day, log_partition) IN ({}) \
+                 GROUP BY campaign_id, metric, day, log_partition",
+                vec!["(?, ?, ?, ?)"; chunk.len()].join(",")
+            );
+            let mut q = self.client().query(&sql);
+            for k in chunk {
+                q = q
+                    .bind(k.campaign_id.as_str())
+                    .bind(k.metric.as_str())
+                    .bind(k.day)
+                    .bind(k.partition);
+            }
+            let rows: Vec<TallyCh> = q.fetch_all().await.map_err(&fail)?;
+            for r in rows {
+                let (k, t) = r.tally()?;
+                out.insert(k, t);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Inserts a batch's tallies (one `INSERT`).
+    pub(crate) async fn insert_tallies(
+        &self,
+        rows: &[(TallyKey, Tally)],
+    ) -> Result<(), StoreError> {
+        let rows: Vec<TallyCh> = rows.iter().map(|(k, t)| TallyCh::of(k, *t)).collect();
+        insert_rows::<TallyCh>(self.client(), "tallies", &rows).await
+    }
+
+    async fn has_marker(&self) -> Result<bool, StoreError> {
+        let m = TallyKey::marker();
+        let n: u64 = self
+            .client()
+            .query("SELECT count() FROM tallies WHERE campaign_id = ? AND metric = ?")
+            .bind(m.campaign_id.as_str())
+            .bind(m.metric.as_str())
+            .fetch_one()
+            .await
+            .map_err(ch("read tallies"))?;
+        Ok(n > 0)
+    }
+
+    /// `metric` per campaign and day, summed over partitions on the server.
+    pub(crate) async fn read_tallies(
+        &self,
+        metric: Metric,
+        campaigns: Option<&HashSet<String>>,
+    ) -> Result<Option<Vec<DayTally>>, StoreError> {
+        if !self.has_marker().await? {
+            return Ok(None);
+        }
+        let fail = ch("read tallies");
+        let sql = |filter: &str| {
+            format!(
+                "SELECT campaign_id, day, toInt64(sum(v)) AS value FROM (\
+                 SELECT campaign_id, day, log_partition, argMax(value, stamp) AS v FROM tallies \
+                 WHERE metric = ?{filter} GROUP BY campaign_id, day, log_partition) \
+                 GROUP BY campaign_id, day"
+            )
+        };
+        let mut rows: Vec<DayTallyCh> = Vec::new();
+        match campaigns {
+            None => {
+                rows = self
+                    .client()
+                    .query(&sql(""))
+                    .bind(metric.as_str())
+                    .fetch_all()
+                    .await
+                    .map_err(&fail)?;
+            }
+            Some(campaigns) => {
+                for chunk in chunks(campaigns, String::len) {
+                    let filter = format!(" AND campaign_id IN ({})", placeholders(chunk.len()));
+                    let mut q = self.client().query(&sql(&filter)).bind(metric.as_str());
+                    for c in chunk {
+                        q = q.bind(c.as_str());
+                    }
+                    rows.extend(q.fetch_all::<DayTallyCh>().await.map_err(&fail)?);
+                }
+            }
+        }
+        let mut out: Vec<DayTally> = rows
+            .into_iter()
+            .map(|r| DayTally {
+                campaign_id: r.campaign_id,
+                day: r.day,
+                value: r.value,
+            })
+            .collect();
+        out.sort();
+        Ok(Some(out))
+    }
+
+    /// The backfill, once (see [`crate::WriteStore::backfill_tallies`]): the counts
+    /// first, the marker after them, so a crash in between writes the same counts
+    /// again at the next start.
+    pub(crate) async fn backfill(&self) -> Result<bool, StoreError> {
+        if self.has_marker().await? {
+            return Ok(false);
+        }
+        let ads = ReportStore::ads(self, &ReportFilter::default()).await?;
+        let (marker, counts): (Vec<_>, Vec<_>) = tallies::backfill(&ads)
+            .into_iter()
+            .partition(|(k, _)| *k == TallyKey::marker());
+        self.insert_tallies(&counts).await?;
+        self.insert_tallies(&marker).await?;
+        tracing::info!(
+            campaign_days = counts.len(),
+            "counted the store's earlier billable clicks into tallies"
+        );
+        Ok(true)
+    }
+}
