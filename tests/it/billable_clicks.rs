@@ -7,7 +7,9 @@
 //! works through them. Either way more than one click reaches the log, and the
 //! aggregator's served-ad rule (one billable click per served ad, issue 26; before it,
 //! the reports' click window) counts them once, the rest as
-//! `invalidClicks.servedAdRepeat`, through every kill.
+//! `invalidClicks.servedAdRepeat`, through every kill. The tally the spend refresher
+//! reads (billable clicks per campaign and day, `rm_store::model::tallies`) holds that
+//! one click too, read from the store itself once the services stopped.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -132,6 +134,26 @@ fn one_billable_click(api: SocketAddr, ad: &str, records: u64) {
     );
 }
 
+/// The billable ad clicks the aggregator tallied (what spend reads): (campaign, day,
+/// clicks), every campaign.
+fn tallied(store: &rm_store::AnyStore) -> Vec<(String, String, i64)> {
+    use rm_store::model::tallies::Metric;
+    use rm_store::ReportStore;
+    let rows = crate::auth_limits::runtime()
+        .block_on(store.tallies(Metric::AdClicks, None))
+        .unwrap()
+        .expect("the aggregator counted the store into tallies at its start");
+    rows.into_iter()
+        .map(|d| (d.campaign_id, rm_store::model::format_day(d.day), d.value))
+        .collect()
+}
+
+/// One billable click of [`CAMPAIGN`] on the day of `t0`, nothing else.
+fn one_tallied_click(store: &rm_store::AnyStore, t0: chrono::DateTime<chrono::Utc>) {
+    let day = t0.format("%Y-%m-%d").to_string();
+    assert_eq!(tallied(store), vec![(CAMPAIGN.to_owned(), day, 1)]);
+}
+
 /// The ad clicks of the ad in the log.
 fn ad_clicks_logged(edge: SocketAddr) -> u64 {
     metric(
@@ -177,6 +199,9 @@ fn embedded_one_billable_click_through_an_edge_restart() {
     let svc = Service::start("all", dir.path(), &env);
     one_billable_click(svc.api, &ad, logged);
     assert_eq!(svc.terminate(), Some(0));
+    let path = rm_store::embedded::EmbeddedStore::path(dir.path());
+    let store = rm_store::embedded::EmbeddedStore::open(&path).unwrap();
+    one_tallied_click(&rm_store::AnyStore::Embedded(store), t0);
 }
 
 #[test]
@@ -212,6 +237,18 @@ fn kafka_clickhouse_one_billable_click_through_two_edges_and_aggregator_kills() 
     one_billable_click(api.api, &ad, logged);
     assert_eq!(agg.terminate(), Some(0));
     assert_eq!(api.terminate(), Some(0));
+    let setting = |k: &str| env.iter().find(|(n, _)| *n == k).unwrap().1.clone();
+    let config = rm_store::clickhouse::ClickHouseConfig {
+        url: Some(setting("RM_CLICKHOUSE_URL")),
+        database: setting("RM_CLICKHOUSE_DATABASE"),
+        user: "default".to_owned(),
+        password: String::new(),
+    };
+    let rt = crate::auth_limits::runtime();
+    let store = rt
+        .block_on(rm_store::clickhouse::ClickHouseStore::connect(&config))
+        .unwrap();
+    one_tallied_click(&rm_store::AnyStore::ClickHouse(store), t0);
 }
 
 /// Starts the aggregator and `kill -9`s it while it works (lag above zero), `kills`
