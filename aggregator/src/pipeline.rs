@@ -15,6 +15,15 @@
 //! The entity cache only saves store reads; after a restart or a rebalance the sets
 //! are loaded from the store, which is the authority.
 //!
+//! **Tallies** (counts decided as events arrive, [`rm_store::model::tallies`]) are not
+//! sets: a tally is an absolute count per log partition stamped with the offset of
+//! the last record that moved it, and each record carries its (partition, offset)
+//! from the source. A replayed record at or below a tally's stamp moves nothing, and
+//! the store writes a batch's tallies no later than the served ads' states that
+//! decided them, so the argument above holds for them too. Before its first batch the
+//! loop has a store written by an earlier version counted into tallies once
+//! ([`WriteStore::backfill_tallies`]).
+//!
 //! **Three stages.** A reader task polls and decodes batch N+2 while the loop folds
 //! batch N+1 and the store writes batch N, so the two cores of a small machine stay
 //! busy while either stage waits on the disk (fsync) or the network. This is sound

@@ -1,0 +1,277 @@
+//! Spend benchmark (issue 26, item 4): what the ads index's spend refresher costs as
+//! the clicks behind it grow. It reads billable clicks per campaign and day every
+//! `RM_API_ADS_REFRESH_SECS`; before tallies it ran the ads report of the served
+//! campaigns over their whole history (every click fact resolved), now it reads the
+//! tallies (one row per campaign, day and log partition).
+//!
+//! Two stores are filled the way the aggregator fills them (records folded with their
+//! log positions, the touched served ads and tallies loaded from the store, batches
+//! written), one with `--clicks` ad clicks and one with ten times as many, over the
+//! same campaigns and days; then both reads run on both stores, alternating, and the
+//! table gives medians, the rows each answer moves and the ratio between the sizes.
+//!
+//! Embedded store by default; ClickHouse when `RM_CLICKHOUSE_URL` is set (each store
+//! in a database of its own, dropped at the end).
+//! `cargo run --release -p rm-benches --bin spendbench -- --clicks 100000`.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rm_aggregator::batch::{fold_at, touched_at, Policy, Position};
+use rm_schemas::{EventRecord, InteractionEvent, InteractionType};
+use rm_store::clickhouse::{ClickHouseConfig, ClickHouseStore};
+use rm_store::embedded::EmbeddedStore;
+use rm_store::model::tallies::Metric;
+use rm_store::model::traffic::ClickWindow;
+use rm_store::{AnyStore, ReportFilter, ReportStore, Tenant, WriteStore};
+
+/// The allocator `retail-media` itself uses (see `src/main.rs`).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Settings.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Ad clicks in the small store (the large one holds ten times as many).
+    #[arg(long, default_value_t = 100_000)]
+    clicks: usize,
+    /// Campaigns the clicks are spread over (the issue's measurement: 21).
+    #[arg(long, default_value_t = 21)]
+    campaigns: usize,
+    /// Days the clicks are spread over.
+    #[arg(long, default_value_t = 30)]
+    days: usize,
+    /// Log partitions the clicks come from.
+    #[arg(long, default_value_t = 6)]
+    partitions: i32,
+    /// Timed reads of each kind on each store.
+    #[arg(long, default_value_t = 9)]
+    runs: usize,
+    /// Records per folded batch.
+    #[arg(long, default_value_t = 50_000)]
+    batch: usize,
+    /// ClickHouse HTTP URL (the embedded store when unset).
+    #[arg(long, env = "RM_CLICKHOUSE_URL")]
+    clickhouse_url: Option<String>,
+}
+
+/// Click `i`: served ad `i / 5 * 4 + ...`: four clicks in five are a served ad's
+/// first (billable), one in five a second shopper's click on the ad before it (a
+/// repeat), spread over campaigns and days.
+fn click(i: usize, a: &Args, today: i64) -> EventRecord {
+    let served = if i % 5 == 4 { i - 1 } else { i };
+    let campaign = served % a.campaigns;
+    let day = (served / a.campaigns) % a.days;
+    let ms = (today - day as i64) * 86_400_000 + (served % 86_400) as i64 * 1000;
+    let ts = chrono::DateTime::from_timestamp_millis(ms)
+        .expect("time")
+        .fixed_offset();
+    let event = InteractionEvent {
+        ad_id: format!("rm1.camp-{campaign}.ad-{served}"),
+        interaction_type: InteractionType::AdClick,
+        timestamp: ts,
+        session_id: Some(format!("s-{i}")),
+        customer_id: None,
+        dtm_token: None,
+        video_id: None,
+        product_code: None,
+        catalog_id: None,
+        creative_id: None,
+        units: None,
+        conversion_value: None,
+        iab_consent_string: None,
+    };
+    EventRecord::new(event, uuid::Uuid::now_v7(), ts.to_utc())
+}
+
+/// Fills `store` with `n` clicks as the aggregator would.
+async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let today = chrono::Utc::now().timestamp_millis() / 86_400_000;
+    // Ten days of late horizon cover the spread; the policy is otherwise the default.
+    let policy = Policy {
+        late_horizon_ms: (a.days as i64 + 2) * 86_400_000,
+        ..Policy::default()
+    };
+    store.backfill_tallies().await?;
+    let mut offsets = vec![0i64; usize::try_from(a.partitions).unwrap_or(1)];
+    let mut i = 0;
+    while i < n {
+        let end = (i + a.batch).min(n);
+        let records: Vec<EventRecord> = (i..end).map(|j| click(j, a, today)).collect();
+        let positions: Vec<Position> = records
+            .iter()
+            .map(|r| {
+                let p = (xxhash_rust::xxh3::xxh3_64(r.event.ad_id.as_bytes())
+                    % offsets.len() as u64) as usize;
+                offsets[p] += 1;
+                (p as i32, offsets[p] - 1)
+            })
+            .collect();
+        let t = touched_at(&records, &positions);
+        let mut sets = store.load(&t.views, &t.carts, &t.served).await?;
+        sets.tallies = store.load_tallies(&t.tallies).await?;
+        let (write, _) = fold_at(&records, Some(&positions), &mut sets, &policy);
+        store.write(&write).await?;
+        i = end;
+    }
+    Ok(started.elapsed())
+}
+
+/// The two reads of the spend refresher, timed once: (ms, rows moved, clicks).
+async fn read(
+    store: &AnyStore,
+    campaigns: &HashSet<String>,
+    tallies: bool,
+) -> anyhow::Result<(f64, usize, i64)> {
+    let t = Instant::now();
+    let (rows, clicks) = if tallies {
+        let rows = store
+            .tallies(Metric::AdClicks, Some(campaigns))
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("not counted"))?;
+        (rows.len(), rows.iter().map(|r| r.value).sum())
+    } else {
+        // The refresher's query before tallies (api/src/ads.rs, the fallback).
+        let f = ReportFilter {
+            tenant: Some(Tenant {
+                namespace: String::new(),
+                campaigns: std::sync::Arc::new(campaigns.iter().cloned().collect()),
+            }),
+            click_window: ClickWindow::default(),
+            ..ReportFilter::default()
+        };
+        let rows = store.ads(&f).await?;
+        let clicks = rows.iter().map(|r| r.clicks as i64).sum();
+        (rows.len(), clicks)
+    };
+    Ok((t.elapsed().as_secs_f64() * 1e3, rows, clicks))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+async fn open(
+    a: &Args,
+    name: &str,
+    dir: &std::path::Path,
+) -> anyhow::Result<(AnyStore, Option<String>)> {
+    match &a.clickhouse_url {
+        Some(url) => {
+            let database = format!("rm_spendbench_{name}_{}", std::process::id());
+            let config = ClickHouseConfig {
+                url: Some(url.clone()),
+                database: database.clone(),
+                user: "default".into(),
+                password: String::new(),
+            };
+            Ok((
+                AnyStore::ClickHouse(ClickHouseStore::connect(&config).await?),
+                Some(database),
+            ))
+        }
+        None => Ok((
+            AnyStore::Embedded(EmbeddedStore::open(&EmbeddedStore::path(&dir.join(name)))?),
+            None,
+        )),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let dir = tempfile_dir()?;
+    let backend = if a.clickhouse_url.is_some() {
+        "clickhouse"
+    } else {
+        "embedded"
+    };
+    let campaigns: HashSet<String> = (0..a.campaigns).map(|c| format!("camp-{c}")).collect();
+    let mut stores = Vec::new();
+    for (name, n) in [("small", a.clicks), ("large", a.clicks * 10)] {
+        let (store, db) = open(&a, name, &dir).await?;
+        let took = fill(&store, n, &a).await?;
+        eprintln!("spendbench: {backend} {name}: {n} clicks stored in {took:.1?}");
+        stores.push((name, n, store, db));
+    }
+    // Alternate stores and kinds, so drift hits both alike.
+    let mut times = vec![vec![Vec::new(); 2]; stores.len()];
+    let mut shape = vec![vec![(0usize, 0i64); 2]; stores.len()];
+    for _ in 0..a.runs {
+        for (s, (_, _, store, _)) in stores.iter().enumerate() {
+            for (k, tallies) in [(0, true), (1, false)] {
+                let (ms, rows, clicks) = read(store, &campaigns, tallies).await?;
+                times[s][k].push(ms);
+                shape[s][k] = (rows, clicks);
+            }
+        }
+    }
+    println!();
+    println!("| backend | clicks stored | read | median ms | rows moved | billable clicks |");
+    println!("|---|---:|---|---:|---:|---:|");
+    for (s, (_, n, _, _)) in stores.iter().enumerate() {
+        for (k, what) in [(0, "tallies (now)"), (1, "ads report (before)")] {
+            println!(
+                "| {backend} | {n} | {what} | {:.2} | {} | {} |",
+                median(times[s][k].clone()),
+                shape[s][k].0,
+                shape[s][k].1
+            );
+        }
+    }
+    for (k, what) in [(0, "tallies"), (1, "ads report")] {
+        println!(
+            "\n{what}: large / small = {:.2}x",
+            median(times[1][k].clone()) / median(times[0][k].clone())
+        );
+    }
+    for s in 0..stores.len() {
+        assert_eq!(
+            shape[s][0].1, shape[s][1].1,
+            "tallies and the ads report count the same billable clicks"
+        );
+    }
+    for (_, _, store, db) in stores {
+        if let (AnyStore::ClickHouse(_), Some(db), Some(url)) = (&store, db, &a.clickhouse_url) {
+            drop_database(url, &db).await;
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("spendbench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+async fn drop_database(url: &str, db: &str) {
+    let sql = format!("DROP DATABASE IF EXISTS {db}");
+    let client = http_post(url, &sql).await;
+    if let Err(e) = client {
+        eprintln!("spendbench: could not drop {db}: {e}");
+    }
+}
+
+/// One statement over ClickHouse's HTTP interface.
+async fn http_post(url: &str, sql: &str) -> anyhow::Result<()> {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    let client: Client<_, Full<hyper::body::Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let req = http::Request::post(url).body(Full::new(hyper::body::Bytes::from(sql.to_owned())))?;
+    let resp = client.request(req).await?;
+    let status = resp.status();
+    let body = resp.into_body().collect().await?.to_bytes();
+    anyhow::ensure!(
+        status.is_success(),
+        "{status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    Ok(())
+}
