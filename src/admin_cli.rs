@@ -1,6 +1,7 @@
 //! The admin subcommands `clients` and `keys`: manage OAuth clients and order API
 //! keys in the api's embedded state (or PostgreSQL), each in its namespace, or print
-//! hashed entries for a clients file. A running api offers the same as the operator
+//! hashed entries for a clients file; and `rebuild`, which recounts the report store's
+//! tallies from its facts. A running api offers the same as the operator
 //! API (`/v1/admin/...`); the embedded state is locked while the api runs. Client
 //! ids and namespaces follow the one client rule (`rm_auth::client`).
 
@@ -187,6 +188,34 @@ pub fn keys(action: KeysAction, data_dir: &Path, database_url: Option<&str>) -> 
             }
             KeysAction::Hash { .. } => {}
         }
+        Ok(())
+    })
+}
+
+/// Runs `retail-media rebuild`: every tally deleted and counted again from the stored
+/// facts; prints what it counted.
+pub fn rebuild(a: &crate::cli::RebuildArgs) -> anyhow::Result<()> {
+    use rm_store::model::tallies::Metric;
+    use rm_store::ReportStore as _;
+    runtime()?.block_on(async {
+        let store = rm_store::open(&a.store, &a.data_dir)
+            .await
+            .context("opening the report store (is an aggregator or `all` running on it?)")?;
+        let window = rm_store::model::traffic::ClickWindow::secs(a.click_window_secs);
+        store
+            .rebuild_tallies(window)
+            .await
+            .context("recounting the tallies")?;
+        let clicks = store
+            .tallies(Metric::AdClicks, None)
+            .await
+            .context("reading the tallies back")?
+            .unwrap_or_default();
+        println!(
+            "tallies rebuilt: {} billable clicks over {} campaign-days",
+            clicks.iter().map(|d| d.value).sum::<i64>(),
+            clicks.len()
+        );
         Ok(())
     })
 }

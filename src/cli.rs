@@ -44,6 +44,29 @@ pub enum Command {
     Clients(AdminArgs<ClientsAction>),
     /// Manage the orders endpoint's API keys.
     Keys(AdminArgs<KeysAction>),
+    /// Recount the report store's tallies (billable clicks per campaign and day, what
+    /// spend reads) from its stored facts, after a rule or click window change. Stop
+    /// the aggregators first (the embedded store is locked while one runs).
+    Rebuild(RebuildArgs),
+}
+
+/// Arguments of `retail-media rebuild`.
+#[derive(Debug, Args)]
+pub struct RebuildArgs {
+    /// Directory of the embedded store, when the store is embedded.
+    #[arg(long = "data-dir", env = "RM_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// The click window the stored clicks are counted with (the reports' and the
+    /// edge's `RM_CLICK_WINDOW_SECS`; 0 turns it off).
+    #[arg(
+        long = "click-window-secs",
+        env = "RM_CLICK_WINDOW_SECS",
+        default_value_t = rm_ingest::config::DEFAULT_CLICK_WINDOW_SECS
+    )]
+    pub click_window_secs: u64,
+    /// Report store settings.
+    #[command(flatten)]
+    pub store: StoreConfig,
 }
 
 /// Arguments of the admin subcommands: where the api's state is, and the action.

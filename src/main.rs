@@ -37,6 +37,7 @@ fn main() -> anyhow::Result<()> {
         Some(cli::Command::Keys(a)) => {
             return admin_cli::keys(a.action, &a.data_dir, a.database_url.as_deref())
         }
+        Some(cli::Command::Rebuild(a)) => return admin_cli::rebuild(&a),
     };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&settings.log_level)?)

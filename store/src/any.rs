@@ -39,6 +39,21 @@ pub async fn open(config: &StoreConfig, data_dir: &Path) -> Result<AnyStore, Sto
     }
 }
 
+impl AnyStore {
+    /// Deletes every tally and counts the stored facts into them again, clicks with
+    /// `window` (`retail-media rebuild`, after a rule or window change; the
+    /// aggregators must be stopped).
+    pub async fn rebuild_tallies(
+        &self,
+        window: crate::model::traffic::ClickWindow,
+    ) -> Result<(), StoreError> {
+        match self {
+            Self::ClickHouse(s) => s.rebuild_tallies(window).await,
+            Self::Embedded(s) => s.rebuild_tallies(window).await,
+        }
+    }
+}
+
 macro_rules! dispatch {
     ($self:ident, $s:ident => $e:expr) => {
         match $self {

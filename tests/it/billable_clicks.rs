@@ -150,8 +150,15 @@ fn tallied(store: &rm_store::AnyStore) -> Vec<(String, String, i64)> {
 
 /// One billable click of [`CAMPAIGN`] on the day of `t0`, nothing else.
 fn one_tallied_click(store: &rm_store::AnyStore, t0: chrono::DateTime<chrono::Utc>) {
-    let day = t0.format("%Y-%m-%d").to_string();
-    assert_eq!(tallied(store), vec![(CAMPAIGN.to_owned(), day, 1)]);
+    one_tallied_campaign(store, &t0.format("%Y-%m-%d").to_string(), 1);
+}
+
+/// `clicks` billable clicks of [`CAMPAIGN`] on `day`, nothing else.
+fn one_tallied_campaign(store: &rm_store::AnyStore, day: &str, clicks: i64) {
+    assert_eq!(
+        tallied(store),
+        vec![(CAMPAIGN.to_owned(), day.to_owned(), clicks)]
+    );
 }
 
 /// The ad clicks of the ad in the log.
@@ -249,6 +256,90 @@ fn kafka_clickhouse_one_billable_click_through_two_edges_and_aggregator_kills() 
         .block_on(rm_store::clickhouse::ClickHouseStore::connect(&config))
         .unwrap();
     one_tallied_click(&rm_store::AnyStore::ClickHouse(store), t0);
+}
+
+/// `retail-media rebuild` with the embedded store in `dir`: (exit success, output).
+fn rebuild(dir: &Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_retail-media"))
+        .arg("rebuild")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RM_DATA_DIR", dir)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `retail-media rebuild` recounts the tallies from the stored clicks (here: after
+/// they were lost), refuses while the store is in use, and the aggregator started
+/// after it adds a new served ad's click once: nothing is counted twice across it.
+#[test]
+fn rebuild_recounts_the_tallies_from_the_stored_clicks() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = AdIdKeys::generate_key();
+    let keys = AdIdKeys::from_list(&key).unwrap();
+    let env = [
+        ("RM_AD_ID_KEYS", key),
+        ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "50".to_owned()),
+    ];
+    let t0 = chrono::Utc::now() - chrono::Duration::seconds(5);
+    let day = t0.format("%Y-%m-%d").to_string();
+    let billable = |api: SocketAddr, want: u64| {
+        let t = Instant::now();
+        loop {
+            let ads = rows(api, &format!("/v1/reports/ads?campaignId={CAMPAIGN}"));
+            let clicks: u64 = ads.iter().map(|r| r["clicks"].as_u64().unwrap()).sum();
+            if clicks == want {
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "{want} clicks: {ads:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let svc = Service::start("all", dir.path(), &env);
+    // Three served ads, each clicked twice (one billable click each).
+    for n in 0..3 {
+        let ad = mint(&keys);
+        click(svc.ingest, &ad, t0, 10 * n);
+        click(svc.ingest, &ad, t0, 10 * n + 5);
+    }
+    billable(svc.api, 3);
+    let (ok, out) = rebuild(dir.path());
+    assert!(!ok, "rebuild ran beside a running store: {out}");
+    assert!(out.contains("report store"), "{out}");
+    assert_eq!(svc.terminate(), Some(0));
+
+    // The tallies lost (as after a rule change that voids them), then rebuilt.
+    let path = rm_store::embedded::EmbeddedStore::path(dir.path());
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let w = db.begin_write().unwrap();
+        let tallies: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("tallies");
+        w.delete_table(tallies).unwrap();
+        w.commit().unwrap();
+    }
+    let (ok, out) = rebuild(dir.path());
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("3 billable clicks over 1 campaign-days"),
+        "{out}"
+    );
+    let store = rm_store::embedded::EmbeddedStore::open(&path).unwrap();
+    one_tallied_campaign(&rm_store::AnyStore::Embedded(store), &day, 3);
+
+    // Started again: a new served ad's click adds one; the old ones are not recounted.
+    let svc = Service::start("all", dir.path(), &env);
+    let ad = mint(&keys);
+    click(svc.ingest, &ad, t0, 100);
+    billable(svc.api, 4);
+    assert_eq!(svc.terminate(), Some(0));
+    let store = rm_store::embedded::EmbeddedStore::open(&path).unwrap();
+    one_tallied_campaign(&rm_store::AnyStore::Embedded(store), &day, 4);
 }
 
 /// Starts the aggregator and `kill -9`s it while it works (lag above zero), `kills`

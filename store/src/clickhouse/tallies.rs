@@ -11,6 +11,7 @@ use super::rows::{DayTallyCh, TallyCh};
 use super::write::insert_rows;
 use super::ClickHouseStore;
 use crate::model::tallies::{self, DayTally, Metric, Tally, TallyKey};
+use crate::model::traffic::ClickWindow;
 use crate::write::{FastMap, FastSet};
 use crate::{ReportFilter, ReportStore, StoreError};
 
@@ -124,11 +125,15 @@ impl ClickHouseStore {
     /// The backfill, once (see [`crate::WriteStore::backfill_tallies`]): the counts
     /// first, the marker after them, so a crash in between writes the same counts
     /// again at the next start.
-    pub(crate) async fn backfill(&self) -> Result<bool, StoreError> {
+    pub(crate) async fn backfill(&self, window: ClickWindow) -> Result<bool, StoreError> {
         if self.has_marker().await? {
             return Ok(false);
         }
-        let ads = ReportStore::ads(self, &ReportFilter::default()).await?;
+        let f = ReportFilter {
+            click_window: window,
+            ..ReportFilter::default()
+        };
+        let ads = ReportStore::ads(self, &f).await?;
         let (marker, counts): (Vec<_>, Vec<_>) = tallies::backfill(&ads)
             .into_iter()
             .partition(|(k, _)| *k == TallyKey::marker());
@@ -139,5 +144,22 @@ impl ClickHouseStore {
             "counted the store's earlier billable clicks into tallies"
         );
         Ok(true)
+    }
+
+    /// Deletes every tally and counts the stored facts into them again (`retail-media
+    /// rebuild`; stop the aggregators first: nothing checks that on ClickHouse).
+    pub async fn rebuild_tallies(&self, window: ClickWindow) -> Result<(), StoreError> {
+        let client = self.client();
+        client
+            .query("DROP TABLE IF EXISTS tallies")
+            .execute()
+            .await
+            .map_err(ch("drop tallies"))?;
+        client
+            .query_raw(rm_schemas::tables::TALLIES)
+            .execute()
+            .await
+            .map_err(ch("create tallies"))?;
+        self.backfill(window).await.map(|_| ())
     }
 }

@@ -372,7 +372,9 @@ impl WriteStore for ClickHouseStore {
 
     async fn backfill_tallies(&self) -> Result<bool, StoreError> {
         // Not bounded by the operation timeout: it reads the whole ads history once.
-        let r = self.backfill().await;
+        let r = self
+            .backfill(crate::model::traffic::ClickWindow::default())
+            .await;
         self.inner.note(&r);
         r
     }

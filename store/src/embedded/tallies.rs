@@ -110,3 +110,11 @@ pub(super) fn needs_backfill(db: &Database) -> Result<bool, StoreError> {
     let t = r.open_table(TALLIES).map_err(err)?;
     Ok(!has_marker(&t)?)
 }
+
+/// Deletes every tally (the marker too).
+pub(super) fn clear(db: &Database) -> Result<(), StoreError> {
+    let w = db.begin_write().map_err(err)?;
+    w.delete_table(TALLIES).map_err(err)?;
+    w.open_table(TALLIES).map_err(err)?;
+    w.commit().map_err(err)
+}

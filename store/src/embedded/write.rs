@@ -17,6 +17,7 @@ use crate::model::carts::{CartEventRow, CartKey};
 use crate::model::funnel::ViewKey;
 use crate::model::served::ServedAd;
 use crate::model::tallies::{Tally, TallyKey};
+use crate::model::traffic::ClickWindow;
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 use crate::StoreError;
 
@@ -169,6 +170,37 @@ impl EmbeddedStore {
     }
 }
 
+impl EmbeddedStore {
+    /// The backfill (see [`WriteStore::backfill_tallies`]), counting clicks with
+    /// `window`.
+    async fn backfill_with(&self, window: ClickWindow) -> Result<bool, StoreError> {
+        if !self.blocking(super::tallies::needs_backfill).await? {
+            return Ok(false);
+        }
+        // The whole history once; the aggregator calls this before its first write,
+        // so no fact arrives while it is read.
+        let f = crate::ReportFilter {
+            click_window: window,
+            ..crate::ReportFilter::default()
+        };
+        let ads = crate::ReportStore::ads(self, &f).await?;
+        let done = self
+            .blocking(move |db| super::tallies::backfill(db, &ads))
+            .await?;
+        if done {
+            tracing::info!("counted the store's earlier billable clicks into tallies");
+        }
+        Ok(done)
+    }
+
+    /// Deletes every tally and counts the stored facts into them again (`retail-media
+    /// rebuild`; the aggregator must be stopped, which the store's lock ensures).
+    pub async fn rebuild_tallies(&self, window: ClickWindow) -> Result<(), StoreError> {
+        self.blocking(super::tallies::clear).await?;
+        self.backfill_with(window).await.map(|_| ())
+    }
+}
+
 impl WriteStore for EmbeddedStore {
     async fn load(
         &self,
@@ -239,19 +271,7 @@ impl WriteStore for EmbeddedStore {
     }
 
     async fn backfill_tallies(&self) -> Result<bool, StoreError> {
-        if !self.blocking(super::tallies::needs_backfill).await? {
-            return Ok(false);
-        }
-        // The whole history once; the aggregator calls this before its first write,
-        // so no fact arrives while it is read.
-        let ads = crate::ReportStore::ads(self, &crate::ReportFilter::default()).await?;
-        let done = self
-            .blocking(move |db| super::tallies::backfill(db, &ads))
-            .await?;
-        if done {
-            tracing::info!("counted the store's earlier billable clicks into tallies");
-        }
-        Ok(done)
+        self.backfill_with(ClickWindow::default()).await
     }
 
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
