@@ -155,6 +155,9 @@ pub struct FoldStats {
     pub decided: HashMap<TrafficClass, u64>,
     /// Ad ids seen with a second distinct shopper in this batch.
     pub shared_ads: u64,
+    /// Billable clicks the batch tallied (a replayed record at or below a tally's
+    /// stamp is not among them).
+    pub tallied_clicks: u64,
 }
 
 /// The entities a batch touches.
@@ -420,6 +423,7 @@ pub fn fold_at(
                     let t = sets.tallies.entry(k.clone()).or_insert(Tally::EMPTY);
                     if t.add(offset, 1) {
                         dirty_tallies.insert(k);
+                        stats.tallied_clicks += 1;
                     }
                 }
             }

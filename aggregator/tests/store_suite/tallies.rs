@@ -197,3 +197,35 @@ pub(crate) async fn backfilled_as_the_report_counts(store: &impl Store) {
     assert!(!store.backfill_tallies().await.expect("once"));
     assert_eq!(as_map(&clicks(store).await), report);
 }
+
+/// Two aggregators' backfills of one store (replicas started together on ClickHouse,
+/// the second reading after the first wrote a batch): the smaller count wins, the one
+/// read before any new click was tallied.
+pub(crate) async fn the_first_of_two_backfills_wins(store: &impl Store) {
+    use rm_store::model::tallies::{Tally, TallyKey, BACKFILL_PARTITION};
+    let key = |c: &str| TallyKey {
+        campaign_id: c.to_owned(),
+        day: D0,
+        metric: Metric::AdClicks,
+        partition: BACKFILL_PARTITION,
+    };
+    let backfill = |v: i64| BatchWrite {
+        tallies: vec![
+            (key("c9"), Tally { value: v, stamp: 0 }),
+            (TallyKey::marker(), Tally { value: 1, stamp: 0 }),
+        ],
+        ..BatchWrite::default()
+    };
+    store.write(&backfill(5)).await.expect("first backfill");
+    store.write(&backfill(7)).await.expect("second backfill");
+    let one: std::collections::HashSet<String> = ["c9".to_owned()].into_iter().collect();
+    let got = store
+        .tallies(Metric::AdClicks, Some(&one))
+        .await
+        .expect("tallies")
+        .expect("counted");
+    assert_eq!(
+        as_map(&got),
+        [(("c9".to_owned(), D0), 5)].into_iter().collect()
+    );
+}

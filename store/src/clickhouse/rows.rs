@@ -451,15 +451,24 @@ pub(crate) struct TallyCh {
 }
 
 impl TallyCh {
-    /// The row of one tally.
+    /// The row of one tally. A backfill's row is stamped `u64::MAX - value`, so of two
+    /// backfills of one key the smaller count wins: aggregators started together on
+    /// a store written before tallies may each count it, and one that already wrote
+    /// its first batch would make a later backfill count that batch's clicks again
+    /// (a backfill only grows with the facts it reads).
     pub(crate) fn of(k: &crate::model::tallies::TallyKey, t: crate::model::tallies::Tally) -> Self {
+        let stamp = if k.partition == crate::model::tallies::BACKFILL_PARTITION {
+            u64::MAX - u64::try_from(t.value).unwrap_or(0)
+        } else {
+            u64::try_from(t.stamp.saturating_add(1)).unwrap_or(0)
+        };
         Self {
             campaign_id: k.campaign_id.clone(),
             metric: k.metric.as_str().to_owned(),
             day: k.day,
             log_partition: k.partition,
             value: t.value,
-            stamp: u64::try_from(t.stamp.saturating_add(1)).unwrap_or(0),
+            stamp,
         }
     }
 

@@ -29,7 +29,10 @@
 //! **Stores written before tallies** ([`BACKFILL_PARTITION`]): the counts of the facts
 //! stored until then are written once, at the aggregator's first start on the store,
 //! under a partition no log has, with a marker ([`Metric::Backfilled`]); readers use
-//! tallies only once the marker is there ([`complete`]).
+//! tallies only once the marker is there ([`complete`]). Aggregators started together
+//! on such a store (replicas of one deployment on ClickHouse) may each write a
+//! backfill; the smallest count of each key wins there, the one read before any of
+//! them wrote a batch (a later one would count that batch's clicks twice).
 
 use serde::{Deserialize, Serialize};
 
