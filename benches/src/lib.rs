@@ -16,3 +16,4 @@ pub mod hist;
 pub mod http;
 pub mod procstat;
 pub mod report;
+pub mod stores;

@@ -19,9 +19,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rm_aggregator::batch::{fold_at, touched_at, Policy, Position};
+use rm_benches::stores::{median, BenchStore};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType};
-use rm_store::clickhouse::{ClickHouseConfig, ClickHouseStore};
-use rm_store::embedded::EmbeddedStore;
 use rm_store::model::tallies::Metric;
 use rm_store::model::traffic::ClickWindow;
 use rm_store::{AnyStore, ReportFilter, ReportStore, Tenant, WriteStore};
@@ -149,41 +148,11 @@ async fn read(
     Ok((t.elapsed().as_secs_f64() * 1e3, rows, clicks))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-async fn open(
-    a: &Args,
-    name: &str,
-    dir: &std::path::Path,
-) -> anyhow::Result<(AnyStore, Option<String>)> {
-    match &a.clickhouse_url {
-        Some(url) => {
-            let database = format!("rm_spendbench_{name}_{}", std::process::id());
-            let config = ClickHouseConfig {
-                url: Some(url.clone()),
-                database: database.clone(),
-                user: "default".into(),
-                password: String::new(),
-            };
-            Ok((
-                AnyStore::ClickHouse(ClickHouseStore::connect(&config).await?),
-                Some(database),
-            ))
-        }
-        None => Ok((
-            AnyStore::Embedded(EmbeddedStore::open(&EmbeddedStore::path(&dir.join(name)))?),
-            None,
-        )),
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let dir = tempfile_dir()?;
+    let dir = std::env::temp_dir().join(format!("spendbench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
     let backend = if a.clickhouse_url.is_some() {
         "clickhouse"
     } else {
@@ -192,18 +161,18 @@ async fn main() -> anyhow::Result<()> {
     let campaigns: HashSet<String> = (0..a.campaigns).map(|c| format!("camp-{c}")).collect();
     let mut stores = Vec::new();
     for (name, n) in [("small", a.clicks), ("large", a.clicks * 10)] {
-        let (store, db) = open(&a, name, &dir).await?;
-        let took = fill(&store, n, &a).await?;
+        let store = BenchStore::open("spendbench", name, a.clickhouse_url.as_deref(), &dir).await?;
+        let took = fill(&store.store, n, &a).await?;
         eprintln!("spendbench: {backend} {name}: {n} clicks stored in {took:.1?}");
-        stores.push((name, n, store, db));
+        stores.push((n, store));
     }
     // Alternate stores and kinds, so drift hits both alike.
     let mut times = vec![vec![Vec::new(); 2]; stores.len()];
     let mut shape = vec![vec![(0usize, 0i64); 2]; stores.len()];
     for _ in 0..a.runs {
-        for (s, (_, _, store, _)) in stores.iter().enumerate() {
+        for (s, (_, store)) in stores.iter().enumerate() {
             for (k, tallies) in [(0, true), (1, false)] {
-                let (ms, rows, clicks) = read(store, &campaigns, tallies).await?;
+                let (ms, rows, clicks) = read(&store.store, &campaigns, tallies).await?;
                 times[s][k].push(ms);
                 shape[s][k] = (rows, clicks);
             }
@@ -212,7 +181,7 @@ async fn main() -> anyhow::Result<()> {
     println!();
     println!("| backend | clicks stored | read | median ms | rows moved | billable clicks |");
     println!("|---|---:|---|---:|---:|---:|");
-    for (s, (_, n, _, _)) in stores.iter().enumerate() {
+    for (s, (n, _)) in stores.iter().enumerate() {
         for (k, what) in [(0, "tallies (now)"), (1, "ads report (before)")] {
             println!(
                 "| {backend} | {n} | {what} | {:.2} | {} | {} |",
@@ -234,44 +203,9 @@ async fn main() -> anyhow::Result<()> {
             "tallies and the ads report count the same billable clicks"
         );
     }
-    for (_, _, store, db) in stores {
-        if let (AnyStore::ClickHouse(_), Some(db), Some(url)) = (&store, db, &a.clickhouse_url) {
-            drop_database(url, &db).await;
-        }
+    for (_, store) in stores {
+        store.drop_database().await;
     }
     std::fs::remove_dir_all(&dir).ok();
-    Ok(())
-}
-
-fn tempfile_dir() -> anyhow::Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("spendbench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
-async fn drop_database(url: &str, db: &str) {
-    let sql = format!("DROP DATABASE IF EXISTS {db}");
-    let client = http_post(url, &sql).await;
-    if let Err(e) = client {
-        eprintln!("spendbench: could not drop {db}: {e}");
-    }
-}
-
-/// One statement over ClickHouse's HTTP interface.
-async fn http_post(url: &str, sql: &str) -> anyhow::Result<()> {
-    use http_body_util::{BodyExt, Full};
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::TokioExecutor;
-    let client: Client<_, Full<hyper::body::Bytes>> =
-        Client::builder(TokioExecutor::new()).build_http();
-    let req = http::Request::post(url).body(Full::new(hyper::body::Bytes::from(sql.to_owned())))?;
-    let resp = client.request(req).await?;
-    let status = resp.status();
-    let body = resp.into_body().collect().await?.to_bytes();
-    anyhow::ensure!(
-        status.is_success(),
-        "{status}: {}",
-        String::from_utf8_lossy(&body)
-    );
     Ok(())
 }

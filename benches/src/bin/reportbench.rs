@@ -1,0 +1,245 @@
+//! Report benchmark (issue 26, "Benchmarks"): what each report costs as the events
+//! behind the same answer grow tenfold. Two stores are filled the way the aggregator
+//! fills them (records folded with their log positions, touched entities and tallies
+//! loaded from the store, batches written): one with `--sessions` shopper sessions and
+//! one with ten times as many, over the same campaigns, products and days (so every
+//! report groups into the same number of campaign-days, and grows only in the rows
+//! keyed by the served ad). Then every report of a 30-day range is read from both,
+//! alternating, through the store's read side (`ReportStore`, what the api calls;
+//! JSON or CSV formatting not included). The table gives medians, the rows of each
+//! answer and the large/small ratio; a report that costs what its answer costs has a
+//! ratio near 1.
+//!
+//! A session: one shopper, one video ad watched to the end (six milestones), a
+//! product ad's impressions of ten products and a click on one, a banner's impression
+//! and click, one cart add. Every served ad is its own realised ad id, as in
+//! production.
+//!
+//! Embedded store by default; ClickHouse when `RM_CLICKHOUSE_URL` is set (each store
+//! in a database of its own, dropped at the end).
+//! `cargo run --release -p rm-benches --bin reportbench -- --sessions 10000`.
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rm_aggregator::batch::{fold_at, touched_at, Policy, Position};
+use rm_benches::stores::{median, BenchStore};
+use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+use rm_store::model::attribution::Windows;
+use rm_store::{AnyStore, ReportFilter, ReportStore, WriteStore};
+
+/// The allocator `retail-media` itself uses (see `src/main.rs`).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Settings.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Sessions in the small store (the large one holds ten times as many).
+    #[arg(long, default_value_t = 10_000)]
+    sessions: usize,
+    /// Campaigns.
+    #[arg(long, default_value_t = 21)]
+    campaigns: usize,
+    /// Products.
+    #[arg(long, default_value_t = 200)]
+    products: usize,
+    /// Days the sessions are spread over (the reports read all of them).
+    #[arg(long, default_value_t = 30)]
+    days: usize,
+    /// Timed reads of each report on each store.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Records per folded batch.
+    #[arg(long, default_value_t = 50_000)]
+    batch: usize,
+    /// ClickHouse HTTP URL (the embedded store when unset).
+    #[arg(long, env = "RM_CLICKHOUSE_URL")]
+    clickhouse_url: Option<String>,
+}
+
+/// The events of session `s`, at `base` ms.
+fn session(s: usize, a: &Args, today: i64) -> Vec<InteractionEvent> {
+    let campaign = s % a.campaigns;
+    let day = (s / a.campaigns) % a.days;
+    let base = (today - 1 - day as i64) * 86_400_000 + ((s * 7919) % 80_000_000) as i64;
+    let shopper = format!("shopper-{s}");
+    let at = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(base + ms)
+            .expect("time")
+            .fixed_offset()
+    };
+    let event = |kind: T, ad: String, ms: i64| InteractionEvent {
+        ad_id: ad,
+        interaction_type: kind,
+        timestamp: at(ms),
+        session_id: Some(shopper.clone()),
+        customer_id: None,
+        dtm_token: None,
+        video_id: None,
+        product_code: None,
+        catalog_id: None,
+        creative_id: None,
+        units: None,
+        conversion_value: None,
+        iab_consent_string: None,
+    };
+    let video_ad = format!("rm1.camp-{campaign}.v{s}");
+    let product_ad = format!("rm1.camp-{campaign}.p{s}");
+    let banner = format!("rm1.camp-{campaign}.b{s}");
+    let product = |k: usize| format!("sku-{}", (s * 13 + k) % a.products);
+    let mut out = Vec::with_capacity(21);
+    for (i, kind) in rm_schemas::video_funnel::MILESTONES.iter().enumerate() {
+        out.push(InteractionEvent {
+            video_id: Some(format!("video-{}", campaign % 3)),
+            ..event(*kind, video_ad.clone(), i as i64 * 1000)
+        });
+    }
+    for k in 0..10 {
+        out.push(InteractionEvent {
+            catalog_id: Some("catalog".into()),
+            product_code: Some(product(k)),
+            ..event(T::ProductImpression, product_ad.clone(), 10_000 + k as i64)
+        });
+    }
+    out.push(InteractionEvent {
+        catalog_id: Some("catalog".into()),
+        product_code: Some(product(3)),
+        ..event(T::ProductClick, product_ad.clone(), 12_000)
+    });
+    out.push(event(T::AdImpression, banner.clone(), 13_000));
+    out.push(event(T::AdClick, banner, 14_000));
+    out.push(InteractionEvent {
+        catalog_id: Some("catalog".into()),
+        product_code: Some(product(3)),
+        units: Some(1),
+        conversion_value: Some(2.5),
+        ..event(T::Cart, product_ad, 15_000)
+    });
+    out
+}
+
+/// Fills `store` with `n` sessions as the aggregator would; returns the records.
+async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Duration)> {
+    let started = Instant::now();
+    let today = chrono::Utc::now().timestamp_millis() / 86_400_000;
+    let policy = Policy {
+        late_horizon_ms: (a.days as i64 + 2) * 86_400_000,
+        ..Policy::default()
+    };
+    store.backfill_tallies().await?;
+    let mut offsets = [0i64; 6];
+    let mut pending: Vec<EventRecord> = Vec::with_capacity(a.batch);
+    let mut total = 0;
+    for s in 0..n {
+        pending.extend(session(s, a, today).into_iter().map(|e| {
+            let received = e.timestamp.to_utc() + chrono::Duration::seconds(2);
+            EventRecord::new(e, uuid::Uuid::now_v7(), received)
+        }));
+        if pending.len() >= a.batch || s + 1 == n {
+            let positions: Vec<Position> = pending
+                .iter()
+                .map(|r| {
+                    let p = (xxhash_rust::xxh3::xxh3_64(r.partition_key()) % 6) as usize;
+                    offsets[p] += 1;
+                    (p as i32, offsets[p] - 1)
+                })
+                .collect();
+            let t = touched_at(&pending, &positions);
+            let mut sets = store.load(&t.views, &t.carts, &t.served).await?;
+            sets.tallies = store.load_tallies(&t.tallies).await?;
+            let (write, _) = fold_at(&pending, Some(&positions), &mut sets, &policy);
+            store.write(&write).await?;
+            total += pending.len();
+            pending.clear();
+        }
+    }
+    Ok((total, started.elapsed()))
+}
+
+/// The reports, by name: each read once, (ms, rows).
+const REPORTS: [&str; 7] = [
+    "campaigns",
+    "products",
+    "ads",
+    "video-funnel",
+    "carts",
+    "carts/campaigns",
+    "sales",
+];
+
+async fn read(store: &AnyStore, which: &str, f: &ReportFilter) -> anyhow::Result<(f64, usize)> {
+    let w = Windows::default();
+    let t = Instant::now();
+    let rows = match which {
+        "campaigns" => rm_store::campaign_report(store, f, &w, |_| None)
+            .await?
+            .len(),
+        "products" => store.products(f).await?.len(),
+        "ads" => store.ads(f).await?.len(),
+        "video-funnel" => store.funnel(f).await?.len(),
+        "carts" => store.carts(f).await?.len(),
+        "carts/campaigns" => store.cart_campaigns(f).await?.len(),
+        _ => store.sales(f, &w).await?.len(),
+    };
+    Ok((t.elapsed().as_secs_f64() * 1e3, rows))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let dir = std::env::temp_dir().join(format!("reportbench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let backend = if a.clickhouse_url.is_some() {
+        "clickhouse"
+    } else {
+        "embedded"
+    };
+    let mut stores = Vec::new();
+    for (name, n) in [("small", a.sessions), ("large", a.sessions * 10)] {
+        let store =
+            BenchStore::open("reportbench", name, a.clickhouse_url.as_deref(), &dir).await?;
+        let (records, took) = fill(&store.store, n, &a).await?;
+        eprintln!(
+            "reportbench: {backend} {name}: {n} sessions, {records} records stored in {took:.1?}"
+        );
+        stores.push((records, store));
+    }
+    let today = chrono::Utc::now().timestamp_millis() / 86_400_000;
+    let f = ReportFilter {
+        from_day: Some(i32::try_from(today - 30).unwrap_or(0)),
+        to_day: Some(i32::try_from(today).unwrap_or(0)),
+        ..ReportFilter::default()
+    };
+    let mut times = vec![vec![Vec::new(); REPORTS.len()]; 2];
+    let mut rows = vec![vec![0usize; REPORTS.len()]; 2];
+    for _ in 0..a.runs {
+        for (r, which) in REPORTS.iter().enumerate() {
+            for (s, (_, store)) in stores.iter().enumerate() {
+                let (ms, n) = read(&store.store, which, &f).await?;
+                times[s][r].push(ms);
+                rows[s][r] = n;
+            }
+        }
+    }
+    println!();
+    println!(
+        "| backend | report (30 days) | ms at {} records | rows | ms at {} records | rows | large / small |",
+        stores[0].0, stores[1].0
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for (r, which) in REPORTS.iter().enumerate() {
+        let (small, large) = (median(times[0][r].clone()), median(times[1][r].clone()));
+        println!(
+            "| {backend} | {which} | {small:.1} | {} | {large:.1} | {} | {:.1}x |",
+            rows[0][r],
+            rows[1][r],
+            large / small
+        );
+    }
+    for (_, store) in stores {
+        store.drop_database().await;
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! Report stores for the store benchmarks (`spendbench`, `reportbench`): one store per
+//! name, embedded under a directory or a ClickHouse database of its own, dropped when
+//! the benchmark is done.
+
+use rm_store::clickhouse::{ClickHouseConfig, ClickHouseStore};
+use rm_store::embedded::EmbeddedStore;
+use rm_store::AnyStore;
+
+/// A store a benchmark filled, and where it lives.
+pub struct BenchStore {
+    /// The store.
+    pub store: AnyStore,
+    /// Its ClickHouse server and database, when it is one.
+    clickhouse: Option<(String, String)>,
+}
+
+impl BenchStore {
+    /// Opens store `name` of benchmark `bench`: a database `rm_<bench>_<name>_<pid>` on
+    /// the ClickHouse server at `clickhouse_url`, else an embedded store under `dir`.
+    pub async fn open(
+        bench: &str,
+        name: &str,
+        clickhouse_url: Option<&str>,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<Self> {
+        Ok(match clickhouse_url {
+            Some(url) => {
+                let database = format!("rm_{bench}_{name}_{}", std::process::id());
+                let config = ClickHouseConfig {
+                    url: Some(url.to_owned()),
+                    database: database.clone(),
+                    user: "default".into(),
+                    password: String::new(),
+                };
+                Self {
+                    store: AnyStore::ClickHouse(ClickHouseStore::connect(&config).await?),
+                    clickhouse: Some((url.to_owned(), database)),
+                }
+            }
+            None => Self {
+                store: AnyStore::Embedded(EmbeddedStore::open(&EmbeddedStore::path(
+                    &dir.join(name),
+                ))?),
+                clickhouse: None,
+            },
+        })
+    }
+
+    /// Drops the ClickHouse database (an embedded store goes with its directory).
+    pub async fn drop_database(self) {
+        let Some((url, db)) = self.clickhouse else {
+            return;
+        };
+        if let Err(e) = statement(&url, &format!("DROP DATABASE IF EXISTS {db}")).await {
+            eprintln!("could not drop {db}: {e}");
+        }
+    }
+}
+
+/// One statement over ClickHouse's HTTP interface.
+async fn statement(url: &str, sql: &str) -> anyhow::Result<()> {
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::client::legacy::Client;
+    use hyper_util::rt::TokioExecutor;
+    let client: Client<_, Full<hyper::body::Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let req = http::Request::post(url).body(Full::new(hyper::body::Bytes::from(sql.to_owned())))?;
+    let resp = client.request(req).await?;
+    let status = resp.status();
+    let body = resp.into_body().collect().await?.to_bytes();
+    anyhow::ensure!(
+        status.is_success(),
+        "{status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    Ok(())
+}
+
+/// The median of `v` (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
