@@ -56,6 +56,30 @@ pub struct InteractionEvent {
 }
 
 impl InteractionEvent {
+    /// An event of `interaction_type` on ad `ad_id` at `timestamp` with no other
+    /// parameter (set the ones its type needs with struct update syntax).
+    pub fn new(
+        ad_id: impl Into<String>,
+        interaction_type: InteractionType,
+        timestamp: DateTime<FixedOffset>,
+    ) -> Self {
+        Self {
+            ad_id: ad_id.into(),
+            interaction_type,
+            timestamp,
+            session_id: None,
+            customer_id: None,
+            dtm_token: None,
+            video_id: None,
+            product_code: None,
+            catalog_id: None,
+            creative_id: None,
+            units: None,
+            conversion_value: None,
+            iab_consent_string: None,
+        }
+    }
+
     /// The tracking id that identifies the shopper: the first present of
     /// `customerId`, `sessionId`, `dtmToken`.
     pub fn tracking_id(&self) -> &str {

@@ -23,19 +23,13 @@ fn main() {
     let recs: Vec<Vec<u8>> = (0..200_000)
         .map(|i| {
             let e = InteractionEvent {
-                ad_id: format!("rm2.demo.camp-{}.ad{}", i % 21, i),
-                interaction_type: rm_schemas::InteractionType::VideoPlay,
-                timestamp: now.fixed_offset(),
                 session_id: Some(uuid::Uuid::now_v7().to_string()),
-                customer_id: None,
-                dtm_token: None,
                 video_id: Some("v-1".into()),
-                product_code: None,
-                catalog_id: None,
-                creative_id: None,
-                units: None,
-                conversion_value: None,
-                iab_consent_string: None,
+                ..InteractionEvent::new(
+                    format!("rm2.demo.camp-{}.ad{}", i % 21, i),
+                    rm_schemas::InteractionType::VideoPlay,
+                    now.fixed_offset(),
+                )
             };
             EventRecord::new(e, uuid::Uuid::now_v7(), now).to_bytes()
         })

@@ -70,19 +70,8 @@ fn session(s: usize, a: &Args, today: i64) -> Vec<InteractionEvent> {
             .fixed_offset()
     };
     let event = |kind: T, ad: String, ms: i64| InteractionEvent {
-        ad_id: ad,
-        interaction_type: kind,
-        timestamp: at(ms),
         session_id: Some(shopper.clone()),
-        customer_id: None,
-        dtm_token: None,
-        video_id: None,
-        product_code: None,
-        catalog_id: None,
-        creative_id: None,
-        units: None,
-        conversion_value: None,
-        iab_consent_string: None,
+        ..InteractionEvent::new(ad, kind, at(ms))
     };
     let video_ad = format!("rm1.camp-{campaign}.v{s}");
     let product_ad = format!("rm1.camp-{campaign}.p{s}");

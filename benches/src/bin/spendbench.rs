@@ -67,19 +67,12 @@ fn click(i: usize, a: &Args, today: i64) -> EventRecord {
         .expect("time")
         .fixed_offset();
     let event = InteractionEvent {
-        ad_id: format!("rm1.camp-{campaign}.ad-{served}"),
-        interaction_type: InteractionType::AdClick,
-        timestamp: ts,
         session_id: Some(format!("s-{i}")),
-        customer_id: None,
-        dtm_token: None,
-        video_id: None,
-        product_code: None,
-        catalog_id: None,
-        creative_id: None,
-        units: None,
-        conversion_value: None,
-        iab_consent_string: None,
+        ..InteractionEvent::new(
+            format!("rm1.camp-{campaign}.ad-{served}"),
+            InteractionType::AdClick,
+            ts,
+        )
     };
     EventRecord::new(event, uuid::Uuid::now_v7(), ts.to_utc())
 }
