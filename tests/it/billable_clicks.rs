@@ -255,7 +255,27 @@ fn kafka_clickhouse_one_billable_click_through_two_edges_and_aggregator_kills() 
     let store = rt
         .block_on(rm_store::clickhouse::ClickHouseStore::connect(&config))
         .unwrap();
-    one_tallied_click(&rm_store::AnyStore::ClickHouse(store), t0);
+    let store = rm_store::AnyStore::ClickHouse(store);
+    one_tallied_click(&store, t0);
+    // Recounted from the stored clicks on ClickHouse (the table dropped and made
+    // again): the same one click.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_retail-media"))
+        .arg("rebuild")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RM_DATA_DIR", dir.path().join("rebuild"))
+        .env("RM_CLICKHOUSE_URL", setting("RM_CLICKHOUSE_URL"))
+        .env("RM_CLICKHOUSE_DATABASE", setting("RM_CLICKHOUSE_DATABASE"))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("1 billable clicks over 1 campaign-days"),
+        "{text}"
+    );
+    one_tallied_click(&store, t0);
 }
 
 /// `retail-media rebuild` with the embedded store in `dir`: (exit success, output).
