@@ -129,16 +129,25 @@ impl ClickHouseStore {
         if self.has_marker().await? {
             return Ok(false);
         }
-        let f = ReportFilter {
-            click_window: window,
-            ..ReportFilter::default()
-        };
-        let ads = ReportStore::ads(self, &f).await?;
-        let (marker, counts): (Vec<_>, Vec<_>) = tallies::backfill(&ads)
-            .into_iter()
-            .partition(|(k, _)| *k == TallyKey::marker());
+        // A campaign at a time (every copy of an ad fact names its campaign), so the
+        // ads rows held at once are one campaign's, not the whole store's.
+        let campaigns: Vec<String> = self
+            .client()
+            .query("SELECT DISTINCT campaign_id FROM ad_facts")
+            .fetch_all()
+            .await
+            .map_err(ch("backfill tallies"))?;
+        let mut counts = Vec::new();
+        for campaign in campaigns {
+            let f = ReportFilter {
+                campaign_id: Some(campaign),
+                click_window: window,
+                ..ReportFilter::default()
+            };
+            counts.extend(tallies::backfill(&ReportStore::ads(self, &f).await?));
+        }
         self.insert_tallies(&counts).await?;
-        self.insert_tallies(&marker).await?;
+        self.insert_tallies(&[tallies::marker_row()]).await?;
         tracing::info!(
             campaign_days = counts.len(),
             "counted the store's earlier billable clicks into tallies"

@@ -95,7 +95,10 @@ pub(super) fn backfill(db: &Database, ads: &[AdReportRow]) -> Result<bool, Store
         if has_marker(&t)? {
             return Ok(false);
         }
-        for (k, v) in tallies::backfill(ads) {
+        for (k, v) in tallies::backfill(ads)
+            .into_iter()
+            .chain([tallies::marker_row()])
+        {
             t.insert(key(&k).as_slice(), val(&v).as_slice())
                 .map_err(err)?;
         }

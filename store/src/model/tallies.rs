@@ -155,9 +155,15 @@ pub fn sum<'a>(
         .collect()
 }
 
+/// The backfill's marker row (written last, once the counts are).
+pub fn marker_row() -> (TallyKey, Tally) {
+    (TallyKey::marker(), Tally { value: 1, stamp: 0 })
+}
+
 /// The backfill of a store written before tallies: its billable clicks per campaign
-/// and day (the ads report's, whole history), under [`BACKFILL_PARTITION`], and the
-/// marker.
+/// and day (the ads report's rows, whole history, of some campaigns: a campaign's rows
+/// must all be in one call), under [`BACKFILL_PARTITION`]; the marker is
+/// [`marker_row`].
 pub fn backfill(ads: &[super::ads::AdReportRow]) -> Vec<(TallyKey, Tally)> {
     let mut by: std::collections::BTreeMap<(&str, i32), i64> = Default::default();
     for r in ads {
@@ -169,9 +175,8 @@ pub fn backfill(ads: &[super::ads::AdReportRow]) -> Vec<(TallyKey, Tally)> {
                 i64::try_from(r.clicks).unwrap_or(i64::MAX);
         }
     }
-    let stamped = |value| Tally { value, stamp: 0 };
     by.into_iter()
-        .map(|((c, day), v)| {
+        .map(|((c, day), value)| {
             (
                 TallyKey {
                     campaign_id: c.to_owned(),
@@ -179,10 +184,9 @@ pub fn backfill(ads: &[super::ads::AdReportRow]) -> Vec<(TallyKey, Tally)> {
                     metric: Metric::AdClicks,
                     partition: BACKFILL_PARTITION,
                 },
-                stamped(v),
+                Tally { value, stamp: 0 },
             )
         })
-        .chain(std::iter::once((TallyKey::marker(), stamped(1))))
         .collect()
 }
 
