@@ -69,7 +69,7 @@ fn rows(api: SocketAddr, path: &str) -> Vec<serde_json::Value> {
 
 /// A money value of a report as a number, whichever form it is written in (a JSON
 /// number, or a decimal string with its currency symbol or code).
-fn amount(v: &serde_json::Value) -> f64 {
+pub(crate) fn amount(v: &serde_json::Value) -> f64 {
     match v {
         serde_json::Value::Number(n) => n.as_f64().unwrap(),
         serde_json::Value::String(s) => s

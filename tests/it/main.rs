@@ -41,5 +41,6 @@ mod scale_out;
 mod sdk_browser;
 mod served_ads;
 mod settings;
+mod spend_limits;
 mod tenancy;
 mod vast_playback;
