@@ -105,6 +105,12 @@ async fn not_counted_yet(store: &impl Store) {
         read.expect("tallies").is_none(),
         "not counted before the backfill"
     );
+    let none = std::collections::HashSet::new();
+    let read = store.tallies(Metric::AdClicks, Some(&none)).await;
+    assert!(
+        read.expect("tallies").is_none(),
+        "not counted, whatever is asked"
+    );
 }
 
 /// The suite; returns a transcript for comparing backends.
@@ -116,6 +122,13 @@ pub(crate) async fn suite(store: &impl Store) -> Vec<String> {
     );
     assert!(!store.backfill_tallies().await.expect("backfill again"));
     assert!(clicks(store).await.is_empty());
+    let none = std::collections::HashSet::new();
+    let read = store.tallies(Metric::AdClicks, Some(&none)).await;
+    assert_eq!(
+        read.expect("tallies"),
+        Some(Vec::new()),
+        "counted, no campaign asked"
+    );
 
     let [a, b] = batches();
     let w = fold_loaded(store, &a).await;

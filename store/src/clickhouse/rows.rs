@@ -503,6 +503,7 @@ impl TallyCh {
 #[derive(Row, Deserialize)]
 pub(crate) struct DayTallyCh {
     pub(crate) campaign_id: String,
+    pub(crate) metric: String,
     pub(crate) day: i32,
     pub(crate) value: i64,
 }

@@ -70,47 +70,53 @@ impl ClickHouseStore {
         Ok(n > 0)
     }
 
-    /// `metric` per campaign and day, summed over partitions on the server.
+    /// `metric` per campaign and day, summed over partitions on the server; the
+    /// backfill's marker is read by the same query (one round trip).
     pub(crate) async fn read_tallies(
         &self,
         metric: Metric,
         campaigns: Option<&HashSet<String>>,
     ) -> Result<Option<Vec<DayTally>>, StoreError> {
-        if !self.has_marker().await? {
-            return Ok(None);
-        }
         let fail = ch("read tallies");
+        let marker = TallyKey::marker();
         let sql = |filter: &str| {
             format!(
-                "SELECT campaign_id, day, toInt64(sum(v)) AS value FROM (\
-                 SELECT campaign_id, day, log_partition, argMax(value, stamp) AS v FROM tallies \
-                 WHERE metric = ?{filter} GROUP BY campaign_id, day, log_partition) \
-                 GROUP BY campaign_id, day"
+                "SELECT campaign_id, metric, day, toInt64(sum(v)) AS value FROM (\
+                 SELECT campaign_id, metric, day, log_partition, argMax(value, stamp) AS v \
+                 FROM tallies WHERE (metric = ?{filter}) OR (campaign_id = ? AND metric = ?) \
+                 GROUP BY campaign_id, metric, day, log_partition) \
+                 GROUP BY campaign_id, metric, day"
             )
         };
+        let lists: Vec<Vec<&String>> = match campaigns {
+            None => vec![Vec::new()],
+            Some(c) if c.is_empty() => vec![Vec::new()],
+            Some(c) => chunks(c, String::len),
+        };
         let mut rows: Vec<DayTallyCh> = Vec::new();
-        match campaigns {
-            None => {
-                rows = self
-                    .client()
-                    .query(&sql(""))
-                    .bind(metric.as_str())
-                    .fetch_all()
-                    .await
-                    .map_err(&fail)?;
+        for list in &lists {
+            let filter = match (campaigns, list.is_empty()) {
+                (None, _) => String::new(),
+                // No campaign asked for: only the marker is read.
+                (Some(_), true) => " AND 0".to_owned(),
+                (Some(_), false) => format!(" AND campaign_id IN ({})", placeholders(list.len())),
+            };
+            let mut q = self.client().query(&sql(&filter)).bind(metric.as_str());
+            for c in list {
+                q = q.bind(c.as_str());
             }
-            Some(campaigns) => {
-                for chunk in chunks(campaigns, String::len) {
-                    let filter = format!(" AND campaign_id IN ({})", placeholders(chunk.len()));
-                    let mut q = self.client().query(&sql(&filter)).bind(metric.as_str());
-                    for c in chunk {
-                        q = q.bind(c.as_str());
-                    }
-                    rows.extend(q.fetch_all::<DayTallyCh>().await.map_err(&fail)?);
-                }
-            }
+            q = q
+                .bind(marker.campaign_id.as_str())
+                .bind(marker.metric.as_str());
+            rows.extend(q.fetch_all::<DayTallyCh>().await.map_err(&fail)?);
         }
-        let mut out: Vec<DayTally> = rows
+        let (marks, counts): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| {
+            r.campaign_id == marker.campaign_id && r.metric == marker.metric.as_str()
+        });
+        if marks.is_empty() {
+            return Ok(None);
+        }
+        let mut out: Vec<DayTally> = counts
             .into_iter()
             .map(|r| DayTally {
                 campaign_id: r.campaign_id,
