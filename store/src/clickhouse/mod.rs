@@ -44,8 +44,9 @@
 //! Files by concern: this one connects and keeps the store's health, `schema.rs`
 //! creates and migrates the tables, `write.rs` loads fact sets and inserts batches,
 //! `reports/` answers the reports (one file per report family), `tallies.rs` loads,
-//! writes and sums the tallies, `rows.rs` holds the
-//! row types, `query.rs` the `WHERE` and `IN` builders and `error.rs` how a failure
+//! writes and sums the tallies, `rows.rs` holds the row types and the one `INSERT`
+//! helper (so `write.rs` and `tallies.rs` depend on it, never on each other's
+//! helpers), `query.rs` the `WHERE` and `IN` builders and `error.rs` how a failure
 //! is classified.
 
 mod error;

@@ -14,6 +14,23 @@ use crate::model::traffic::TrafficClass;
 use crate::model::DAY_MS;
 use crate::StoreError;
 
+/// Inserts `rows` into `table` with one `INSERT` (none when there are none).
+pub(crate) async fn insert_rows<R: Row + clickhouse::RowWrite>(
+    client: &clickhouse::Client,
+    table: &'static str,
+    rows: &[R::Value<'_>],
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let fail = super::error::ch(table);
+    let mut insert = client.insert::<R>(table).await.map_err(&fail)?;
+    for r in rows {
+        insert.write(r).await.map_err(&fail)?;
+    }
+    insert.end().await.map_err(&fail)
+}
+
 pub(crate) const IMPRESSION: &str = "impression";
 pub(crate) const CLICK: &str = "click";
 

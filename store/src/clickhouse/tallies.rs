@@ -7,8 +7,7 @@ use std::collections::HashSet;
 
 use super::error::ch;
 use super::query::{chunks, placeholders};
-use super::rows::{DayTallyCh, TallyCh};
-use super::write::insert_rows;
+use super::rows::{insert_rows, DayTallyCh, TallyCh};
 use super::ClickHouseStore;
 use crate::model::tallies::{self, DayTally, Metric, Tally, TallyKey};
 use crate::model::traffic::ClickWindow;

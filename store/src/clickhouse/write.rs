@@ -3,14 +3,13 @@
 
 use std::collections::HashSet;
 
-use clickhouse::{Client, Row, RowWrite};
 use futures_util::future::try_join_all;
 
 use super::error::ch;
 use super::query::{chunks, placeholders};
 use super::rows::{
-    action_str, dedup_hex, parse_dedup, parse_kind, parse_status, AdFactCh, CartEventCh, OrderIdCh,
-    OrderLineCh, ProductFactCh, ServedCh, TouchCh, ViewCh, ViewFactCh,
+    action_str, dedup_hex, insert_rows, parse_dedup, parse_kind, parse_status, AdFactCh,
+    CartEventCh, OrderIdCh, OrderLineCh, ProductFactCh, ServedCh, TouchCh, ViewCh, ViewFactCh,
 };
 use super::ClickHouseStore;
 use crate::model::carts::{self, CartKey};
@@ -19,23 +18,6 @@ use crate::model::served::ServedAd;
 use crate::model::tallies::{Tally, TallyKey};
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, WriteStore};
 use crate::StoreError;
-
-/// Inserts `rows` into `table` with one `INSERT`.
-pub(crate) async fn insert_rows<R: Row + RowWrite>(
-    client: &Client,
-    table: &'static str,
-    rows: &[R::Value<'_>],
-) -> Result<(), StoreError> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let fail = ch(table);
-    let mut insert = client.insert::<R>(table).await.map_err(&fail)?;
-    for r in rows {
-        insert.write(r).await.map_err(&fail)?;
-    }
-    insert.end().await.map_err(&fail)
-}
 
 impl ClickHouseStore {
     /// The fact sets of `keys`, one `IN` query per chunk, the chunks concurrently.

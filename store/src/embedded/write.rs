@@ -130,7 +130,9 @@ impl EmbeddedStore {
             for (kind, rows) in &encoded.entities {
                 upserted.push(entities::upsert(&w, &index, *kind, rows, false)?);
             }
-            for (table, rows) in &encoded.tables {
+            // A table the batch has no rows for is not opened (most batches move no
+            // tally and hold no ad click).
+            for (table, rows) in encoded.tables.iter().filter(|(_, r)| !r.is_empty()) {
                 let mut t = w.open_table(*table).map_err(err)?;
                 for (k, v) in rows {
                     t.insert(k.as_slice(), v.as_slice()).map_err(err)?;
