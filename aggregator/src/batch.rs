@@ -71,7 +71,7 @@ use rm_store::model::carts::{self, CartFact, CartKey};
 use rm_store::model::day_of;
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
-use rm_store::model::served::{self, ServeRules, ServedAd, Unit};
+use rm_store::model::served::{self, ServeRules, ServedAd, Take, Unit};
 use rm_store::model::status::AdIdStatus;
 use rm_store::model::tallies::{Metric, Tally, TallyKey};
 use rm_store::model::traffic::{shopper_hash, TrafficClass};
@@ -287,7 +287,8 @@ fn unit_of(r: &EventRecord) -> Option<Unit<'_>> {
 
 /// The class of an event as the served-ad rules decide it: the edge's class, unless
 /// the event is valid traffic with a verified ad id, which the stateless rules and
-/// then its served ad's state judge (taking the unit when it is the first).
+/// then its served ad's state judge (taking the unit when it is the first); and
+/// whether it took its unit now (the one event of the unit that moves a tally).
 fn decide(
     r: &EventRecord,
     edge_class: TrafficClass,
@@ -295,20 +296,20 @@ fn decide(
     time_ms: i64,
     state: Option<&mut ServedAd>,
     policy: &Policy,
-    took: &mut bool,
-) -> TrafficClass {
+) -> (TrafficClass, bool) {
     if edge_class != TrafficClass::Valid {
-        return edge_class;
+        return (edge_class, false);
     }
     if !status.is_billable() {
         // Its reason is its ad id; but a copy of a repeat must stay a repeat, or the
         // best of its copies' status and class could make it billable.
-        return match (state, unit_of(r)) {
+        let class = match (state, unit_of(r)) {
             (Some(state), Some(unit)) if state.taken_by_another(unit, r.dedup_key.0) => {
                 TrafficClass::Repeat
             }
             _ => edge_class,
         };
+        return (class, false);
     }
     let ad = rm_schemas::ad_id::parse(&r.event.ad_id);
     let product = match r.event.interaction_type {
@@ -318,26 +319,22 @@ fn decide(
         _ => None,
     };
     if let Some(class) = served::stateless(ad.as_ref(), time_ms, product, policy.serve_rules()) {
-        return class;
+        return (class, false);
     }
     // Aggregated long after its ad expired (a lag beyond the retention): the served
     // ad's state may be gone, so nothing of it can be billed again.
     if let (Some(ad), Some(before)) = (&ad, policy.forgotten_before) {
         if ad.expires_at < before {
-            return TrafficClass::Repeat;
+            return (TrafficClass::Repeat, false);
         }
     }
     match (state, unit_of(r)) {
-        (Some(state), Some(unit)) => {
-            let fresh = !state.is_taken(unit);
-            if state.take(unit, r.dedup_key.0) {
-                *took = fresh;
-                TrafficClass::Valid
-            } else {
-                TrafficClass::Repeat
-            }
-        }
-        _ => TrafficClass::Valid,
+        (Some(state), Some(unit)) => match state.claim(unit, r.dedup_key.0) {
+            Take::New => (TrafficClass::Valid, true),
+            Take::Copy => (TrafficClass::Valid, false),
+            Take::Repeat => (TrafficClass::Repeat, false),
+        },
+        _ => (TrafficClass::Valid, false),
     }
 }
 
@@ -415,8 +412,8 @@ pub fn fold_at(
                 (true, false) => sets.served.get_mut(r.event.ad_id.as_str()),
                 (false, _) => None,
             };
-            let mut took = false;
-            traffic = decide(r, traffic, status, time_ms, state, policy, &mut took);
+            let took;
+            (traffic, took) = decide(r, traffic, status, time_ms, state, policy);
             let at = positions.and_then(|p| p.get(i));
             if let (true, Some(&(partition, offset))) = (took, at) {
                 if let Some(k) = click_tally(r, partition) {
@@ -430,7 +427,7 @@ pub fn fold_at(
         } else if r.event.interaction_type == InteractionType::CreativeClick {
             // Not a unit of its own (the ad click is), but judged by the stateless
             // rules before it may credit an order.
-            traffic = decide(r, traffic, status, time_ms, None, policy, &mut false);
+            (traffic, _) = decide(r, traffic, status, time_ms, None, policy);
         }
         // Only a verified ad id of valid traffic, through the served-ad rules, may
         // credit an order: a forged or expired one naming a real shopper's id would

@@ -90,6 +90,17 @@ impl Unit<'_> {
     }
 }
 
+/// What an eligible event did to its unit ([`ServedAd::claim`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    /// It took the unit: the served ad's billable event of it.
+    New,
+    /// A copy of the event that took the unit (same dedup key): still billable.
+    Copy,
+    /// Another event took the unit (or the ad has no room for more): a repeat.
+    Repeat,
+}
+
 /// A unit and the event that took it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Taken {
@@ -115,11 +126,21 @@ impl ServedAd {
     /// first to ask takes the unit, and so does any copy of it later; every other is a
     /// repeat. Call it for eligible events only (see the module header).
     pub fn take(&mut self, unit: Unit<'_>, dedup_key: u128) -> bool {
+        self.claim(unit, dedup_key) != Take::Repeat
+    }
+
+    /// As [`Self::take`], saying whether the event took the unit now, is a copy of
+    /// the one that took it earlier, or is a repeat (what moves a tally is the first).
+    pub fn claim(&mut self, unit: Unit<'_>, dedup_key: u128) -> Take {
         if let Some(t) = self.taken.iter().find(|t| unit.same(t)) {
-            return t.dedup_key == dedup_key;
+            return if t.dedup_key == dedup_key {
+                Take::Copy
+            } else {
+                Take::Repeat
+            };
         }
         if self.taken.len() >= MAX_UNITS {
-            return false;
+            return Take::Repeat;
         }
         let (catalog, product) = match unit {
             Unit::AdImpression | Unit::AdClick => ("", ""),
@@ -132,12 +153,7 @@ impl ServedAd {
             product: product.to_owned(),
             dedup_key,
         });
-        true
-    }
-
-    /// Whether any event took `unit` yet.
-    pub fn is_taken(&self, unit: Unit<'_>) -> bool {
-        self.taken.iter().any(|t| unit.same(t))
+        Take::New
     }
 
     /// Whether another event than `dedup_key` took `unit` (without taking it): how a

@@ -146,3 +146,12 @@ proptest! {
         prop_assert_eq!(replay, state);
     }
 }
+
+#[test]
+fn a_claim_says_new_once_then_copy_or_repeat() {
+    let mut ad = ServedAd::default();
+    assert_eq!(ad.claim(Unit::AdClick, 1), Take::New);
+    assert_eq!(ad.claim(Unit::AdClick, 1), Take::Copy);
+    assert_eq!(ad.claim(Unit::AdClick, 2), Take::Repeat);
+    assert_eq!(ad.claim(Unit::AdImpression, 2), Take::New);
+}
