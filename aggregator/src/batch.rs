@@ -632,19 +632,8 @@ mod tests {
     ) -> EventRecord {
         let at = chrono::DateTime::from_timestamp_millis(T0 + ms).expect("time");
         let e = InteractionEvent {
-            ad_id: format!("rm1.c{}.ad-{ad}", ad % 2),
-            interaction_type: kind,
-            timestamp: at.fixed_offset(),
             session_id: Some(format!("s-{shopper}")),
-            customer_id: None,
-            dtm_token: None,
-            video_id: None,
-            product_code: None,
-            catalog_id: None,
-            creative_id: None,
-            units: None,
-            conversion_value: None,
-            iab_consent_string: None,
+            ..InteractionEvent::new(format!("rm1.c{}.ad-{ad}", ad % 2), kind, at.fixed_offset())
         };
         let mut r = EventRecord::new(e, uuid_of(ms), at + chrono::Duration::seconds(1));
         r.ad_id_verdict = v;

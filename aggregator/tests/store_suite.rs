@@ -73,21 +73,7 @@ fn at(ms: i64) -> DateTime<FixedOffset> {
 }
 
 fn event(kind: T, ad: &str, ms: i64) -> InteractionEvent {
-    InteractionEvent {
-        ad_id: ad.into(),
-        interaction_type: kind,
-        timestamp: at(ms),
-        session_id: None,
-        customer_id: None,
-        dtm_token: None,
-        video_id: None,
-        product_code: None,
-        catalog_id: None,
-        creative_id: None,
-        units: None,
-        conversion_value: None,
-        iab_consent_string: None,
-    }
+    InteractionEvent::new(ad, kind, at(ms))
 }
 
 fn video(kind: T, ad: &str, video: &str, session: &str, ms: i64) -> InteractionEvent {

@@ -91,19 +91,11 @@ pub fn parse_ad_beacon(kind: InteractionType, query: &str) -> Result<AdBeacon, R
     };
     Ok(AdBeacon {
         event: InteractionEvent {
-            ad_id,
-            interaction_type: kind,
-            timestamp,
             session_id,
             customer_id,
             dtm_token,
-            video_id: None,
-            product_code: None,
-            catalog_id: None,
-            creative_id: None,
-            units: None,
-            conversion_value: None,
             iab_consent_string: consent,
+            ..InteractionEvent::new(ad_id, kind, timestamp)
         },
         dest,
         sig,
