@@ -76,6 +76,46 @@ async fn statement(url: &str, sql: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A log of a few partitions, as the benchmarks fill stores from it: each record goes
+/// to the partition of its key (`EventRecord::partition_key`, as Kafka's producer
+/// would place it) at that partition's next offset.
+pub struct Partitions(Vec<i64>);
+
+impl Partitions {
+    /// `n` empty partitions (at least one).
+    pub fn new(n: usize) -> Self {
+        Self(vec![0; n.max(1)])
+    }
+
+    /// Folds `records` into `store` as a restarted aggregator does with one batch
+    /// (touched entities and tallies loaded from the store, then the batch written),
+    /// the records placed at their log positions.
+    pub async fn fold_into(
+        &mut self,
+        store: &AnyStore,
+        records: &[rm_schemas::EventRecord],
+        policy: &rm_aggregator::batch::Policy,
+    ) -> anyhow::Result<()> {
+        use rm_aggregator::batch::{fold_at, touched_at, Position};
+        use rm_store::WriteStore;
+        let positions: Vec<Position> = records
+            .iter()
+            .map(|r| {
+                let n = self.0.len() as u64;
+                let p = (xxhash_rust::xxh3::xxh3_64(r.partition_key()) % n) as usize;
+                self.0[p] += 1;
+                (p as i32, self.0[p] - 1)
+            })
+            .collect();
+        let t = touched_at(records, &positions);
+        let mut sets = store.load(&t.views, &t.carts, &t.served).await?;
+        sets.tallies = store.load_tallies(&t.tallies).await?;
+        let (write, _) = fold_at(records, Some(&positions), &mut sets, policy);
+        store.write(&write).await?;
+        Ok(())
+    }
+}
+
 /// The median of `v` (the upper one of an even count).
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -22,8 +22,8 @@
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rm_aggregator::batch::{fold_at, touched_at, Policy, Position};
-use rm_benches::stores::{median, BenchStore};
+use rm_aggregator::batch::Policy;
+use rm_benches::stores::{median, BenchStore, Partitions};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::model::attribution::Windows;
 use rm_store::{AnyStore, ReportFilter, ReportStore, WriteStore};
@@ -117,7 +117,7 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
         ..Policy::default()
     };
     store.backfill_tallies().await?;
-    let mut offsets = [0i64; 6];
+    let mut log = Partitions::new(6);
     let mut pending: Vec<EventRecord> = Vec::with_capacity(a.batch);
     let mut total = 0;
     for s in 0..n {
@@ -126,19 +126,7 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
             EventRecord::new(e, uuid::Uuid::now_v7(), received)
         }));
         if pending.len() >= a.batch || s + 1 == n {
-            let positions: Vec<Position> = pending
-                .iter()
-                .map(|r| {
-                    let p = (xxhash_rust::xxh3::xxh3_64(r.partition_key()) % 6) as usize;
-                    offsets[p] += 1;
-                    (p as i32, offsets[p] - 1)
-                })
-                .collect();
-            let t = touched_at(&pending, &positions);
-            let mut sets = store.load(&t.views, &t.carts, &t.served).await?;
-            sets.tallies = store.load_tallies(&t.tallies).await?;
-            let (write, _) = fold_at(&pending, Some(&positions), &mut sets, &policy);
-            store.write(&write).await?;
+            log.fold_into(store, &pending, &policy).await?;
             total += pending.len();
             pending.clear();
         }

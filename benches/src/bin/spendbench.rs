@@ -18,8 +18,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use rm_aggregator::batch::{fold_at, touched_at, Policy, Position};
-use rm_benches::stores::{median, BenchStore};
+use rm_aggregator::batch::Policy;
+use rm_benches::stores::{median, BenchStore, Partitions};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType};
 use rm_store::model::tallies::Metric;
 use rm_store::model::traffic::ClickWindow;
@@ -87,25 +87,12 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<Duration> 
         ..Policy::default()
     };
     store.backfill_tallies().await?;
-    let mut offsets = vec![0i64; usize::try_from(a.partitions).unwrap_or(1)];
+    let mut log = Partitions::new(usize::try_from(a.partitions).unwrap_or(1));
     let mut i = 0;
     while i < n {
         let end = (i + a.batch).min(n);
         let records: Vec<EventRecord> = (i..end).map(|j| click(j, a, today)).collect();
-        let positions: Vec<Position> = records
-            .iter()
-            .map(|r| {
-                let p = (xxhash_rust::xxh3::xxh3_64(r.event.ad_id.as_bytes())
-                    % offsets.len() as u64) as usize;
-                offsets[p] += 1;
-                (p as i32, offsets[p] - 1)
-            })
-            .collect();
-        let t = touched_at(&records, &positions);
-        let mut sets = store.load(&t.views, &t.carts, &t.served).await?;
-        sets.tallies = store.load_tallies(&t.tallies).await?;
-        let (write, _) = fold_at(&records, Some(&positions), &mut sets, &policy);
-        store.write(&write).await?;
+        log.fold_into(store, &records, &policy).await?;
         i = end;
     }
     Ok(started.elapsed())
