@@ -180,15 +180,22 @@ fn mint(keys: &AdIdKeys) -> String {
     .unwrap()
 }
 
-#[test]
-fn embedded_one_billable_click_through_an_edge_restart() {
-    let dir = tempfile::tempdir().unwrap();
+/// A fresh ad id key (and the keys that mint with it) and the settings of an
+/// embedded `all` that stores each batch within 50 ms.
+fn embedded_setup() -> (AdIdKeys, [(&'static str, String); 2]) {
     let key = AdIdKeys::generate_key();
     let keys = AdIdKeys::from_list(&key).unwrap();
     let env = [
         ("RM_AD_ID_KEYS", key),
         ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "50".to_owned()),
     ];
+    (keys, env)
+}
+
+#[test]
+fn embedded_one_billable_click_through_an_edge_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (keys, env) = embedded_setup();
     let ad = mint(&keys);
     let t0 = chrono::Utc::now() - chrono::Duration::seconds(5);
     let mut logged = 0;
@@ -298,12 +305,7 @@ fn rebuild(dir: &Path) -> (bool, String) {
 #[test]
 fn rebuild_recounts_the_tallies_from_the_stored_clicks() {
     let dir = tempfile::tempdir().unwrap();
-    let key = AdIdKeys::generate_key();
-    let keys = AdIdKeys::from_list(&key).unwrap();
-    let env = [
-        ("RM_AD_ID_KEYS", key),
-        ("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "50".to_owned()),
-    ];
+    let (keys, env) = embedded_setup();
     let t0 = chrono::Utc::now() - chrono::Duration::seconds(5);
     let day = t0.format("%Y-%m-%d").to_string();
     let billable = |api: SocketAddr, want: u64| {
