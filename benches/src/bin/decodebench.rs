@@ -38,13 +38,13 @@ fn main() {
         let t = std::time::Instant::now();
         let mut n = 0usize;
         for r in &recs {
-            let o: Old = serde_json::from_slice(r).unwrap();
+            let o: Old = serde_json::from_slice(r).expect("a record the bench wrote");
             n += o.event.ad_id.len();
         }
         let old = t.elapsed().as_secs_f64() * 1e9 / recs.len() as f64;
         let t = std::time::Instant::now();
         for r in &recs {
-            let o = EventRecord::from_bytes(r).unwrap();
+            let o = EventRecord::from_bytes(r).expect("a record the bench wrote");
             n += o.event.ad_id.len();
         }
         let new = t.elapsed().as_secs_f64() * 1e9 / recs.len() as f64;

@@ -177,9 +177,9 @@ async fn main() -> anyhow::Result<()> {
             median(times[1][k].clone()) / median(times[0][k].clone())
         );
     }
-    for s in 0..stores.len() {
+    for per_store in shape.iter().take(stores.len()) {
         assert_eq!(
-            shape[s][0].1, shape[s][1].1,
+            per_store[0].1, per_store[1].1,
             "tallies and the ads report count the same billable clicks"
         );
     }
