@@ -195,8 +195,6 @@ pub fn keys(action: KeysAction, data_dir: &Path, database_url: Option<&str>) -> 
 /// Runs `retail-media rebuild`: every tally deleted and counted again from the stored
 /// facts; prints what it counted.
 pub fn rebuild(a: &crate::cli::RebuildArgs) -> anyhow::Result<()> {
-    use rm_store::model::tallies::Metric;
-    use rm_store::ReportStore as _;
     runtime()?.block_on(async {
         let store = rm_store::open(&a.store, &a.data_dir)
             .await
@@ -206,8 +204,7 @@ pub fn rebuild(a: &crate::cli::RebuildArgs) -> anyhow::Result<()> {
             .rebuild_tallies(window)
             .await
             .context("recounting the tallies")?;
-        let clicks = store
-            .tallies(Metric::AdClicks, None)
+        let clicks = rm_store::billable_clicks(&store, None)
             .await
             .context("reading the tallies back")?
             .unwrap_or_default();

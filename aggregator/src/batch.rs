@@ -36,11 +36,18 @@
 //! beside the funnel.
 //! Records are keyed by ad id, so one consumer holds each ad id's state.
 //!
-//! **Tallies** ([`rm_store::model::tallies`]): when a served ad's click is taken (its
-//! first eligible click), the billable clicks of its campaign and day move by one in
-//! the tally of the record's log partition, unless the tally's stamp shows the record
-//! was applied before (a replay); the batch writes the tallies it moved, absolute and
-//! stamped. Folded without positions ([`fold`], tests), nothing is tallied.
+//! **Tallies** ([`rm_store::model::tallies`]): every distinct ad and product event
+//! counts, once judged, in the tallies of its campaign and creative (per day and
+//! quarter hour) under its reason (or billable) and its ad id's status, in the log
+//! partition of its record, unless the tally's stamp shows the record was applied
+//! before (a replay). The served ad of a genuine ad id (verified or only expired)
+//! remembers how each of its distinct events counts ([`ServedAd::judge`]), so a copy
+//! moves nothing unless it is a better one (a browser's after a prefetch's, an
+//! earlier impression): then the event moves from where it counted to where it counts
+//! now. An ad id that is not genuine has no state: each of its records counts (a copy
+//! the edge let through counts again; such ids are forged, and counted invalid). The
+//! batch writes the tallies it moved, absolute and stamped. Folded without positions
+//! ([`fold`], tests), nothing is tallied.
 //!
 //! Carts belong to the namespace of their genuine ad id (verified, or only expired):
 //! the cart line's catalog is stored scoped by it (`rm_schemas::namespace::scoped`; a
@@ -64,7 +71,7 @@ use rm_schemas::order::OrderRecord;
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{EventRecord, InteractionType};
 
-use rm_store::model::ad_id_campaign::{campaign_of, campaign_str};
+use rm_store::model::ad_id_campaign::{campaign_of, campaign_str, creative_of};
 use rm_store::model::ads::{AdAction, AdFact};
 use rm_store::model::attribution::{self, OrderLine};
 use rm_store::model::carts::{self, CartFact, CartKey};
@@ -73,7 +80,8 @@ use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
 use rm_store::model::served::{self, ServeRules, ServedAd, Take, Unit};
 use rm_store::model::status::AdIdStatus;
-use rm_store::model::tallies::{Metric, Tally, TallyKey};
+use rm_store::model::tallies::moves::{self, Event, Judged};
+use rm_store::model::tallies::{Kind, Place, TallyKey};
 use rm_store::model::traffic::{shopper_hash, TrafficClass};
 use rm_store::{BatchWrite, EntitySets, FastSet};
 
@@ -155,8 +163,10 @@ pub struct FoldStats {
     pub decided: HashMap<TrafficClass, u64>,
     /// Ad ids seen with a second distinct shopper in this batch.
     pub shared_ads: u64,
-    /// Billable clicks the batch tallied (a replayed record at or below a tally's
-    /// stamp is not among them).
+    /// Records that moved tallies (a replayed record at or below the stamps, or a
+    /// copy that changes nothing, is not among them).
+    pub tallied: u64,
+    /// Billable ad clicks the batch tallied (what spend reads).
     pub tallied_clicks: u64,
 }
 
@@ -169,33 +179,75 @@ pub struct Touched {
     pub carts: FastSet<CartKey>,
     /// Served ads (realised ad ids) whose billable events are decided.
     pub served: FastSet<String>,
-    /// Tallies the batch may move.
-    pub tallies: FastSet<TallyKey>,
+    /// Places whose tallies the batch may move (their own; see [`copy_places`]).
+    pub places: FastSet<Place>,
 }
 
 /// Where a record is in the log: its partition (`-1`: the embedded log) and offset.
 pub type Position = (i32, i64);
 
-/// The tally an ad click of `partition` moves when it takes its served ad's click.
-fn click_tally(r: &EventRecord, partition: i32) -> Option<TallyKey> {
-    (r.event.interaction_type == InteractionType::AdClick).then(|| TallyKey {
-        campaign_id: campaign_str(&r.event.ad_id).to_owned(),
-        day: day_of(r.event.timestamp.timestamp_millis()),
-        metric: Metric::AdClicks,
-        partition,
-    })
+/// What kind of distinct event a record is, when tallies count it.
+fn tally_kind(r: &EventRecord) -> Option<Kind> {
+    match r.event.interaction_type {
+        InteractionType::AdImpression => Some(Kind::AdImpression),
+        InteractionType::AdClick => Some(Kind::AdClick),
+        InteractionType::ProductImpression => Some(Kind::ProductImpression),
+        InteractionType::ProductClick => Some(Kind::ProductClick),
+        _ => None,
+    }
 }
 
-/// The entities a batch touches, and the tallies it may move (records at
-/// `positions`).
+/// Where a record's event counts (`creative`: its ad id's, [`creative_of`]).
+fn tally_event<'a>(r: &'a EventRecord, kind: Kind, creative: &'a str) -> Event<'a> {
+    let e = &r.event;
+    Event {
+        kind,
+        campaign_id: campaign_str(&e.ad_id),
+        creative,
+        catalog_id: e.catalog_id.as_deref().unwrap_or_default(),
+        product_code: e.product_code.as_deref().unwrap_or_default(),
+    }
+}
+
+/// The entities a batch touches, and the places whose tallies it may move (records
+/// at `positions`), apart from those of earlier copies ([`copy_places`]).
 pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
     let mut t = touched(records);
-    t.tallies = records
-        .iter()
-        .zip(positions)
-        .filter_map(|(r, (p, _))| click_tally(r, *p))
-        .collect();
+    for (r, (partition, _)) in records.iter().zip(positions) {
+        if let Some(kind) = tally_kind(r) {
+            let creative = creative_of(&r.event.ad_id);
+            let e = tally_event(r, kind, &creative);
+            let time_ms = r.event.timestamp.timestamp_millis();
+            t.places.extend(moves::places(&e, time_ms, *partition));
+        }
+    }
     t
+}
+
+/// The places of earlier copies the batch's records may move their events from: an
+/// event its served ad remembers at another time (an impression re-fired with another
+/// timestamp keeps the earliest). Known once the served ads' states are loaded.
+pub fn copy_places(
+    records: &[EventRecord],
+    positions: &[Position],
+    served: &rm_store::FastMap<String, ServedAd>,
+) -> Vec<Place> {
+    let mut out = Vec::new();
+    for (r, (partition, _)) in records.iter().zip(positions) {
+        let Some(kind) = tally_kind(r) else { continue };
+        let Some(counted) = served
+            .get(r.event.ad_id.as_str())
+            .and_then(|s| s.counted(r.dedup_key.0))
+        else {
+            continue;
+        };
+        if counted.time_ms != r.event.timestamp.timestamp_millis() {
+            let creative = creative_of(&r.event.ad_id);
+            let e = tally_event(r, kind, &creative);
+            out.extend(moves::places(&e, counted.time_ms, *partition));
+        }
+    }
+    out
 }
 
 /// The entities a batch touches.
@@ -286,19 +338,20 @@ fn unit_of(r: &EventRecord) -> Option<Unit<'_>> {
 }
 
 /// The class of an event as the served-ad rules decide it: the edge's class, unless
-/// the event is valid traffic with a verified ad id, which the stateless rules and
-/// then its served ad's state judge (taking the unit when it is the first); and
-/// whether it took its unit now (the one event of the unit that moves a tally).
+/// the event is valid traffic with a verified ad id (`ad`: its parsed id), which the
+/// stateless rules and then its served ad's state judge (taking the unit when it is
+/// the first); and what its claim on its unit found, when it made one.
 fn decide(
     r: &EventRecord,
+    ad: Option<&rm_schemas::ad_id::AdId>,
     edge_class: TrafficClass,
     status: AdIdStatus,
     time_ms: i64,
     state: Option<&mut ServedAd>,
     policy: &Policy,
-) -> (TrafficClass, bool) {
+) -> (TrafficClass, Option<Take>) {
     if edge_class != TrafficClass::Valid {
-        return (edge_class, false);
+        return (edge_class, None);
     }
     if !status.is_billable() {
         // Its reason is its ad id; but a copy of a repeat must stay a repeat, or the
@@ -309,32 +362,34 @@ fn decide(
             }
             _ => edge_class,
         };
-        return (class, false);
+        return (class, None);
     }
-    let ad = rm_schemas::ad_id::parse(&r.event.ad_id);
     let product = match r.event.interaction_type {
         InteractionType::ProductImpression | InteractionType::ProductClick => {
             r.event.product_code.as_deref()
         }
         _ => None,
     };
-    if let Some(class) = served::stateless(ad.as_ref(), time_ms, product, policy.serve_rules()) {
-        return (class, false);
+    if let Some(class) = served::stateless(ad, time_ms, product, policy.serve_rules()) {
+        return (class, None);
     }
     // Aggregated long after its ad expired (a lag beyond the retention): the served
     // ad's state may be gone, so nothing of it can be billed again.
-    if let (Some(ad), Some(before)) = (&ad, policy.forgotten_before) {
+    if let (Some(ad), Some(before)) = (ad, policy.forgotten_before) {
         if ad.expires_at < before {
-            return (TrafficClass::Repeat, false);
+            return (TrafficClass::Repeat, None);
         }
     }
     match (state, unit_of(r)) {
-        (Some(state), Some(unit)) => match state.claim(unit, r.dedup_key.0) {
-            Take::New => (TrafficClass::Valid, true),
-            Take::Copy => (TrafficClass::Valid, false),
-            Take::Repeat => (TrafficClass::Repeat, false),
-        },
-        _ => (TrafficClass::Valid, false),
+        (Some(state), Some(unit)) => {
+            let take = state.claim(unit, r.dedup_key.0);
+            let class = match take {
+                Take::New | Take::Copy => TrafficClass::Valid,
+                Take::Repeat => TrafficClass::Repeat,
+            };
+            (class, Some(take))
+        }
+        _ => (TrafficClass::Valid, None),
     }
 }
 
@@ -381,6 +436,7 @@ pub fn fold_at(
     let mut dirty_carts: FastSet<CartKey> = FastSet::default();
     let mut dirty_served: FastSet<String> = FastSet::default();
     let mut dirty_tallies: FastSet<TallyKey> = FastSet::default();
+    let mut creative = String::new();
     for (i, r) in records.iter().enumerate() {
         let time_ms = r.event.timestamp.timestamp_millis();
         let received_ms = r.received_at.timestamp_millis();
@@ -397,7 +453,8 @@ pub fn fold_at(
         let campaign_id = campaign_str(&r.event.ad_id);
         let invalid = r.invalid_reason();
         let mut traffic = TrafficClass::of(invalid);
-        if unit_of(r).is_some() {
+        if let Some(kind) = tally_kind(r) {
+            let ad = rm_schemas::ad_id::parse(&r.event.ad_id);
             // An eligible event may take a unit (a state made when new); an unverified
             // copy only reads the state, to stay a repeat of a unit another took.
             let state = match (traffic == TrafficClass::Valid, status.is_billable()) {
@@ -412,22 +469,61 @@ pub fn fold_at(
                 (true, false) => sets.served.get_mut(r.event.ad_id.as_str()),
                 (false, _) => None,
             };
-            let took;
-            (traffic, took) = decide(r, traffic, status, time_ms, state, policy);
-            let at = positions.and_then(|p| p.get(i));
-            if let (true, Some(&(partition, offset))) = (took, at) {
-                if let Some(k) = click_tally(r, partition) {
-                    let t = sets.tallies.entry(k.clone()).or_insert(Tally::EMPTY);
-                    if t.add(offset, 1) {
-                        dirty_tallies.insert(k);
-                        stats.tallied_clicks += 1;
+            let take;
+            (traffic, take) = decide(r, ad.as_ref(), traffic, status, time_ms, state, policy);
+            // How the event counts in the tallies: judged by its served ad when its id
+            // is genuine (a state made when new), else counted as it comes.
+            let judged = Judged {
+                status,
+                class: traffic,
+                time_ms,
+            };
+            let change = if status.is_genuine() {
+                let state = served_state(&mut sets.served, &r.event.ad_id);
+                let change = match (take, state.counted(key)) {
+                    // The unit's billable event, taken before the state remembered
+                    // events (a store written before tallies): the backfill counted it.
+                    (Some(Take::Copy), None) => {
+                        state.counted_before(key, judged);
+                        None
                     }
+                    _ => state.judge(key, judged),
+                };
+                if change.is_some() {
+                    mark(&mut dirty_served, &r.event.ad_id);
+                }
+                change
+            } else {
+                Some((None, judged))
+            };
+            let at = positions.and_then(|p| p.get(i));
+            if let (Some((old, now)), Some(&(partition, offset))) = (change, at) {
+                creative.clear();
+                creative.push_str(&ad.map(|a| a.creative).unwrap_or_default());
+                if creative.len() > rm_schemas::ad_id::MAX_CREATIVE_BYTES {
+                    creative.clear();
+                }
+                let e = tally_event(r, kind, &creative);
+                let m = moves::moves(&e, old, now, partition);
+                let clicks: i64 = m
+                    .iter()
+                    .filter(|(k, _)| {
+                        k.metric == rm_store::model::tallies::Metric::BILLABLE_CLICKS
+                            && k.place.scope == rm_store::model::tallies::Scope::Campaign
+                            && k.place.grain == rm_store::model::tallies::Grain::Day
+                    })
+                    .map(|(_, d)| *d)
+                    .sum();
+                if moves::apply(m, offset, &mut sets.tallies, &mut dirty_tallies) {
+                    stats.tallied += 1;
+                    stats.tallied_clicks = stats.tallied_clicks.saturating_add_signed(clicks);
                 }
             }
         } else if r.event.interaction_type == InteractionType::CreativeClick {
             // Not a unit of its own (the ad click is), but judged by the stateless
             // rules before it may credit an order.
-            (traffic, _) = decide(r, traffic, status, time_ms, None, policy);
+            let ad = rm_schemas::ad_id::parse(&r.event.ad_id);
+            (traffic, _) = decide(r, ad.as_ref(), traffic, status, time_ms, None, policy);
         }
         // Only a verified ad id of valid traffic, through the served-ad rules, may
         // credit an order: a forged or expired one naming a real shopper's id would
@@ -558,10 +654,7 @@ pub fn fold_at(
             write.cart_rows.extend(carts::derive_cart(&k, facts));
         }
     }
-    write.tallies = dirty_tallies
-        .into_iter()
-        .filter_map(|k| sets.tallies.get(&k).map(|t| (k, *t)))
-        .collect();
+    write.tallies = moves::dirty_rows(dirty_tallies, &sets.tallies);
     write.served.reserve(dirty_served.len());
     for ad_id in dirty_served {
         if let Some(state) = sets.served.get(&ad_id) {

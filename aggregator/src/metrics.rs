@@ -9,7 +9,7 @@
 //! | `aggregator_unverified_events_total` | counter | `verdict` (expired, bad_signature, foreign) |
 //! | `aggregator_invalid_events_total` | counter | `reason` (known_bot, non_browser, prefetch, unverified_ad_id; the served-ad rules' before_serve, product_not_in_ad, served_ad_repeat) |
 //! | `aggregator_shared_ad_ids_total` | counter | |
-//! | `aggregator_tallied_total` | counter | `metric` (ad_clicks): moves of the tallies spend reads, one per billable click |
+//! | `aggregator_tallied_total` | counter | `metric`: `events` (records that moved tallies, a replay's or a copy's do not), `billable_clicks` (net billable ad clicks tallied: what spend reads) |
 //! | `aggregator_events_dropped_total` | counter | `reason` (too_late, future, undecodable) |
 //! | `aggregator_rule_violations_total` | counter | `rule` (funnel_gap, repeated_milestone) |
 //! | `aggregator_store_write_seconds` | histogram | `backend` |
@@ -24,7 +24,6 @@ use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::InteractionType;
 
 use crate::batch::{Dropped, FoldStats, OrderStats};
-use rm_store::model::tallies::Metric;
 use rm_store::model::traffic::TrafficClass;
 
 /// Moves of the tallies (`rm_store::model::tallies`), by metric.
@@ -79,7 +78,9 @@ pub fn register(backend: &'static str) {
         counter!(INVALID, "reason" => r).absolute(0);
     }
     counter!(SHARED_AD_IDS).absolute(0);
-    counter!(TALLIED, "metric" => Metric::AdClicks.as_str()).absolute(0);
+    for m in ["events", "billable_clicks"] {
+        counter!(TALLIED, "metric" => m).absolute(0);
+    }
     for r in ["too_late", "future", "undecodable"] {
         counter!(DROPPED, "reason" => r).absolute(0);
     }
@@ -118,8 +119,11 @@ pub fn batch(records: usize, stats: &FoldStats, gaps: i64, repeats: i64) {
     if stats.shared_ads > 0 {
         counter!(SHARED_AD_IDS).increment(stats.shared_ads);
     }
+    if stats.tallied > 0 {
+        counter!(TALLIED, "metric" => "events").increment(stats.tallied);
+    }
     if stats.tallied_clicks > 0 {
-        counter!(TALLIED, "metric" => Metric::AdClicks.as_str()).increment(stats.tallied_clicks);
+        counter!(TALLIED, "metric" => "billable_clicks").increment(stats.tallied_clicks);
     }
     for (d, n) in &stats.dropped {
         let reason = match d {

@@ -57,11 +57,11 @@ use rm_store::model::ad_id_campaign::campaign_of;
 use rm_store::model::carts::{CartFact, CartKey};
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::served::ServedAd;
-use rm_store::model::tallies::{Tally, TallyKey};
+use rm_store::model::tallies::{Place, PlaceTallies};
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
 use crate::batch::{
-    fold_at, fold_orders, touched_at, FoldStats, OrderStats, Policy, Position, Touched,
+    copy_places, fold_at, fold_orders, touched_at, FoldStats, OrderStats, Policy, Position, Touched,
 };
 use crate::metrics;
 use crate::source::{Checkpoint, Raw, Source, Stream};
@@ -146,7 +146,7 @@ struct Cache {
     /// Served ads' states (an ad id absent from the store is cached as the empty state).
     served: FastMap<String, ServedAd>,
     /// Tallies (one absent from the store is cached as empty).
-    tallies: FastMap<TallyKey, Tally>,
+    tallies: FastMap<Place, PlaceTallies>,
     /// When a write last forgot expired served ads.
     forgot_at: Option<std::time::Instant>,
     /// Rule violations (funnel gaps, repeated milestones) of each cached view's set.
@@ -502,6 +502,22 @@ where
     }
 }
 
+/// Everything a batch of `records` at `positions` folds into, read from the store
+/// alone (no cache: what a restarted aggregator loads for its first batch). For
+/// tools and tests that fold batches themselves ([`fold_at`]).
+pub async fn load_sets<T: WriteStore>(
+    store: &T,
+    records: &[EventRecord],
+    positions: &[Position],
+) -> Result<EntitySets, StoreError> {
+    let t = touched_at(records, positions);
+    let mut sets = store.load(&t.views, &t.carts, &t.served).await?;
+    let mut places = t.places;
+    places.extend(copy_places(records, positions, &sets.served));
+    sets.tallies = store.load_tallies(&places).await?;
+    Ok(sets)
+}
+
 /// Loads what the batch needs and folds it (nothing is written yet); `None` on
 /// shutdown or when the store refused a read for good (then the pipeline stops).
 #[allow(clippy::too_many_arguments)]
@@ -520,7 +536,7 @@ async fn prepare<T: WriteStore>(
         views,
         carts,
         served,
-        tallies,
+        places,
     } = touched_at(records, positions);
     let missing_views: FastSet<ViewKey> = views
         .iter()
@@ -553,31 +569,6 @@ async fn prepare<T: WriteStore>(
             }
         }
     }
-    let missing_tallies: FastSet<TallyKey> = tallies
-        .iter()
-        .filter(|k| !cache.tallies.contains_key(*k))
-        .cloned()
-        .collect();
-    if !missing_tallies.is_empty() {
-        match retry("load tallies", shutdown, || {
-            store.load_tallies(&missing_tallies)
-        })
-        .await?
-        {
-            Ok(loaded) => sets.tallies = loaded,
-            Err(e) => {
-                // Without a tally's stamp, a replayed click would be counted again. Stop.
-                tracing::error!(error = %e, "store refused a tally read; stopping the pipeline");
-                shutdown.cancel();
-                return None;
-            }
-        }
-    }
-    for k in &tallies {
-        if let Some((k, v)) = cache.tallies.remove_entry(k) {
-            sets.tallies.insert(k, v);
-        }
-    }
     // Violations before this batch: loaded sets are derived once, cached ones known.
     let mut before = violations(&sets, opts);
     for k in &views {
@@ -596,6 +587,35 @@ async fn prepare<T: WriteStore>(
     for k in &served {
         if let Some((k, v)) = cache.served.remove_entry(k) {
             sets.served.insert(k, v);
+        }
+    }
+    // The tallies' places: the records' own, and those of earlier copies their served
+    // ads remember (known now that the states are).
+    let mut places = places;
+    places.extend(copy_places(records, positions, &sets.served));
+    let missing_places: FastSet<Place> = places
+        .iter()
+        .filter(|p| !cache.tallies.contains_key(*p))
+        .cloned()
+        .collect();
+    if !missing_places.is_empty() {
+        match retry("load tallies", shutdown, || {
+            store.load_tallies(&missing_places)
+        })
+        .await?
+        {
+            Ok(loaded) => sets.tallies = loaded,
+            Err(e) => {
+                // Without a tally's stamp, a replayed record would be counted again. Stop.
+                tracing::error!(error = %e, "store refused a tally read; stopping the pipeline");
+                shutdown.cancel();
+                return None;
+            }
+        }
+    }
+    for p in &places {
+        if let Some((p, v)) = cache.tallies.remove_entry(p) {
+            sets.tallies.insert(p, v);
         }
     }
     let known = if orders.is_empty() {
@@ -667,10 +687,10 @@ async fn prepare<T: WriteStore>(
     }
     cache.views.extend(sets.views);
     cache.carts.extend(sets.carts);
-    // Every tally the batch could move, stored or not (an absent one is empty).
-    for k in tallies {
-        let t = sets.tallies.remove(&k).unwrap_or(Tally::EMPTY);
-        cache.tallies.insert(k, t);
+    // Every place the batch could move, stored or not (an absent one is empty).
+    for p in places {
+        let t = sets.tallies.remove(&p).unwrap_or_default();
+        cache.tallies.insert(p, t);
     }
     // Every served ad the batch touched, stored or not: one the store did not hold
     // and the batch did not decide on is still empty, so no later load is needed.

@@ -17,7 +17,7 @@ use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::embedded::EmbeddedStore;
 use rm_store::model::carts::CartKey;
 use rm_store::model::funnel::ViewKey;
-use rm_store::model::tallies::{Tally, TallyKey};
+use rm_store::model::tallies::{Place, PlaceTallies};
 use rm_store::{
     Backend, BatchWrite, EntitySets, FastSet, ReportFilter, ReportStore, StoreError, WriteStore,
 };
@@ -53,9 +53,9 @@ impl WriteStore for Gated {
     }
     async fn load_tallies(
         &self,
-        keys: &FastSet<TallyKey>,
-    ) -> Result<rm_store::FastMap<TallyKey, Tally>, StoreError> {
-        self.inner.load_tallies(keys).await
+        places: &FastSet<Place>,
+    ) -> Result<rm_store::FastMap<Place, PlaceTallies>, StoreError> {
+        self.inner.load_tallies(places).await
     }
     async fn backfill_tallies(&self) -> Result<bool, StoreError> {
         self.inner.backfill_tallies().await

@@ -1190,7 +1190,7 @@ async fn same_reports_as_embedded(url: String) {
         }
 
         // The ads suite wrote facts without tallies, as the previous version did.
-        drop_table(&config, "tallies").await;
+        drop_table(&config, "rollups").await;
         let reopened = ClickHouseStore::connect(&config).await.expect("connect");
         tallies::backfilled_as_the_report_counts(&reopened).await;
         let fresh = fresh_database(&url, "tallies");

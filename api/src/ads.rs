@@ -11,7 +11,6 @@ use rm_ads::model::campaign::BannerXCampaign;
 use rm_ads::model::catalog::Product;
 use rm_ads::DayClicks;
 use rm_store::model::format_day;
-use rm_store::model::tallies::Metric;
 use rm_store::model::traffic::ClickWindow;
 use rm_store::{AnyStore, ReportFilter, ReportStore, StoreError};
 
@@ -57,8 +56,8 @@ impl rm_ads::Inputs for ApiInputs<'_> {
         campaign_ids: Vec<String>,
     ) -> Result<Vec<DayClicks>, InputsError> {
         // The tallies: one sum per campaign and day, decided as the clicks arrived.
-        let wanted: std::collections::HashSet<String> = campaign_ids.iter().cloned().collect();
-        if let Some(tallies) = self.store.tallies(Metric::AdClicks, Some(&wanted)).await? {
+        let wanted: std::collections::BTreeSet<String> = campaign_ids.iter().cloned().collect();
+        if let Some(tallies) = rm_store::billable_clicks(self.store, Some(wanted)).await? {
             return Ok(tallies
                 .into_iter()
                 .map(|t| DayClicks {

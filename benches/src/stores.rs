@@ -96,7 +96,8 @@ impl Partitions {
         records: &[rm_schemas::EventRecord],
         policy: &rm_aggregator::batch::Policy,
     ) -> anyhow::Result<()> {
-        use rm_aggregator::batch::{fold_at, touched_at, Position};
+        use rm_aggregator::batch::{fold_at, Position};
+        use rm_aggregator::pipeline::load_sets;
         use rm_store::WriteStore;
         let positions: Vec<Position> = records
             .iter()
@@ -107,9 +108,7 @@ impl Partitions {
                 (p as i32, self.0[p] - 1)
             })
             .collect();
-        let t = touched_at(records, &positions);
-        let mut sets = store.load(&t.views, &t.carts, &t.served).await?;
-        sets.tallies = store.load_tallies(&t.tallies).await?;
+        let mut sets = load_sets(store, records, &positions).await?;
         let (write, _) = fold_at(records, Some(&positions), &mut sets, policy);
         store.write(&write).await?;
         Ok(())

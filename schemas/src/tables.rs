@@ -26,7 +26,8 @@
 //! | [`ORDER_LINES`] | order id, line | none (copies are equal) | distinct (order id, line) |
 //! | [`ATTRIBUTION_TOUCHES`] | shopper, event time, dedup key | none (copies are equal) | distinct (dedup key) |
 //! | [`AD_FACTS`] | campaign, ad, action, dedup key, event time, status | none (copies are equal) | one fact per dedup key: earliest time, best status |
-//! | [`SERVED_ADS`] | ad id | `version` (the state only grows) | `argMax(state, version)` |
+//! | [`SERVED_ADS`] | ad id | `version` (grows with every change) | `argMax(state, version)` |
+//! | [`ROLLUPS`] | place, log partition, metric | `stamp` (the record's offset + 1) | `argMax(value, stamp)`, summed over partitions |
 //!
 //! An order id is written once: the aggregator looks the batch's order ids up first
 //! and writes only the orders the table does not hold, so a re-sent order (same id,
@@ -130,7 +131,8 @@ pub const PRODUCT_FACTS: &str = "CREATE TABLE IF NOT EXISTS product_facts (
     ad_id_status UInt8,
     traffic UInt8,
     shopper UInt64,
-    received_ms Int64
+    received_ms Int64,
+    time_ms Int64
 ) ENGINE = ReplacingMergeTree
 ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, ad_id_status)";
 
@@ -225,21 +227,29 @@ pub const SERVED_ADS: &str = "CREATE TABLE IF NOT EXISTS served_ads (
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY ad_id";
 
-/// Counts decided as events arrive, per campaign, UTC day, metric and log partition
-/// (`rm_store::model::tallies`): each row an absolute count stamped with the offset
-/// (plus one) of the last record of its partition that moved it. The highest stamp
-/// of a key is its value (`argMax(value, stamp)`); a replayed write inserts a row
-/// equal to one already there. Readers sum those over partitions: one campaign's
-/// billable clicks are a few rows per day, whatever the volume behind them.
-pub const TALLIES: &str = "CREATE TABLE IF NOT EXISTS tallies (
+/// Counts decided as events arrive (`rm_store::model::tallies`): per campaign, scope
+/// (0 the campaign's, 1 a creative's), grain (0 a UTC day, 1 a quarter hour), time
+/// bucket, creative, catalog, product, log partition and metric, each row an absolute
+/// count stamped with the offset (plus one) of the last record of its partition that
+/// moved it. The highest stamp of a key is its value (`argMax(value, stamp)`); a
+/// replayed write inserts a row equal to one already there. Readers sum those over
+/// partitions: a report reads its rows' buckets, whatever the volume behind them. The
+/// sorting key starts with (campaign, scope, grain, bucket), so a report's range is
+/// one slice of the index per campaign.
+pub const ROLLUPS: &str = "CREATE TABLE IF NOT EXISTS rollups (
     campaign_id String,
-    metric String,
-    day Int32,
+    scope UInt8,
+    grain UInt8,
+    bucket Int32,
+    creative String,
+    catalog_id String,
+    product_code String,
     log_partition Int32,
+    metric UInt16,
     value Int64,
     stamp UInt64
 ) ENGINE = ReplacingMergeTree(stamp)
-ORDER BY (campaign_id, metric, day, log_partition)";
+ORDER BY (campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric)";
 
 /// Every statement, in the order to apply them.
 pub const ALL: [&str; 9] = [
@@ -251,13 +261,13 @@ pub const ALL: [&str; 9] = [
     ATTRIBUTION_TOUCHES,
     AD_FACTS,
     SERVED_ADS,
-    TALLIES,
+    ROLLUPS,
 ];
 
 /// Columns added to a table after it first shipped: (table, column, type). Each is
 /// also in the table's statement above; the store adds the ones a table created
 /// earlier lacks (the type's default fills the old rows).
-pub const ADDED_COLUMNS: [(&str, &str, &str); 13] = [
+pub const ADDED_COLUMNS: [(&str, &str, &str); 14] = [
     ("view_facts", "ad_id_status", "UInt8"),
     ("views", "ad_id_status", "UInt8"),
     ("product_facts", "ad_id_status", "UInt8"),
@@ -271,6 +281,7 @@ pub const ADDED_COLUMNS: [(&str, &str, &str); 13] = [
     ("order_lines", "revenue_exact", "String"),
     ("order_lines", "currency", "String"),
     ("views", "served_repeat", "UInt8"),
+    ("product_facts", "time_ms", "Int64"),
 ];
 
 #[cfg(test)]

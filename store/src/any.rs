@@ -11,7 +11,7 @@ use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{CartCampaignRow, CartKey, CartStateRow};
 use crate::model::funnel::{FunnelReportRow, ViewKey};
 use crate::model::products::ProductReportRow;
-use crate::model::tallies::{DayTally, Metric, Tally, TallyKey};
+use crate::model::tallies::{Place, PlaceTallies, SummedTally, TallyQuery};
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 use crate::{Backend, ReportFilter, ReportStore, StoreConfig, StoreError};
 
@@ -83,9 +83,9 @@ impl WriteStore for AnyStore {
     }
     async fn load_tallies(
         &self,
-        keys: &FastSet<TallyKey>,
-    ) -> Result<FastMap<TallyKey, Tally>, StoreError> {
-        dispatch!(self, s => s.load_tallies(keys).await)
+        places: &FastSet<Place>,
+    ) -> Result<FastMap<Place, PlaceTallies>, StoreError> {
+        dispatch!(self, s => s.load_tallies(places).await)
     }
     async fn backfill_tallies(&self) -> Result<bool, StoreError> {
         dispatch!(self, s => s.backfill_tallies().await)
@@ -137,11 +137,7 @@ impl ReportStore for AnyStore {
     ) -> Result<Vec<SalesReportRow>, StoreError> {
         dispatch!(self, s => s.sales(f, w).await)
     }
-    async fn tallies(
-        &self,
-        metric: Metric,
-        campaigns: Option<&HashSet<String>>,
-    ) -> Result<Option<Vec<DayTally>>, StoreError> {
-        dispatch!(self, s => s.tallies(metric, campaigns).await)
+    async fn tallies(&self, q: &TallyQuery) -> Result<Option<Vec<SummedTally>>, StoreError> {
+        dispatch!(self, s => s.tallies(q).await)
     }
 }

@@ -31,8 +31,8 @@ pub use config::StoreConfig;
 pub use error::StoreError;
 pub use filter::{ReportFilter, Tenant};
 pub use read::{
-    campaign_report, campaign_sales_rows, cart_campaign_rows, cart_state_rows, sales_rows,
-    ReportStore,
+    billable_clicks, campaign_report, campaign_sales_rows, cart_campaign_rows, cart_state_rows,
+    sales_rows, ReportStore,
 };
 pub use write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 

@@ -12,7 +12,7 @@ use crate::model::campaigns::{
 use crate::model::carts::{self, CartCampaignRow, CartEventRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
-use crate::model::tallies::{DayTally, Metric};
+use crate::model::tallies::{SummedTally, TallyQuery};
 use crate::{Backend, ReportFilter, StoreError};
 
 /// The read side of a report store: what the api calls.
@@ -62,15 +62,13 @@ pub trait ReportStore: Backend {
         w: &Windows,
     ) -> impl Future<Output = Result<Vec<CampaignSalesRow>, StoreError>> + Send;
 
-    /// The tallies of `metric` per campaign and day, summed over partitions, of the
-    /// campaigns in `campaigns` (all when `None`); `None` while the store's earlier
-    /// facts are not counted yet (the aggregator's first start on it has not finished
-    /// the backfill: read the report instead).
+    /// The tallies `q` wants, summed over partitions, in place and metric order;
+    /// `None` while the store's earlier facts are not counted yet (the aggregator's
+    /// first start on it has not finished the backfill: read the facts instead).
     fn tallies(
         &self,
-        metric: Metric,
-        campaigns: Option<&std::collections::HashSet<String>>,
-    ) -> impl Future<Output = Result<Option<Vec<DayTally>>, StoreError>> + Send;
+        q: &TallyQuery,
+    ) -> impl Future<Output = Result<Option<Vec<SummedTally>>, StoreError>> + Send;
 
     /// Sales per credited campaign, catalog, product and order day, attributed with
     /// windows `w` (see [`sales_rows`] for the filter).
@@ -79,6 +77,19 @@ pub trait ReportStore: Backend {
         f: &ReportFilter,
         w: &Windows,
     ) -> impl Future<Output = Result<Vec<SalesReportRow>, StoreError>> + Send;
+}
+
+/// Billable ad clicks per campaign and UTC day of `campaigns` (every campaign when
+/// `None`), read from the tallies (what spend reads); `None` before the store's
+/// earlier facts are counted.
+pub async fn billable_clicks<S: ReportStore + ?Sized>(
+    store: &S,
+    campaigns: Option<std::collections::BTreeSet<String>>,
+) -> Result<Option<Vec<crate::model::tallies::DayTally>>, StoreError> {
+    Ok(store
+        .tallies(&TallyQuery::spend(campaigns))
+        .await?
+        .map(|s| crate::model::tallies::billable_clicks(&s)))
 }
 
 /// The sales report from stored order lines and touches (both stores call this).

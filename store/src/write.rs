@@ -15,7 +15,7 @@ use crate::model::carts::{CartEventRow, CartFact, CartKey};
 use crate::model::funnel::{ViewFact, ViewKey, ViewRow};
 use crate::model::products::ProductFact;
 use crate::model::served::ServedAd;
-use crate::model::tallies::{Tally, TallyKey};
+use crate::model::tallies::{Place, PlaceTallies, Tally, TallyKey};
 use crate::{Backend, StoreError};
 
 /// Hash maps and sets of the hot path: entity keys are hashed several times per
@@ -65,8 +65,8 @@ pub struct EntitySets {
     pub carts: FastMap<CartKey, Vec<CartFact>>,
     /// Served ads, by realised ad id.
     pub served: FastMap<String, ServedAd>,
-    /// Tallies (absent ones are empty: [`Tally::EMPTY`]).
-    pub tallies: FastMap<TallyKey, Tally>,
+    /// Tallies by place (an absent place, or metric, is empty: [`Tally::EMPTY`]).
+    pub tallies: FastMap<Place, PlaceTallies>,
 }
 
 /// A batch ready for [`WriteStore::write_prepared`]: the batch and what the store made
@@ -92,11 +92,11 @@ pub trait WriteStore: Backend {
         served: &FastSet<String>,
     ) -> impl Future<Output = Result<EntitySets, StoreError>> + Send;
 
-    /// The current tallies of these keys (absent ones are left out).
+    /// Every stored tally of these places (absent places are left out).
     fn load_tallies(
         &self,
-        keys: &FastSet<TallyKey>,
-    ) -> impl Future<Output = Result<FastMap<TallyKey, Tally>, StoreError>> + Send;
+        places: &FastSet<Place>,
+    ) -> impl Future<Output = Result<FastMap<Place, PlaceTallies>, StoreError>> + Send;
 
     /// Counts the facts of a store written before tallies into them, once (see
     /// [`crate::model::tallies`]): called by the aggregator before its first write;

@@ -137,10 +137,8 @@ fn one_billable_click(api: SocketAddr, ad: &str, records: u64) {
 /// The billable ad clicks the aggregator tallied (what spend reads): (campaign, day,
 /// clicks), every campaign.
 fn tallied(store: &rm_store::AnyStore) -> Vec<(String, String, i64)> {
-    use rm_store::model::tallies::Metric;
-    use rm_store::ReportStore;
     let rows = crate::auth_limits::runtime()
-        .block_on(store.tallies(Metric::AdClicks, None))
+        .block_on(rm_store::billable_clicks(store, None))
         .unwrap()
         .expect("the aggregator counted the store into tallies at its start");
     rows.into_iter()
@@ -341,7 +339,7 @@ fn rebuild_recounts_the_tallies_from_the_stored_clicks() {
     {
         let db = redb::Database::create(&path).unwrap();
         let w = db.begin_write().unwrap();
-        let tallies: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("tallies");
+        let tallies: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("rollups");
         w.delete_table(tallies).unwrap();
         w.commit().unwrap();
     }

@@ -189,13 +189,13 @@ pub fn tables(path: &Path) -> Vec<String> {
     names
 }
 
-/// Deletes the `tallies` table: the store as a version before tallies left it.
+/// Deletes the `rollups` table: the store as a version before tallies left it.
 pub fn drop_tallies(path: &Path) {
     let db = Database::create(path).expect("open redb");
     let w = db.begin_write().expect("write");
     assert!(
-        w.delete_table(New::new("tallies")).expect("delete"),
-        "a tallies table"
+        w.delete_table(New::new("rollups")).expect("delete"),
+        "a rollups table"
     );
     w.commit().expect("commit");
 }

@@ -5,9 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use rm_aggregator::batch::{fold_at, touched_at, Policy, Position};
+use rm_aggregator::batch::{fold_at, Policy, Position};
+use rm_aggregator::pipeline::load_sets;
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
-use rm_store::model::tallies::{DayTally, Metric};
+use rm_store::model::tallies::DayTally;
 use rm_store::model::{format_day, parse_day};
 use rm_store::BatchWrite;
 
@@ -63,12 +64,7 @@ fn batches() -> [(Vec<EventRecord>, Vec<Position>); 2] {
 
 /// The batch folded as the aggregator does after a restart (sets and tallies loaded).
 async fn fold_loaded(store: &impl Store, batch: &(Vec<EventRecord>, Vec<Position>)) -> BatchWrite {
-    let t = touched_at(&batch.0, &batch.1);
-    let mut sets = store
-        .load(&t.views, &t.carts, &t.served)
-        .await
-        .expect("load");
-    sets.tallies = store.load_tallies(&t.tallies).await.expect("load tallies");
+    let mut sets = load_sets(store, &batch.0, &batch.1).await.expect("load");
     fold_at(&batch.0, Some(&batch.1), &mut sets, &Policy::default()).0
 }
 
@@ -91,22 +87,24 @@ fn as_map(rows: &[DayTally]) -> BTreeMap<(String, i32), i64> {
 }
 
 async fn clicks(store: &impl Store) -> Vec<DayTally> {
-    store
-        .tallies(Metric::AdClicks, None)
+    rm_store::billable_clicks(store, None)
         .await
         .expect("tallies")
         .expect("counted")
 }
 
+fn set(campaigns: &[&str]) -> Option<std::collections::BTreeSet<String>> {
+    Some(campaigns.iter().map(|c| (*c).to_owned()).collect())
+}
+
 /// The store reads as not counted into tallies (before its backfill).
 async fn not_counted_yet(store: &impl Store) {
-    let read = store.tallies(Metric::AdClicks, None).await;
+    let read = rm_store::billable_clicks(store, None).await;
     assert!(
         read.expect("tallies").is_none(),
         "not counted before the backfill"
     );
-    let none = std::collections::HashSet::new();
-    let read = store.tallies(Metric::AdClicks, Some(&none)).await;
+    let read = rm_store::billable_clicks(store, set(&[])).await;
     assert!(
         read.expect("tallies").is_none(),
         "not counted, whatever is asked"
@@ -122,8 +120,7 @@ pub(crate) async fn suite(store: &impl Store) -> Vec<String> {
     );
     assert!(!store.backfill_tallies().await.expect("backfill again"));
     assert!(clicks(store).await.is_empty());
-    let none = std::collections::HashSet::new();
-    let read = store.tallies(Metric::AdClicks, Some(&none)).await;
+    let read = rm_store::billable_clicks(store, set(&[])).await;
     assert_eq!(
         read.expect("tallies"),
         Some(Vec::new()),
@@ -178,9 +175,7 @@ pub(crate) async fn suite(store: &impl Store) -> Vec<String> {
         report_clicks(store).await,
         "tallies and the ads report agree"
     );
-    let one: std::collections::HashSet<String> = ["c2".to_owned()].into_iter().collect();
-    let c2 = store
-        .tallies(Metric::AdClicks, Some(&one))
+    let c2 = rm_store::billable_clicks(store, set(&["c2"]))
         .await
         .expect("tallies")
         .expect("counted");
@@ -210,12 +205,16 @@ pub(crate) async fn backfilled_as_the_report_counts(store: &impl Store) {
 /// the second reading after the first wrote a batch): the smaller count wins, the one
 /// read before any new click was tallied.
 pub(crate) async fn the_first_of_two_backfills_wins(store: &impl Store) {
-    use rm_store::model::tallies::{Tally, TallyKey, BACKFILL_PARTITION};
+    use rm_store::model::tallies::{Grain, Metric, Place, Scope, Tally, TallyKey};
     let key = |c: &str| TallyKey {
-        campaign_id: c.to_owned(),
-        day: D0,
-        metric: Metric::AdClicks,
-        partition: BACKFILL_PARTITION,
+        place: Place {
+            campaign_id: c.to_owned(),
+            scope: Scope::Campaign,
+            grain: Grain::Day,
+            bucket: D0,
+            ..Place::marker()
+        },
+        metric: Metric::BILLABLE_CLICKS,
     };
     let backfill = |v: i64| BatchWrite {
         tallies: vec![
@@ -226,9 +225,7 @@ pub(crate) async fn the_first_of_two_backfills_wins(store: &impl Store) {
     };
     store.write(&backfill(5)).await.expect("first backfill");
     store.write(&backfill(7)).await.expect("second backfill");
-    let one: std::collections::HashSet<String> = ["c9".to_owned()].into_iter().collect();
-    let got = store
-        .tallies(Metric::AdClicks, Some(&one))
+    let got = rm_store::billable_clicks(store, set(&["c9"]))
         .await
         .expect("tallies")
         .expect("counted");

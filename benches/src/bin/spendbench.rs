@@ -21,7 +21,6 @@ use clap::Parser;
 use rm_aggregator::batch::Policy;
 use rm_benches::stores::{median, BenchStore, Partitions};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType};
-use rm_store::model::tallies::Metric;
 use rm_store::model::traffic::ClickWindow;
 use rm_store::{AnyStore, ReportFilter, ReportStore, Tenant, WriteStore};
 
@@ -106,8 +105,7 @@ async fn read(
 ) -> anyhow::Result<(f64, usize, i64)> {
     let t = Instant::now();
     let (rows, clicks) = if tallies {
-        let rows = store
-            .tallies(Metric::AdClicks, Some(campaigns))
+        let rows = rm_store::billable_clicks(store, Some(campaigns.iter().cloned().collect()))
             .await?
             .ok_or_else(|| anyhow::anyhow!("not counted"))?;
         (rows.len(), rows.iter().map(|r| r.value).sum())

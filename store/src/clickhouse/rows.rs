@@ -10,6 +10,9 @@ use crate::model::attribution::{OrderLine, Touch, TouchKind};
 use crate::model::carts::{CartEventRow, CartFact, CartKey, Transition};
 use crate::model::products::ProductAction;
 use crate::model::status::AdIdStatus;
+use crate::model::tallies::{
+    Grain, Metric, Place, Scope, SummedTally, Tally, TallyKey, BACKFILL_PARTITION,
+};
 use crate::model::traffic::TrafficClass;
 use crate::model::DAY_MS;
 use crate::StoreError;
@@ -107,8 +110,9 @@ impl ServedCh {
     /// The row of one served ad's state.
     pub(crate) fn of(ad_id: &str, state: &crate::model::served::ServedAd) -> Self {
         use std::fmt::Write as _;
-        let bytes = postcard::to_allocvec(state).unwrap_or_default();
-        let mut hex = String::with_capacity(bytes.len() * 2);
+        let bytes = state.to_bytes();
+        let mut hex = String::with_capacity(STATE_V2.len() + bytes.len() * 2);
+        hex.push_str(STATE_V2);
         for b in bytes {
             let _ = write!(hex, "{b:02x}");
         }
@@ -122,7 +126,11 @@ impl ServedCh {
 
     /// The state a row holds.
     pub(crate) fn state(&self) -> Result<crate::model::served::ServedAd, StoreError> {
-        let s = self.state.as_bytes();
+        use crate::model::served::{Encoding, ServedAd};
+        let (s, encoding) = match self.state.strip_prefix(STATE_V2) {
+            Some(rest) => (rest.as_bytes(), Encoding::V2),
+            None => (self.state.as_bytes(), Encoding::V1),
+        };
         if s.len() % 2 != 0 {
             return Err(corrupt("served ad state", &self.state));
         }
@@ -135,9 +143,13 @@ impl ServedCh {
             })
             .collect();
         let bytes = bytes.ok_or_else(|| corrupt("served ad state", &self.state))?;
-        postcard::from_bytes(&bytes).map_err(|_| corrupt("served ad state", &self.state))
+        ServedAd::from_bytes(&bytes, encoding).map_err(|_| corrupt("served ad state", &self.state))
     }
 }
+
+/// What starts a served ad's state written with the events its tallies count
+/// ([`crate::model::served::Encoding::V2`]); the hex of an earlier one never does.
+const STATE_V2: &str = "v2:";
 
 /// A row of `ad_facts` (one copy of an ad event).
 #[derive(Row, Serialize)]
@@ -247,6 +259,7 @@ pub(crate) struct ProductFactCh<'a> {
     pub(crate) traffic: u8,
     pub(crate) shopper: u64,
     pub(crate) received_ms: i64,
+    pub(crate) time_ms: i64,
 }
 
 /// A row of `cart_events`.
@@ -455,14 +468,19 @@ mod tests {
     }
 }
 
-/// A row of `tallies` ([`crate::model::tallies`]); `stamp` is the record's offset
-/// plus one (the engine's version column is unsigned; `0` is the backfill's).
+/// A row of `rollups` ([`crate::model::tallies`]); `stamp` is the record's offset
+/// plus one (the engine's version column is unsigned; `0` is never written).
 #[derive(Row, Serialize, Deserialize)]
 pub(crate) struct TallyCh {
     pub(crate) campaign_id: String,
-    pub(crate) metric: String,
-    pub(crate) day: i32,
+    pub(crate) scope: u8,
+    pub(crate) grain: u8,
+    pub(crate) bucket: i32,
+    pub(crate) creative: String,
+    pub(crate) catalog_id: String,
+    pub(crate) product_code: String,
     pub(crate) log_partition: i32,
+    pub(crate) metric: u16,
     pub(crate) value: i64,
     pub(crate) stamp: u64,
 }
@@ -471,42 +489,49 @@ impl TallyCh {
     /// The row of one tally. A backfill's row is stamped `u64::MAX - value`, so of two
     /// backfills of one key the smaller count wins: aggregators started together on
     /// a store written before tallies may each count it, and one that already wrote
-    /// its first batch would make a later backfill count that batch's clicks again
+    /// its first batch would make a later backfill count that batch's events again
     /// (a backfill only grows with the facts it reads).
-    pub(crate) fn of(k: &crate::model::tallies::TallyKey, t: crate::model::tallies::Tally) -> Self {
-        let stamp = if k.partition == crate::model::tallies::BACKFILL_PARTITION {
+    pub(crate) fn of(k: &TallyKey, t: Tally) -> Self {
+        let stamp = if k.place.partition == BACKFILL_PARTITION {
             u64::MAX - u64::try_from(t.value).unwrap_or(0)
         } else {
             u64::try_from(t.stamp.saturating_add(1)).unwrap_or(0)
         };
+        let p = &k.place;
         Self {
-            campaign_id: k.campaign_id.clone(),
-            metric: k.metric.as_str().to_owned(),
-            day: k.day,
-            log_partition: k.partition,
+            campaign_id: p.campaign_id.clone(),
+            scope: p.scope as u8,
+            grain: p.grain as u8,
+            bucket: p.bucket,
+            creative: p.creative.clone(),
+            catalog_id: p.catalog_id.clone(),
+            product_code: p.product_code.clone(),
+            log_partition: p.partition,
+            metric: k.metric.code(),
             value: t.value,
             stamp,
         }
     }
 
     /// The tally a row holds.
-    pub(crate) fn tally(
-        self,
-    ) -> Result<
-        (
-            crate::model::tallies::TallyKey,
-            crate::model::tallies::Tally,
-        ),
-        StoreError,
-    > {
-        use crate::model::tallies::{Metric, Tally, TallyKey};
-        let metric = Metric::parse(&self.metric).ok_or_else(|| corrupt("metric", &self.metric))?;
+    pub(crate) fn tally(self) -> Result<(TallyKey, Tally), StoreError> {
+        let metric = Metric::from_code(self.metric)
+            .ok_or_else(|| corrupt("metric", &self.metric.to_string()))?;
+        let scope = scope_of(self.scope)?;
+        let grain = grain_of(self.grain)?;
         Ok((
             TallyKey {
-                campaign_id: self.campaign_id,
-                day: self.day,
+                place: Place {
+                    campaign_id: self.campaign_id,
+                    scope,
+                    grain,
+                    bucket: self.bucket,
+                    creative: self.creative,
+                    catalog_id: self.catalog_id,
+                    product_code: self.product_code,
+                    partition: self.log_partition,
+                },
                 metric,
-                partition: self.log_partition,
             },
             Tally {
                 value: self.value,
@@ -516,11 +541,59 @@ impl TallyCh {
     }
 }
 
+/// The scope of a stored code.
+pub(crate) fn scope_of(code: u8) -> Result<Scope, StoreError> {
+    match code {
+        0 => Ok(Scope::Campaign),
+        1 => Ok(Scope::Creative),
+        _ => Err(corrupt("scope", &code.to_string())),
+    }
+}
+
+/// The grain of a stored code.
+pub(crate) fn grain_of(code: u8) -> Result<Grain, StoreError> {
+    match code {
+        0 => Ok(Grain::Day),
+        1 => Ok(Grain::Quarter),
+        _ => Err(corrupt("grain", &code.to_string())),
+    }
+}
+
 /// A tally summed over partitions, as the server sums it.
 #[derive(Row, Deserialize)]
-pub(crate) struct DayTallyCh {
+pub(crate) struct SummedTallyCh {
     pub(crate) campaign_id: String,
-    pub(crate) metric: String,
-    pub(crate) day: i32,
+    pub(crate) scope: u8,
+    pub(crate) grain: u8,
+    pub(crate) bucket: i32,
+    pub(crate) creative: String,
+    pub(crate) catalog_id: String,
+    pub(crate) product_code: String,
+    pub(crate) metric: u16,
     pub(crate) value: i64,
+}
+
+impl SummedTallyCh {
+    /// The summed tally a row holds (`None` for the backfill's marker).
+    pub(crate) fn summed(self) -> Result<Option<SummedTally>, StoreError> {
+        let metric = Metric::from_code(self.metric)
+            .ok_or_else(|| corrupt("metric", &self.metric.to_string()))?;
+        if metric == Metric::Backfilled {
+            return Ok(None);
+        }
+        Ok(Some(SummedTally {
+            place: Place {
+                campaign_id: self.campaign_id,
+                scope: scope_of(self.scope)?,
+                grain: grain_of(self.grain)?,
+                bucket: self.bucket,
+                creative: self.creative,
+                catalog_id: self.catalog_id,
+                product_code: self.product_code,
+                partition: 0,
+            },
+            metric,
+            value: self.value,
+        }))
+    }
 }

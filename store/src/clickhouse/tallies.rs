@@ -1,47 +1,66 @@
-//! ClickHouse's tallies ([`crate::model::tallies`]): the `tallies` table
-//! ([`rm_schemas::tables::TALLIES`], `ReplacingMergeTree(stamp)`). A key's value is
+//! ClickHouse's tallies ([`crate::model::tallies`]): the `rollups` table
+//! ([`rm_schemas::tables::ROLLUPS`], `ReplacingMergeTree(stamp)`). A key's value is
 //! its row with the highest stamp (`argMax`), so the answer is exact before any
 //! merge; a batch inserts its tallies before its served ads' states (`write.rs`).
+//! Reads sum the partitions on the server and read the backfill's marker in the same
+//! query.
 
-use std::collections::HashSet;
+use serde::Deserialize;
 
 use super::error::ch;
 use super::query::{chunks, placeholders};
-use super::rows::{insert_rows, DayTallyCh, TallyCh};
+use super::rows::{
+    corrupt, insert_rows, parse_dedup, parse_status, parse_traffic, SummedTallyCh, TallyCh, CLICK,
+    IMPRESSION,
+};
 use super::ClickHouseStore;
-use crate::model::tallies::{self, DayTally, Metric, Tally, TallyKey};
+use crate::model::ads::{AdAction, AdFact};
+use crate::model::products::{ProductAction, ProductFact, ProductGroup};
+use crate::model::tallies::backfill::Counts;
+use crate::model::tallies::{self, Place, PlaceTallies, SummedTally, Tally, TallyKey, TallyQuery};
 use crate::model::traffic::ClickWindow;
 use crate::write::{FastMap, FastSet};
-use crate::{ReportFilter, ReportStore, StoreError};
+use crate::StoreError;
+
+/// The columns that name a place.
+const PLACE: &str =
+    "campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition";
+/// The columns of a summed place (no partition).
+const SUMMED: &str = "campaign_id, scope, grain, bucket, creative, catalog_id, product_code";
 
 impl ClickHouseStore {
-    /// The newest row of each of `keys` (absent ones left out).
+    /// Every stored tally of `places` (absent places left out).
     pub(crate) async fn load_tally_rows(
         &self,
-        keys: &FastSet<TallyKey>,
-    ) -> Result<FastMap<TallyKey, Tally>, StoreError> {
+        places: &FastSet<Place>,
+    ) -> Result<FastMap<Place, PlaceTallies>, StoreError> {
         let fail = ch("load tallies");
-        let mut out = FastMap::default();
-        for chunk in chunks(keys, |k| k.campaign_id.len() + 24) {
+        let mut out: FastMap<Place, PlaceTallies> = FastMap::default();
+        let size = |p: &Place| {
+            p.campaign_id.len() + p.creative.len() + p.catalog_id.len() + p.product_code.len() + 32
+        };
+        for chunk in chunks(places, size) {
             let sql = format!(
-                "SELECT campaign_id, metric, day, log_partition, argMax(value, stamp) AS v, \
-                 max(stamp) AS s FROM tallies \
-                 WHERE (campaign_id, metric, day, log_partition) IN ({}) \
-                 GROUP BY campaign_id, metric, day, log_partition",
-                vec!["(?, ?, ?, ?)"; chunk.len()].join(",")
+                "SELECT {PLACE}, metric, argMax(value, stamp) AS v, max(stamp) AS s \
+                 FROM rollups WHERE ({PLACE}) IN ({}) GROUP BY {PLACE}, metric",
+                vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(",")
             );
             let mut q = self.client().query(&sql);
-            for k in chunk {
+            for p in chunk {
                 q = q
-                    .bind(k.campaign_id.as_str())
-                    .bind(k.metric.as_str())
-                    .bind(k.day)
-                    .bind(k.partition);
+                    .bind(p.campaign_id.as_str())
+                    .bind(p.scope as u8)
+                    .bind(p.grain as u8)
+                    .bind(p.bucket)
+                    .bind(p.creative.as_str())
+                    .bind(p.catalog_id.as_str())
+                    .bind(p.product_code.as_str())
+                    .bind(p.partition);
             }
             let rows: Vec<TallyCh> = q.fetch_all().await.map_err(&fail)?;
             for r in rows {
                 let (k, t) = r.tally()?;
-                out.insert(k, t);
+                out.entry(k.place).or_default().0.push((k.metric, t));
             }
         }
         Ok(out)
@@ -53,78 +72,127 @@ impl ClickHouseStore {
         rows: &[(TallyKey, Tally)],
     ) -> Result<(), StoreError> {
         let rows: Vec<TallyCh> = rows.iter().map(|(k, t)| TallyCh::of(k, *t)).collect();
-        insert_rows::<TallyCh>(self.client(), "tallies", &rows).await
+        insert_rows::<TallyCh>(self.client(), "rollups", &rows).await
     }
 
     async fn has_marker(&self) -> Result<bool, StoreError> {
         let m = TallyKey::marker();
         let n: u64 = self
             .client()
-            .query("SELECT count() FROM tallies WHERE campaign_id = ? AND metric = ?")
-            .bind(m.campaign_id.as_str())
-            .bind(m.metric.as_str())
+            .query("SELECT count() FROM rollups WHERE campaign_id = ? AND metric = ?")
+            .bind(m.place.campaign_id.as_str())
+            .bind(m.metric.code())
             .fetch_one()
             .await
             .map_err(ch("read tallies"))?;
         Ok(n > 0)
     }
 
-    /// `metric` per campaign and day, summed over partitions on the server; the
-    /// backfill's marker is read by the same query (one round trip).
+    /// The tallies `q` wants, summed over partitions on the server; `None` before the
+    /// backfill (its marker is read by the same query: one round trip).
     pub(crate) async fn read_tallies(
         &self,
-        metric: Metric,
-        campaigns: Option<&HashSet<String>>,
-    ) -> Result<Option<Vec<DayTally>>, StoreError> {
+        q: &TallyQuery,
+    ) -> Result<Option<Vec<SummedTally>>, StoreError> {
         let fail = ch("read tallies");
         let marker = TallyKey::marker();
-        let sql = |filter: &str| {
-            format!(
-                "SELECT campaign_id, metric, day, toInt64(sum(v)) AS value FROM (\
-                 SELECT campaign_id, metric, day, log_partition, argMax(value, stamp) AS v \
-                 FROM tallies WHERE (metric = ?{filter}) OR (campaign_id = ? AND metric = ?) \
-                 GROUP BY campaign_id, metric, day, log_partition) \
-                 GROUP BY campaign_id, metric, day"
-            )
-        };
-        let lists: Vec<Vec<&String>> = match campaigns {
+        let codes = q.metric_codes();
+        let lists: Vec<Vec<&String>> = match &q.campaigns {
             None => vec![Vec::new()],
             Some(c) if c.is_empty() => vec![Vec::new()],
             Some(c) => chunks(c, String::len),
         };
-        let mut rows: Vec<DayTallyCh> = Vec::new();
+        let mut found_marker = false;
+        let mut out = Vec::new();
         for list in &lists {
-            let filter = match (campaigns, list.is_empty()) {
+            let campaigns = match (&q.campaigns, list.is_empty()) {
                 (None, _) => String::new(),
                 // No campaign asked for: only the marker is read.
                 (Some(_), true) => " AND 0".to_owned(),
                 (Some(_), false) => format!(" AND campaign_id IN ({})", placeholders(list.len())),
             };
-            let mut q = self.client().query(&sql(&filter)).bind(metric.as_str());
-            for c in list {
-                q = q.bind(c.as_str());
+            let catalog = if q.catalog_id.is_some() {
+                " AND catalog_id = ?"
+            } else {
+                ""
+            };
+            let sql = format!(
+                "SELECT {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+                 SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+                 WHERE (scope = ? AND grain = ? AND bucket >= ? AND bucket <= ? \
+                 AND metric IN ({}){campaigns}{catalog}) OR (campaign_id = ? AND metric = ?) \
+                 GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric",
+                placeholders(codes.len())
+            );
+            let mut query = self
+                .client()
+                .query(&sql)
+                .bind(q.scope as u8)
+                .bind(q.grain as u8)
+                .bind(q.from)
+                .bind(q.to);
+            for c in &codes {
+                query = query.bind(*c);
             }
-            q = q
-                .bind(marker.campaign_id.as_str())
-                .bind(marker.metric.as_str());
-            rows.extend(q.fetch_all::<DayTallyCh>().await.map_err(&fail)?);
+            for c in list {
+                query = query.bind(c.as_str());
+            }
+            if let Some(c) = &q.catalog_id {
+                query = query.bind(c.as_str());
+            }
+            query = query
+                .bind(marker.place.campaign_id.as_str())
+                .bind(marker.metric.code());
+            for row in query.fetch_all::<SummedTallyCh>().await.map_err(&fail)? {
+                match row.summed()? {
+                    Some(s) => out.push(s),
+                    None => found_marker = true,
+                }
+            }
         }
-        let (marks, counts): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| {
-            r.campaign_id == marker.campaign_id && r.metric == marker.metric.as_str()
-        });
-        if marks.is_empty() {
+        if !found_marker {
             return Ok(None);
         }
-        let mut out: Vec<DayTally> = counts
-            .into_iter()
-            .map(|r| DayTally {
-                campaign_id: r.campaign_id,
-                day: r.day,
-                value: r.value,
-            })
-            .collect();
         out.sort();
         Ok(Some(out))
+    }
+
+    /// The stored facts of one campaign, every copy.
+    async fn campaign_facts(
+        &self,
+        campaign: &str,
+    ) -> Result<(Vec<AdFact>, Vec<ProductFact>), StoreError> {
+        let fail = ch("backfill tallies");
+        let ads: Vec<AdFactRead> = self
+            .client()
+            .query(
+                "SELECT campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status, traffic, \
+                 shopper, received_ms FROM ad_facts WHERE campaign_id = ?",
+            )
+            .bind(campaign)
+            .fetch_all()
+            .await
+            .map_err(&fail)?;
+        let products: Vec<ProductFactRead> = self
+            .client()
+            .query(
+                "SELECT campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, \
+                 ad_id_status, traffic, shopper, received_ms, time_ms FROM product_facts \
+                 WHERE campaign_id = ?",
+            )
+            .bind(campaign)
+            .fetch_all()
+            .await
+            .map_err(&fail)?;
+        Ok((
+            ads.into_iter()
+                .map(AdFactRead::fact)
+                .collect::<Result<_, _>>()?,
+            products
+                .into_iter()
+                .map(ProductFactRead::fact)
+                .collect::<Result<_, _>>()?,
+        ))
     }
 
     /// The backfill, once (see [`crate::WriteStore::backfill_tallies`]): the counts
@@ -134,28 +202,31 @@ impl ClickHouseStore {
         if self.has_marker().await? {
             return Ok(false);
         }
-        // A campaign at a time (every copy of an ad fact names its campaign), so the
-        // ads rows held at once are one campaign's, not the whole store's.
+        // A campaign at a time (every copy of a fact names its campaign), so the facts
+        // held at once are one campaign's, not the whole store's.
         let campaigns: Vec<String> = self
             .client()
-            .query("SELECT DISTINCT campaign_id FROM ad_facts")
+            .query(
+                "SELECT DISTINCT campaign_id FROM (SELECT campaign_id FROM ad_facts \
+                 UNION ALL SELECT campaign_id FROM product_facts)",
+            )
             .fetch_all()
             .await
             .map_err(ch("backfill tallies"))?;
-        let mut counts = Vec::new();
+        let mut written = 0;
         for campaign in campaigns {
-            let f = ReportFilter {
-                campaign_id: Some(campaign),
-                click_window: window,
-                ..ReportFilter::default()
-            };
-            counts.extend(tallies::backfill(&ReportStore::ads(self, &f).await?));
+            let (ads, products) = self.campaign_facts(&campaign).await?;
+            let mut counts = Counts::default();
+            counts.ads(&ads, window);
+            counts.products(&products, window);
+            let rows = counts.rows();
+            written += rows.len();
+            self.insert_tallies(&rows).await?;
         }
-        self.insert_tallies(&counts).await?;
         self.insert_tallies(&[tallies::marker_row()]).await?;
         tracing::info!(
-            campaign_days = counts.len(),
-            "counted the store's earlier billable clicks into tallies"
+            tallies = written,
+            "counted the store's earlier facts into tallies"
         );
         Ok(true)
     }
@@ -165,15 +236,103 @@ impl ClickHouseStore {
     pub async fn rebuild_tallies(&self, window: ClickWindow) -> Result<(), StoreError> {
         let client = self.client();
         client
-            .query("DROP TABLE IF EXISTS tallies")
+            .query("DROP TABLE IF EXISTS rollups")
             .execute()
             .await
             .map_err(ch("drop tallies"))?;
         client
-            .query_raw(rm_schemas::tables::TALLIES)
+            .query_raw(rm_schemas::tables::ROLLUPS)
             .execute()
             .await
             .map_err(ch("create tallies"))?;
         self.backfill(window).await.map(|_| ())
+    }
+
+    /// Billable clicks read the way spend reads them (for tests and `rebuild`'s
+    /// report): `None` before the backfill.
+    pub async fn billable_clicks(&self) -> Result<Option<Vec<tallies::DayTally>>, StoreError> {
+        Ok(self
+            .read_tallies(&TallyQuery::spend(None))
+            .await?
+            .map(|s| tallies::billable_clicks(&s)))
+    }
+}
+
+/// A copy of an ad fact as stored.
+#[derive(clickhouse::Row, Deserialize)]
+struct AdFactRead {
+    campaign_id: String,
+    ad_id: String,
+    action: String,
+    dedup_key: String,
+    time_ms: i64,
+    ad_id_status: u8,
+    traffic: u8,
+    shopper: u64,
+    received_ms: i64,
+}
+
+impl AdFactRead {
+    fn fact(self) -> Result<AdFact, StoreError> {
+        Ok(AdFact {
+            action: AdAction::parse(&self.action).ok_or_else(|| corrupt("action", &self.action))?,
+            dedup_key: parse_dedup(&self.dedup_key)?,
+            status: parse_status(self.ad_id_status)?,
+            traffic: parse_traffic(self.traffic)?,
+            campaign_id: self.campaign_id,
+            ad_id: self.ad_id,
+            time_ms: self.time_ms,
+            shopper: self.shopper,
+            received_ms: self.received_ms,
+        })
+    }
+}
+
+/// A copy of a product fact as stored (`time_ms` 0: stored before it was kept, read
+/// as the start of its day).
+#[derive(clickhouse::Row, Deserialize)]
+struct ProductFactRead {
+    campaign_id: String,
+    ad_id: String,
+    catalog_id: String,
+    product_code: String,
+    day: i32,
+    action: String,
+    dedup_key: String,
+    ad_id_status: u8,
+    traffic: u8,
+    shopper: u64,
+    received_ms: i64,
+    time_ms: i64,
+}
+
+impl ProductFactRead {
+    fn fact(self) -> Result<ProductFact, StoreError> {
+        let action = match self.action.as_str() {
+            IMPRESSION => ProductAction::Impression,
+            CLICK => ProductAction::Click,
+            other => return Err(corrupt("action", other)),
+        };
+        let time_ms = if self.time_ms == 0 {
+            tallies::Grain::Day.start_ms(self.day)
+        } else {
+            self.time_ms
+        };
+        Ok(ProductFact {
+            group: ProductGroup {
+                campaign_id: self.campaign_id,
+                ad_id: self.ad_id,
+                catalog_id: self.catalog_id,
+                product_code: self.product_code,
+                day: self.day,
+            },
+            action,
+            dedup_key: parse_dedup(&self.dedup_key)?,
+            status: parse_status(self.ad_id_status)?,
+            time_ms,
+            traffic: parse_traffic(self.traffic)?,
+            shopper: self.shopper,
+            received_ms: self.received_ms,
+        })
     }
 }

@@ -15,7 +15,7 @@ use super::ClickHouseStore;
 use crate::model::carts::{self, CartKey};
 use crate::model::funnel::{self, ViewFact, ViewKey};
 use crate::model::served::ServedAd;
-use crate::model::tallies::{Tally, TallyKey};
+use crate::model::tallies::{Place, PlaceTallies};
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, WriteStore};
 use crate::StoreError;
 
@@ -177,6 +177,7 @@ impl ClickHouseStore {
                 traffic: p.traffic.code(),
                 shopper: p.shopper,
                 received_ms: p.received_ms,
+                time_ms: p.time_ms,
             })
             .collect();
         let ad_facts: Vec<AdFactCh<'_>> = b
@@ -347,13 +348,13 @@ impl WriteStore for ClickHouseStore {
 
     async fn load_tallies(
         &self,
-        keys: &FastSet<TallyKey>,
-    ) -> Result<FastMap<TallyKey, Tally>, StoreError> {
-        self.op("load tallies", self.load_tally_rows(keys)).await
+        places: &FastSet<Place>,
+    ) -> Result<FastMap<Place, PlaceTallies>, StoreError> {
+        self.op("load tallies", self.load_tally_rows(places)).await
     }
 
     async fn backfill_tallies(&self) -> Result<bool, StoreError> {
-        // Not bounded by the operation timeout: it reads the whole ads history once.
+        // Not bounded by the operation timeout: it reads the whole facts history once.
         let r = self
             .backfill(crate::model::traffic::ClickWindow::default())
             .await;

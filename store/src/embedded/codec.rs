@@ -6,7 +6,9 @@
 //! 15) under tag [`FACT_V2`]; a value under tag [`POSTCARD`] is the layout before it,
 //! read into a fact of valid traffic without receive time (so it counts as it did).
 //! A view's row gained `served_repeat` (issue 26) under tag [`VIEW_V2`]; one under
-//! tag [`POSTCARD`] is read as no repeat (as it counted).
+//! tag [`POSTCARD`] is read as no repeat (as it counted). A served ad's state gained
+//! the events its tallies count under tag [`SERVED_V2`]; one under [`POSTCARD`] is
+//! read as remembering none.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -15,12 +17,38 @@ use crate::model::ads::AdFact;
 use crate::model::attribution::Touch;
 use crate::model::funnel::{ViewFact, ViewRow};
 use crate::model::products::ProductFact;
+use crate::model::served::{Encoding, ServedAd};
 use crate::StoreError;
 
 /// An entity's key (a view's, a cart's): postcard of its fields (strings
 /// length-prefixed, so two keys are equal only when every field is).
 pub(super) fn key<T: Serialize + ?Sized>(k: &T) -> Vec<u8> {
     postcard::to_allocvec(k).unwrap_or_default()
+}
+
+/// Tag of a served ad's row: the ad id, then the state's own bytes
+/// ([`ServedAd::to_bytes`]).
+pub(super) const SERVED_V2: u8 = 4;
+
+/// A served ad's row (ad id and state).
+pub(super) fn served_val(ad_id: &str, state: &ServedAd) -> Vec<u8> {
+    let mut v = postcard::to_extend(ad_id, vec![SERVED_V2]).unwrap_or_default();
+    v.extend(state.to_bytes());
+    v
+}
+
+/// A served ad's row, of either layout.
+pub(super) fn parse_served(b: &[u8]) -> Result<(String, ServedAd), StoreError> {
+    let (encoding, rest) = match b.split_first() {
+        Some((&SERVED_V2, rest)) => (Encoding::V2, rest),
+        Some((&POSTCARD, rest)) => (Encoding::V1, rest),
+        _ => return Err(corrupt("a served ad's row of no known layout")),
+    };
+    let (ad_id, state): (String, &[u8]) = postcard::take_from_bytes(rest).map_err(corrupt)?;
+    Ok((
+        ad_id,
+        ServedAd::from_bytes(state, encoding).map_err(corrupt)?,
+    ))
 }
 
 /// First byte of a value in postcard; a JSON value (the first format, still read)

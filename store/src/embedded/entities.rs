@@ -90,7 +90,7 @@ pub(super) const SERVED: Entities = Entities {
     id: 2,
     mark: "served",
     key_of: |v| {
-        let (ad_id, _): (String, crate::model::served::ServedAd) = super::parse(v)?;
+        let (ad_id, _) = super::codec::parse_served(v)?;
         Ok(super::key(&ad_id))
     },
     removable: true,
@@ -413,7 +413,7 @@ mod tests {
             let ad = format!("ad-{i}");
             (
                 super::super::key(&ad),
-                super::super::val(&(ad.clone(), crate::model::served::ServedAd::default())),
+                super::super::codec::served_val(&ad, &crate::model::served::ServedAd::default()),
             )
         };
         let dir = tempfile::tempdir().expect("tempdir");
@@ -431,7 +431,7 @@ mod tests {
         put(&index, (5..8).map(served).collect(), false);
         let below = |n: u32| {
             move |row: &[u8]| -> Result<bool, StoreError> {
-                let (ad, _): (String, crate::model::served::ServedAd) = super::super::parse(row)?;
+                let (ad, _) = super::super::codec::parse_served(row)?;
                 Ok(ad["ad-".len()..].parse::<u32>().expect("n") < n)
             }
         };

@@ -18,7 +18,7 @@
 //! | `cart_slots` | cart key | slot |
 //! | `orders_v2` | order id (raw) | the order's lines (`OrderLine`s, exact money) |
 //! | `touches_v2` | event time, shopper, dedup key | the `Touch` |
-//! | `tallies` | campaign, day, metric, log partition | the `Tally` (count, stamp; `tallies.rs`) |
+//! | `rollups` | campaign, scope, grain, bucket, creative, catalog, product, log partition, metric | the `Tally` (count, stamp; `tallies.rs`) |
 //!
 //! The three fact tables only ever grow, and their keys start with the event time
 //! (8 bytes, big-endian, sign bit flipped, so byte order is time order): a batch's new
@@ -111,7 +111,7 @@ impl EmbeddedStore {
         migrate::from_json_keys(&w)?;
         migrate_money::orders(&w)?;
         entities::create(&w)?;
-        for t in [PRODUCT_FACTS, TOUCHES, AD_FACTS, tallies::TALLIES] {
+        for t in [PRODUCT_FACTS, TOUCHES, AD_FACTS, tallies::ROLLUPS] {
             w.open_table(t).map_err(err)?;
         }
         w.open_table(ORDERS).map_err(err)?;

@@ -1,34 +1,164 @@
-//! The embedded store's tallies ([`crate::model::tallies`]): the `tallies` table,
-//! keyed by postcard of (campaign, day, metric, partition), so one campaign's rows
-//! are one key range; the value is the [`Tally`] (absolute count and stamp). A batch's
-//! tallies are written in its transaction (`write.rs`), with the served ads' states.
+//! The embedded store's tallies ([`crate::model::tallies`]): the `rollups` table. A
+//! key is the tally's place and metric in an order-preserving layout: campaign
+//! (length-prefixed), scope, grain, bucket (big-endian, sign bit flipped), creative,
+//! catalog and product (length-prefixed), partition, metric; so a report's range of
+//! one campaign is one key range, and a place's tallies (every metric) are another.
+//! The value is the [`Tally`] (absolute count and stamp). A batch's tallies are
+//! written in its transaction (`write.rs`), with the served ads' states.
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 
-use super::{err, key, parse, val, Table};
-use crate::model::ads::AdReportRow;
-use crate::model::tallies::{self, DayTally, Metric, Tally, TallyKey};
+use super::{err, parse, val, Table};
+use crate::model::ads::AdFact;
+use crate::model::products::ProductFact;
+use crate::model::tallies::backfill::Counts;
+use crate::model::tallies::{
+    self, Grain, Metric, Place, PlaceTallies, Scope, SummedTally, Tally, TallyKey, TallyQuery,
+};
+use crate::model::traffic::ClickWindow;
 use crate::write::FastMap;
 use crate::StoreError;
 
-pub(super) const TALLIES: Table = redb::TableDefinition::new("tallies");
+pub(super) const ROLLUPS: Table = redb::TableDefinition::new("rollups");
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend(u32::try_from(s.len()).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend(s.as_bytes());
+}
+
+fn flip(i: i32) -> [u8; 4] {
+    ((i as u32) ^ 0x8000_0000).to_be_bytes()
+}
+
+fn unflip(b: [u8; 4]) -> i32 {
+    (u32::from_be_bytes(b) ^ 0x8000_0000) as i32
+}
+
+/// The prefix of every key of a campaign.
+fn campaign_prefix(campaign: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(campaign.len() + 4);
+    put_str(&mut k, campaign);
+    k
+}
+
+/// The prefix of a campaign's keys of one scope and grain (then the bucket).
+fn slice_prefix(campaign: &str, scope: Scope, grain: Grain) -> Vec<u8> {
+    let mut k = campaign_prefix(campaign);
+    k.extend([scope as u8, grain as u8]);
+    k
+}
+
+/// A place's key: every metric of it follows (two more bytes).
+fn place_key(p: &Place) -> Vec<u8> {
+    let mut k = slice_prefix(&p.campaign_id, p.scope, p.grain);
+    k.extend(flip(p.bucket));
+    put_str(&mut k, &p.creative);
+    put_str(&mut k, &p.catalog_id);
+    put_str(&mut k, &p.product_code);
+    k.extend(flip(p.partition));
+    k
+}
+
+fn tally_key(k: &TallyKey) -> Vec<u8> {
+    let mut out = place_key(&k.place);
+    out.extend(k.metric.code().to_be_bytes());
+    out
+}
+
+/// A cursor over a key's bytes.
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+fn bad() -> StoreError {
+    super::codec::corrupt("a tally key of no known layout")
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StoreError> {
+        let s = self.b.get(self.at..self.at + n).ok_or_else(bad)?;
+        self.at += n;
+        Ok(s)
+    }
+
+    fn four(&mut self) -> Result<[u8; 4], StoreError> {
+        self.take(4)?.try_into().map_err(|_| bad())
+    }
+
+    fn string(&mut self) -> Result<String, StoreError> {
+        let len = u32::from_be_bytes(self.four()?) as usize;
+        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| bad())
+    }
+}
+
+/// Reads a key back.
+fn decode(b: &[u8]) -> Result<TallyKey, StoreError> {
+    let mut r = Reader { b, at: 0 };
+    let campaign_id = r.string()?;
+    let sg = r.take(2)?;
+    let scope = match sg[0] {
+        0 => Scope::Campaign,
+        1 => Scope::Creative,
+        _ => return Err(bad()),
+    };
+    let grain = match sg[1] {
+        0 => Grain::Day,
+        1 => Grain::Quarter,
+        _ => return Err(bad()),
+    };
+    let bucket = unflip(r.four()?);
+    let creative = r.string()?;
+    let catalog_id = r.string()?;
+    let product_code = r.string()?;
+    let partition = unflip(r.four()?);
+    let m = r.take(2)?;
+    let metric = Metric::from_code(u16::from_be_bytes([m[0], m[1]])).ok_or_else(bad)?;
+    if r.at != b.len() {
+        return Err(bad());
+    }
+    Ok(TallyKey {
+        place: Place {
+            campaign_id,
+            scope,
+            grain,
+            bucket,
+            creative,
+            catalog_id,
+            product_code,
+            partition,
+        },
+        metric,
+    })
+}
 
 /// The table's rows of one batch.
 pub(super) fn rows(tallies: &[(TallyKey, Tally)]) -> super::Rows {
-    tallies.iter().map(|(k, t)| (key(k), val(t))).collect()
+    tallies
+        .iter()
+        .map(|(k, t)| (tally_key(k), val(t)))
+        .collect()
 }
 
-/// The current tallies of `keys` (absent ones left out).
+/// Every stored tally of `places` (absent places left out).
 pub(super) fn load(
     db: &Database,
-    keys: &[TallyKey],
-) -> Result<FastMap<TallyKey, Tally>, StoreError> {
+    places: &[Place],
+) -> Result<FastMap<Place, PlaceTallies>, StoreError> {
     let r = db.begin_read().map_err(err)?;
-    let t = r.open_table(TALLIES).map_err(err)?;
-    let mut out = FastMap::default();
-    for k in keys {
-        if let Some(v) = t.get(key(k).as_slice()).map_err(err)? {
-            out.insert(k.clone(), parse::<Tally>(v.value())?);
+    let t = r.open_table(ROLLUPS).map_err(err)?;
+    let mut out: FastMap<Place, PlaceTallies> = FastMap::default();
+    for p in places {
+        let from = place_key(p);
+        let mut to = from.clone();
+        to.extend([0xFF, 0xFF, 0xFF]);
+        for row in t.range(from.as_slice()..to.as_slice()).map_err(err)? {
+            let (k, v) = row.map_err(err)?;
+            let k = decode(k.value())?;
+            out.entry(p.clone())
+                .or_default()
+                .0
+                .push((k.metric, parse::<Tally>(v.value())?));
         }
     }
     Ok(out)
@@ -36,88 +166,152 @@ pub(super) fn load(
 
 /// Whether the backfill marker is stored.
 fn has_marker(t: &impl ReadableTable<&'static [u8], &'static [u8]>) -> Result<bool, StoreError> {
-    Ok(t.get(key(&TallyKey::marker()).as_slice())
+    Ok(t.get(tally_key(&TallyKey::marker()).as_slice())
         .map_err(err)?
         .is_some())
 }
 
-/// `metric` per campaign and day of `campaigns` (all when `None`); `None` before the
-/// backfill.
-pub(super) fn read(
-    db: &Database,
-    metric: Metric,
-    campaigns: Option<&std::collections::HashSet<String>>,
-) -> Result<Option<Vec<DayTally>>, StoreError> {
+/// The tallies `q` wants, summed over partitions; `None` before the backfill. Each
+/// campaign's range is read alone (every campaign, found by skipping from one
+/// campaign's keys to the next, when `q` names none).
+pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTally>>, StoreError> {
     let r = db.begin_read().map_err(err)?;
-    let t = r.open_table(TALLIES).map_err(err)?;
+    let t = r.open_table(ROLLUPS).map_err(err)?;
     if !has_marker(&t)? {
         return Ok(None);
     }
     let mut rows: Vec<(TallyKey, Tally)> = Vec::new();
-    let mut take = |k: &[u8], v: &[u8]| -> Result<(), StoreError> {
-        let k: TallyKey = postcard::from_bytes(k).map_err(super::codec::corrupt)?;
-        if k.metric == metric {
-            rows.push((k, parse(v)?));
+    let mut campaign = |c: &str| -> Result<(), StoreError> {
+        let prefix = slice_prefix(c, q.scope, q.grain);
+        let mut from = prefix.clone();
+        from.extend(flip(q.from));
+        let mut to = prefix;
+        to.extend(flip(q.to));
+        to.push(0xFF);
+        for row in t.range(from.as_slice()..to.as_slice()).map_err(err)? {
+            let (k, v) = row.map_err(err)?;
+            let k = decode(k.value())?;
+            if q.wants(&k) {
+                rows.push((k, parse(v.value())?));
+            }
         }
         Ok(())
     };
-    match campaigns {
-        None => {
-            for row in t.iter().map_err(err)? {
-                let (k, v) = row.map_err(err)?;
-                take(k.value(), v.value())?;
-            }
-        }
+    match &q.campaigns {
         Some(campaigns) => {
             for c in campaigns {
-                // A campaign's keys start with its length-prefixed id, which no other
-                // id's keys start with.
-                let prefix = key(c.as_str());
-                for row in t.range(prefix.as_slice()..).map_err(err)? {
-                    let (k, v) = row.map_err(err)?;
-                    if !k.value().starts_with(&prefix) {
-                        break;
-                    }
-                    take(k.value(), v.value())?;
-                }
+                campaign(c)?;
+            }
+        }
+        None => {
+            let mut cursor: Vec<u8> = Vec::new();
+            loop {
+                let next = t
+                    .range(cursor.as_slice()..)
+                    .map_err(err)?
+                    .next()
+                    .transpose()
+                    .map_err(err)?;
+                let Some((k, _)) = next else { break };
+                let c = decode(k.value())?.place.campaign_id;
+                campaign(&c)?;
+                // Past every key of `c`: its scope byte is at most 1.
+                cursor = campaign_prefix(&c);
+                cursor.push(0xFF);
             }
         }
     }
-    Ok(Some(tallies::sum(rows.iter().map(|(k, t)| (k, t)), metric)))
+    Ok(Some(tallies::sum(rows.iter().map(|(k, t)| (k, t)))))
 }
 
-/// Writes the backfill once: `ads` is the ads report over the whole store, read by
-/// the caller when [`needs_backfill`] said so.
-pub(super) fn backfill(db: &Database, ads: &[AdReportRow]) -> Result<bool, StoreError> {
+/// Writes the backfill once: the store's facts, read by the caller when
+/// [`needs_backfill`] said so.
+pub(super) fn backfill(
+    db: &Database,
+    ads: &[AdFact],
+    products: &[ProductFact],
+    window: ClickWindow,
+) -> Result<Option<usize>, StoreError> {
+    let mut counts = Counts::default();
+    counts.ads(ads, window);
+    counts.products(products, window);
     let w = db.begin_write().map_err(err)?;
+    let n;
     {
-        let mut t = w.open_table(TALLIES).map_err(err)?;
+        let mut t = w.open_table(ROLLUPS).map_err(err)?;
         if has_marker(&t)? {
-            return Ok(false);
+            return Ok(None);
         }
-        for (k, v) in tallies::backfill(ads)
-            .into_iter()
-            .chain([tallies::marker_row()])
-        {
-            t.insert(key(&k).as_slice(), val(&v).as_slice())
+        let rows = counts.rows();
+        n = rows.len();
+        for (k, v) in rows.into_iter().chain([tallies::marker_row()]) {
+            t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
                 .map_err(err)?;
         }
     }
     w.commit().map_err(err)?;
-    Ok(true)
+    Ok(Some(n))
 }
 
 /// Whether the store still needs its backfill.
 pub(super) fn needs_backfill(db: &Database) -> Result<bool, StoreError> {
     let r = db.begin_read().map_err(err)?;
-    let t = r.open_table(TALLIES).map_err(err)?;
+    let t = r.open_table(ROLLUPS).map_err(err)?;
     Ok(!has_marker(&t)?)
 }
 
 /// Deletes every tally (the marker too).
 pub(super) fn clear(db: &Database) -> Result<(), StoreError> {
     let w = db.begin_write().map_err(err)?;
-    w.delete_table(TALLIES).map_err(err)?;
-    w.open_table(TALLIES).map_err(err)?;
+    w.delete_table(ROLLUPS).map_err(err)?;
+    w.open_table(ROLLUPS).map_err(err)?;
     w.commit().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(c: &str, bucket: i32, creative: &str, partition: i32, metric: Metric) -> TallyKey {
+        TallyKey {
+            place: Place {
+                campaign_id: c.into(),
+                scope: Scope::Creative,
+                grain: Grain::Quarter,
+                bucket,
+                creative: creative.into(),
+                catalog_id: "cat".into(),
+                product_code: "p".into(),
+                partition,
+            },
+            metric,
+        }
+    }
+
+    proptest! {
+        /// Keys read back as written, and their bytes sort by (campaign's length and
+        /// bytes, scope, grain, bucket, ...): a bucket range is a key range.
+        #[test]
+        fn keys_round_trip_and_buckets_sort(
+            a in -100_000i32..100_000, b in -100_000i32..100_000,
+            part in proptest::option::of(-1i32..64),
+            c in "[a-z0-9]{0,12}",
+        ) {
+            let m = Metric::Events(tallies::Kind::ProductClick, None);
+            let part = part.unwrap_or(tallies::BACKFILL_PARTITION);
+            let (ka, kb) = (key(&c, a, "x", part, m), key(&c, b, "x", part, m));
+            prop_assert_eq!(decode(&tally_key(&ka)).expect("decodes"), ka.clone());
+            prop_assert_eq!(a.cmp(&b), tally_key(&ka).cmp(&tally_key(&kb)));
+            prop_assert!(tally_key(&ka).starts_with(&place_key(&ka.place)));
+        }
+    }
+
+    #[test]
+    fn a_truncated_key_is_an_error_not_a_panic() {
+        let k = tally_key(&key("c", 1, "x", 0, Metric::Backfilled));
+        for n in 0..k.len() {
+            assert!(decode(&k[..n]).is_err(), "{n}");
+        }
+    }
 }

@@ -15,8 +15,7 @@ use super::{EmbeddedStore, Rows, Table, AD_FACTS, ORDERS, PRODUCT_FACTS, TOUCHES
 use crate::model::attribution::OrderLine;
 use crate::model::carts::{CartEventRow, CartKey};
 use crate::model::funnel::ViewKey;
-use crate::model::served::ServedAd;
-use crate::model::tallies::{Tally, TallyKey};
+use crate::model::tallies::{Place, PlaceTallies};
 use crate::model::traffic::ClickWindow;
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 use crate::StoreError;
@@ -94,14 +93,14 @@ impl Encoded {
             (AD_FACTS, ad_facts),
             // In the batch's transaction with the served ads' states that decided them.
             (
-                super::tallies::TALLIES,
+                super::tallies::ROLLUPS,
                 super::tallies::rows(&batch.tallies),
             ),
         ];
         let served: Rows = batch
             .served
             .iter()
-            .map(|(ad_id, state)| (key(ad_id), val(&(ad_id, state))))
+            .map(|(ad_id, state)| (key(ad_id), super::codec::served_val(ad_id, state)))
             .collect();
         let mut entities = vec![(VIEWS, views), (CARTS, carts), (SERVED, served)];
         let all = tables.iter_mut().map(|(_, r)| r);
@@ -150,7 +149,7 @@ impl EmbeddedStore {
                     SERVED,
                     FORGET_PER_WRITE,
                     |row| {
-                        let (ad_id, _): (String, ServedAd) = parse(row)?;
+                        let (ad_id, _) = super::codec::parse_served(row)?;
                         Ok(crate::model::served::expired_before(&ad_id, before))
                     },
                 )?),
@@ -181,18 +180,20 @@ impl EmbeddedStore {
         }
         // The whole history once; the aggregator calls this before its first write,
         // so no fact arrives while it is read.
-        let f = crate::ReportFilter {
-            click_window: window,
-            ..crate::ReportFilter::default()
-        };
-        let ads = crate::ReportStore::ads(self, &f).await?;
         let done = self
-            .blocking(move |db| super::tallies::backfill(db, &ads))
+            .blocking(move |db| {
+                let ads = super::reports::ad_facts(db)?;
+                let products = super::reports::product_facts(db)?;
+                super::tallies::backfill(db, &ads, &products, window)
+            })
             .await?;
-        if done {
-            tracing::info!("counted the store's earlier billable clicks into tallies");
+        if let Some(n) = done {
+            tracing::info!(
+                tallies = n,
+                "counted the store's earlier facts into tallies"
+            );
         }
-        Ok(done)
+        Ok(done.is_some())
     }
 
     /// Deletes every tally and counts the stored facts into them again (`retail-media
@@ -231,7 +232,7 @@ impl WriteStore for EmbeddedStore {
             }
             let keys: Vec<Vec<u8>> = served.iter().map(key).collect();
             for (ad_id, state) in entities::read(db, &index, SERVED, &keys, |_, row| {
-                parse::<(String, ServedAd)>(row)
+                super::codec::parse_served(row)
             })? {
                 sets.served.insert(ad_id, state);
             }
@@ -265,10 +266,10 @@ impl WriteStore for EmbeddedStore {
 
     async fn load_tallies(
         &self,
-        keys: &FastSet<TallyKey>,
-    ) -> Result<FastMap<TallyKey, Tally>, StoreError> {
-        let keys: Vec<TallyKey> = keys.iter().cloned().collect();
-        self.blocking(move |db| super::tallies::load(db, &keys))
+        places: &FastSet<Place>,
+    ) -> Result<FastMap<Place, PlaceTallies>, StoreError> {
+        let places: Vec<Place> = places.iter().cloned().collect();
+        self.blocking(move |db| super::tallies::load(db, &places))
             .await
     }
 

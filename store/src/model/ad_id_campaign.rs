@@ -44,6 +44,16 @@ pub fn campaign_str(ad_id: &str) -> &str {
         .unwrap_or_default()
 }
 
+/// The creative a realised ad id names ("" when the id is not shaped like ours or
+/// names a longer one than an id can carry): what the ads and products reports' rows
+/// are keyed by, instead of the id itself, which is unique per served ad.
+pub fn creative_of(ad_id: &str) -> String {
+    rm_schemas::ad_id::parse(ad_id)
+        .map(|a| a.creative)
+        .filter(|c| c.len() <= rm_schemas::ad_id::MAX_CREATIVE_BYTES)
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +71,10 @@ mod tests {
         assert_eq!(namespace_str("rm2.Bad.camp-7"), "default");
         assert_eq!(campaign_of("rm2.Bad.camp-7"), "");
         assert_eq!(campaign_of("rm2.default.camp-7"), "", "default ids are rm1");
+        let keys = rm_schemas::ad_id::AdIdKeys::new(vec![b"0123456789abcdef-key".to_vec()])
+            .expect("a valid key");
+        let id = keys.mint("camp-7", "p:sku-1", 2_000).expect("a valid id");
+        assert_eq!(creative_of(&id), "p:sku-1");
+        assert_eq!(creative_of("rm1.camp-7.cr-1"), "");
     }
 }

@@ -112,6 +112,8 @@ pub struct ResolvedAdFact {
     pub shopper: u64,
     /// Earliest receive time of its copies (0 when unknown).
     pub received_ms: i64,
+    /// Event time of its earliest copy, ms.
+    pub time_ms: i64,
 }
 
 /// One fact per (action, dedup key) from any number of copies in any order.
@@ -159,6 +161,7 @@ pub fn resolve<'a>(copies: impl IntoIterator<Item = &'a AdFact>) -> Vec<Resolved
             dedup_key,
             shopper: b.shopper,
             received_ms: b.received_ms,
+            time_ms: b.first.time_ms,
         })
         .collect()
 }

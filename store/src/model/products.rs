@@ -91,6 +91,9 @@ pub struct DistinctProductFact<'a> {
     pub shopper: u64,
     /// Earliest receive time of its copies (0 when unknown).
     pub received_ms: i64,
+    /// Event time of its earliest copy, ms (copies share their time: it is part of
+    /// the dedup key).
+    pub time_ms: i64,
 }
 
 /// One row of the product report.
@@ -173,6 +176,7 @@ pub fn distinct<'a>(
                 d.group = d.group.min(&f.group);
                 d.shopper = d.shopper.max(f.shopper);
                 d.received_ms = traffic::earliest(d.received_ms, f.received_ms);
+                d.time_ms = d.time_ms.min(f.time_ms);
             })
             .or_insert(DistinctProductFact {
                 group: &f.group,
@@ -182,6 +186,7 @@ pub fn distinct<'a>(
                 traffic: f.traffic,
                 shopper: f.shopper,
                 received_ms: f.received_ms,
+                time_ms: f.time_ms,
             });
     }
     by_key.into_values().collect()

@@ -36,6 +36,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::status::AdIdStatus;
+use super::tallies::moves::Judged;
 use super::traffic::TrafficClass;
 
 /// Most units one served ad may yield; the rest are repeats.
@@ -119,6 +121,80 @@ pub struct ServedAd {
     shoppers: Vec<u64>,
     /// Further distinct shoppers, not remembered (an estimate from then on).
     more_shoppers: u32,
+    /// The distinct events of the ad id counted into tallies, as they count
+    /// ([`Self::judge`]), at most [`MAX_SEEN`].
+    seen: Vec<Seen>,
+    /// Further distinct events, counted without being remembered.
+    unremembered: u32,
+    /// Changes made to the state since it was new: its version.
+    revision: u64,
+}
+
+/// Most distinct events remembered per served ad (a real one has a few: an
+/// impression, a click, a product's impressions and clicks per viewing).
+pub const MAX_SEEN: usize = 128;
+
+/// A distinct event the tallies count, as it counts (see [`Judged`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Seen {
+    /// The dedup key's low 64 bits (the key is a hash: the ad id's events never share
+    /// them by chance in practice, and two that did would count as one).
+    key: u64,
+    /// Its earliest copy's time, ms.
+    time_ms: i64,
+    /// Its best copy's status (rank) and class (code).
+    status: u8,
+    class: u8,
+}
+
+impl Seen {
+    fn of(key: u64, j: Judged) -> Self {
+        Seen {
+            key,
+            time_ms: j.time_ms,
+            status: j.status.rank(),
+            class: j.class.code(),
+        }
+    }
+
+    fn judged(self) -> Judged {
+        Judged {
+            status: AdIdStatus::from_rank(self.status).unwrap_or(AdIdStatus::Foreign),
+            class: TrafficClass::from_code(self.class).unwrap_or(TrafficClass::Repeat),
+            time_ms: self.time_ms,
+        }
+    }
+}
+
+/// The state as stored before tallies (no events remembered), still read.
+#[derive(Deserialize)]
+struct ServedAdV1 {
+    taken: Vec<Taken>,
+    shoppers: Vec<u64>,
+    more_shoppers: u32,
+}
+
+impl From<ServedAdV1> for ServedAd {
+    fn from(v: ServedAdV1) -> Self {
+        let mut s = ServedAd {
+            taken: v.taken,
+            shoppers: v.shoppers,
+            more_shoppers: v.more_shoppers,
+            ..ServedAd::default()
+        };
+        // Above every version that state had, so the newer rows win in ClickHouse.
+        s.revision = ((s.taken.len() as u64) << 40) + s.shoppers() as u64;
+        s
+    }
+}
+
+/// How a served ad's state was encoded ([`ServedAd::to_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// Before tallies (no events remembered).
+    V1,
+    /// With the events the tallies count.
+    V2,
 }
 
 impl ServedAd {
@@ -153,6 +229,7 @@ impl ServedAd {
             product: product.to_owned(),
             dedup_key,
         });
+        self.changed();
         Take::New
     }
 
@@ -172,6 +249,7 @@ impl ServedAd {
         if shopper == 0 || self.shoppers.contains(&shopper) {
             return false;
         }
+        self.changed();
         if self.shoppers.len() < MAX_SHOPPERS {
             self.shoppers.push(shopper);
             return self.shoppers.len() == 2;
@@ -190,10 +268,77 @@ impl ServedAd {
         self.taken.len()
     }
 
-    /// A version that grows with every change (the state only ever grows), for a
-    /// store that keeps the newest of several rows.
+    /// A version that grows with every change, for a store that keeps the newest of
+    /// several rows.
     pub fn version(&self) -> u64 {
-        ((self.taken.len() as u64) << 40) + self.shoppers() as u64
+        self.revision
+    }
+
+    /// Notes that the state changed (its version grows).
+    fn changed(&mut self) {
+        self.revision += 1;
+    }
+
+    /// Judges a copy of a distinct event of the ad id (`dedup_key`) that counts as
+    /// `j` on its own: `Some((None, j))` when the event is new (count it),
+    /// `Some((Some(old), now))` when it counted as `old` and this copy makes it count
+    /// as `now` (move it: [`Judged::with_copy`]), `None` when the copy changes
+    /// nothing. Beyond [`MAX_SEEN`] remembered events every event is new.
+    pub fn judge(&mut self, dedup_key: u128, j: Judged) -> Option<(Option<Judged>, Judged)> {
+        let key = dedup_key as u64;
+        if let Some(seen) = self.seen.iter_mut().find(|s| s.key == key) {
+            let old = seen.judged();
+            let now = old.with_copy(j);
+            if now == old {
+                return None;
+            }
+            *seen = Seen::of(key, now);
+            self.changed();
+            return Some((Some(old), now));
+        }
+        self.remember(key, j);
+        Some((None, j))
+    }
+
+    /// How the event `dedup_key` counts, when remembered.
+    pub fn counted(&self, dedup_key: u128) -> Option<Judged> {
+        let key = dedup_key as u64;
+        self.seen.iter().find(|s| s.key == key).map(|s| s.judged())
+    }
+
+    /// Remembers the event `dedup_key` as counted (`j`) without counting it: the
+    /// billable event of a unit taken before the state remembered events (a store
+    /// written before tallies), which the backfill counted.
+    pub fn counted_before(&mut self, dedup_key: u128, j: Judged) {
+        self.remember(dedup_key as u64, j);
+    }
+
+    fn remember(&mut self, key: u64, j: Judged) {
+        if self.seen.len() < MAX_SEEN {
+            self.seen.push(Seen::of(key, j));
+        } else {
+            self.unremembered = self.unremembered.saturating_add(1);
+        }
+        self.changed();
+    }
+
+    /// Distinct events counted without being remembered (beyond [`MAX_SEEN`]): a
+    /// copy of one of them would count again.
+    pub fn unremembered(&self) -> u32 {
+        self.unremembered
+    }
+
+    /// The state's bytes as stored ([`Encoding::V2`]).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).unwrap_or_default()
+    }
+
+    /// A state stored in `encoding`.
+    pub fn from_bytes(bytes: &[u8], encoding: Encoding) -> Result<Self, postcard::Error> {
+        match encoding {
+            Encoding::V1 => postcard::from_bytes::<ServedAdV1>(bytes).map(Self::from),
+            Encoding::V2 => postcard::from_bytes(bytes),
+        }
     }
 }
 

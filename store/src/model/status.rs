@@ -83,6 +83,12 @@ impl AdIdStatus {
     pub fn is_billable(self) -> bool {
         self == Self::Verified
     }
+
+    /// True when the id is one we minted (it verified, or only expired): its served
+    /// ad's state may be kept, since only ids we served can make one.
+    pub fn is_genuine(self) -> bool {
+        matches!(self, Self::Verified | Self::Expired)
+    }
 }
 
 #[cfg(test)]

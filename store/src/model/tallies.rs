@@ -1,11 +1,22 @@
-//! Tallies: counts decided once, as events arrive, kept as sums per campaign and day
-//! (issue 26). A reader of a tally reads one row per campaign, day and log partition,
-//! never the events behind it: the spend refresher's billable clicks cost
-//! O(campaigns x days), whatever the volume.
+//! Tallies: counts decided once, as events arrive, kept as sums per place (campaign,
+//! creative, catalog, product, time bucket) and log partition (issue 26). The reports
+//! and the spend refresher read these sums, never the events behind them: a report
+//! costs the rows it returns times the buckets in its range, whatever the volume.
 //!
-//! **Who decides.** The aggregator's fold: a [`Metric::AdClicks`] tally moves by one
-//! when a served ad's [`super::served::Unit::AdClick`] is taken (its first eligible
-//! click; a copy of that click or any other click of the served ad moves nothing).
+//! **What is counted** ([`Metric`]): the distinct ad impressions, ad clicks, product
+//! impressions and product clicks, each under the reason its best copy is not
+//! billable (`None`: billable), and, beside that, those whose ad id did not verify by
+//! status (a row's `adIdStatus`). Each distinct event counts in four places
+//! ([`moves::places`]): its campaign and its creative (with the catalog and product
+//! for a product event), each per UTC day and per quarter hour ([`Grain`]); the
+//! quarter hours make a report in any IANA time zone exact, the days make a UTC one
+//! cheap.
+//!
+//! **Who decides.** The aggregator's fold, as each record arrives: the served-ad rules
+//! judge it ([`super::served`]) and the served ad remembers the distinct events it
+//! counted ([`super::served::ServedAd::judge`]), so a copy of one moves nothing, and a
+//! better copy (a browser's after a prefetch's) moves the event from the old reason
+//! to the new one ([`moves::moves`]).
 //!
 //! **Exactly once, without a transaction across the log and the store.** A tally is
 //! kept per log partition, as an absolute value stamped with the offset of the last
@@ -20,72 +31,239 @@
 //!   the same way again;
 //! - tallies written, states not: the replayed records decide the same way (the old
 //!   states), and every record at or below a tally's stamp is skipped for that tally;
-//! - both written, offsets not committed: the replayed clicks find their unit taken by
-//!   their own dedup key (a copy: no move), and are at or below the stamp anyway.
+//! - both written, offsets not committed: the replayed records find themselves
+//!   remembered by their served ad (copies: no move), and are at or below the stamps
+//!   anyway.
 //!
-//! A replayed batch may be cut at other offsets than the first time; the stamp is per
-//! record, so that changes nothing.
+//! A record's moves are netted per tally before they are applied (one stamp per
+//! record and tally). A replayed batch may be cut at other offsets than the first
+//! time; the stamp is per record, so that changes nothing.
 //!
-//! **Stores written before tallies** ([`BACKFILL_PARTITION`]): the counts of the facts
-//! stored until then are written once, at the aggregator's first start on the store,
-//! under a partition no log has, with a marker ([`Metric::Backfilled`]); readers use
-//! tallies only once the marker is there ([`complete`]). Aggregators started together
-//! on such a store (replicas of one deployment on ClickHouse) may each write a
-//! backfill; the smallest count of each key wins there, the one read before any of
-//! them wrote a batch (a later one would count that batch's clicks twice).
+//! **Stores written before tallies** ([`BACKFILL_PARTITION`]): the store's facts are
+//! counted once, at the aggregator's first start on it ([`backfill`]), under a
+//! partition no log has, with a marker ([`Metric::Backfilled`]); readers use tallies
+//! only once the marker is there. Aggregators started together on such a store
+//! (replicas of one deployment on ClickHouse) may each write a backfill; the smallest
+//! count of each key wins there, the one read before any of them wrote a batch (a
+//! later one would count that batch's events twice).
 
 use serde::{Deserialize, Serialize};
 
-/// What a tally counts.
+use super::status::AdIdStatus;
+use super::traffic::Invalid;
+
+pub mod backfill;
+pub mod moves;
+
+/// What kind of distinct event a tally counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Kind {
+    /// `adImpression` (the edge's impression endpoint).
+    AdImpression,
+    /// `adClick` (the edge's click endpoint).
+    AdClick,
+    /// `productImpression`.
+    ProductImpression,
+    /// `productClick`.
+    ProductClick,
+}
+
+impl Kind {
+    /// Every kind, in code order.
+    pub const ALL: [Kind; 4] = [
+        Self::AdImpression,
+        Self::AdClick,
+        Self::ProductImpression,
+        Self::ProductClick,
+    ];
+
+    /// Whether it is a product event (counted with its catalog and product).
+    pub fn is_product(self) -> bool {
+        matches!(self, Self::ProductImpression | Self::ProductClick)
+    }
+}
+
+/// Every reason in code order (the index + 1 is its code in a [`Metric`]).
+const REASONS: [Invalid; 8] = [
+    Invalid::KnownBot,
+    Invalid::NonBrowser,
+    Invalid::Prefetch,
+    Invalid::UnverifiedAdId,
+    Invalid::BeforeServe,
+    Invalid::ProductNotInAd,
+    Invalid::ServedAdRepeat,
+    Invalid::ClickWindow,
+];
+
+/// What a tally counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Metric {
-    /// Billable ad clicks: served ads whose click was taken, on the click's UTC day.
-    AdClicks,
+    /// Distinct events of a kind whose best copy is billable (`None`) or invalid for
+    /// this reason.
+    Events(Kind, Option<Invalid>),
+    /// Distinct events of a kind whose best copy's ad id has this status (never
+    /// `Verified`: what a row's `adIdStatus` is made of).
+    Status(Kind, AdIdStatus),
     /// The marker: the store's earlier facts are counted (one row, value 1).
     Backfilled,
 }
 
 impl Metric {
-    /// Stable name, as stored.
-    pub fn as_str(self) -> &'static str {
+    /// Billable ad clicks: what spend is made of.
+    pub const BILLABLE_CLICKS: Metric = Metric::Events(Kind::AdClick, None);
+
+    /// The stored code: `kind * 16 + reason` (0 billable, 1.. the reasons in order)
+    /// for events, `64 + kind * 16 + status` for statuses, 255 for the marker.
+    pub fn code(self) -> u16 {
         match self {
-            Self::AdClicks => "ad_clicks",
-            Self::Backfilled => "backfilled",
+            Self::Events(kind, why) => {
+                let r = why.map_or(0, |w| {
+                    REASONS.iter().position(|x| *x == w).unwrap_or(0) as u16 + 1
+                });
+                kind as u16 * 16 + r
+            }
+            Self::Status(kind, status) => 64 + kind as u16 * 16 + u16::from(status.rank()),
+            Self::Backfilled => 255,
         }
     }
 
-    /// Reads a stored name.
-    pub fn parse(s: &str) -> Option<Self> {
-        [Self::AdClicks, Self::Backfilled]
-            .into_iter()
-            .find(|m| m.as_str() == s)
+    /// The metric of a stored code (`None` when unknown).
+    pub fn from_code(code: u16) -> Option<Self> {
+        if code == 255 {
+            return Some(Self::Backfilled);
+        }
+        let (status, rest) = if code >= 64 {
+            (true, code - 64)
+        } else {
+            (false, code)
+        };
+        let kind = *Kind::ALL.get(usize::from(rest / 16))?;
+        let sub = rest % 16;
+        if status {
+            let s = AdIdStatus::from_rank(u8::try_from(sub).ok()?)?;
+            (s != AdIdStatus::Verified).then_some(Self::Status(kind, s))
+        } else if sub == 0 {
+            Some(Self::Events(kind, None))
+        } else {
+            Some(Self::Events(
+                kind,
+                Some(*REASONS.get(usize::from(sub - 1))?),
+            ))
+        }
+    }
+
+    /// The kind of event it counts (`None` for the marker).
+    pub fn kind(self) -> Option<Kind> {
+        match self {
+            Self::Events(k, _) | Self::Status(k, _) => Some(k),
+            Self::Backfilled => None,
+        }
+    }
+}
+
+/// Whose count a place holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Scope {
+    /// The campaign's (creative, catalog and product empty): the campaign summary and
+    /// spend.
+    Campaign,
+    /// A creative's (and for product events its catalog and product): the ads and
+    /// products reports.
+    Creative,
+}
+
+/// How long a place's time bucket is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Grain {
+    /// A UTC day (days since 1970-01-01).
+    Day,
+    /// A quarter hour (quarter hours since 1970-01-01 UTC): every IANA zone's offset
+    /// is a whole number of them, so local hours and days are sums of quarters.
+    Quarter,
+}
+
+/// Milliseconds in a quarter hour.
+pub const QUARTER_MS: i64 = 900_000;
+/// Quarter hours in a day.
+pub const QUARTERS_PER_DAY: i32 = 96;
+
+impl Grain {
+    /// The bucket of an instant (ms since the epoch).
+    pub fn bucket(self, time_ms: i64) -> i32 {
+        match self {
+            Self::Day => super::day_of(time_ms),
+            Self::Quarter => i32::try_from(time_ms.div_euclid(QUARTER_MS))
+                .unwrap_or(if time_ms < 0 { i32::MIN } else { i32::MAX }),
+        }
+    }
+
+    /// The first instant of a bucket, ms since the epoch.
+    pub fn start_ms(self, bucket: i32) -> i64 {
+        match self {
+            Self::Day => i64::from(bucket) * super::DAY_MS,
+            Self::Quarter => i64::from(bucket) * QUARTER_MS,
+        }
     }
 }
 
 /// The partition the counts of a store's earlier facts are kept under (no log has it).
 pub const BACKFILL_PARTITION: i32 = i32::MIN;
 
-/// Where a tally counts.
+/// Where tallies count: what a report row is made of, one time bucket, one log
+/// partition. Its tallies are loaded and kept together (one per metric).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct TallyKey {
-    /// Campaign.
+pub struct Place {
+    /// Campaign (`rm_store::model::ad_id_campaign`: empty for an id not shaped like
+    /// ours).
     pub campaign_id: String,
-    /// UTC day (days since 1970-01-01).
-    pub day: i32,
-    /// What it counts.
-    pub metric: Metric,
+    /// The campaign's or a creative's.
+    pub scope: Scope,
+    /// Day or quarter hour.
+    pub grain: Grain,
+    /// The bucket ([`Grain::bucket`]).
+    pub bucket: i32,
+    /// The creative the ad id names (empty at campaign scope, or when the id names
+    /// none).
+    pub creative: String,
+    /// The catalog of a product event (else empty).
+    pub catalog_id: String,
+    /// The product of a product event (else empty).
+    pub product_code: String,
     /// The log partition whose records moved it (`-1`: the embedded log).
     pub partition: i32,
+}
+
+impl Place {
+    /// The backfill marker's place.
+    pub fn marker() -> Self {
+        Self {
+            campaign_id: String::new(),
+            scope: Scope::Campaign,
+            grain: Grain::Day,
+            bucket: 0,
+            creative: String::new(),
+            catalog_id: String::new(),
+            product_code: String::new(),
+            partition: BACKFILL_PARTITION,
+        }
+    }
+}
+
+/// One tally: a metric at a place.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TallyKey {
+    /// Where.
+    pub place: Place,
+    /// What.
+    pub metric: Metric,
 }
 
 impl TallyKey {
     /// The backfill marker's key.
     pub fn marker() -> Self {
         Self {
-            campaign_id: String::new(),
-            day: 0,
+            place: Place::marker(),
             metric: Metric::Backfilled,
-            partition: BACKFILL_PARTITION,
         }
     }
 }
@@ -118,7 +296,41 @@ impl Tally {
     }
 }
 
+/// The tallies of one place, by metric (a few: the metrics its events moved).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlaceTallies(pub Vec<(Metric, Tally)>);
+
+impl PlaceTallies {
+    /// The tally of `metric` (empty when absent, inserted).
+    pub fn get_mut(&mut self, metric: Metric) -> &mut Tally {
+        let i = match self.0.iter().position(|(m, _)| *m == metric) {
+            Some(i) => i,
+            None => {
+                self.0.push((metric, Tally::EMPTY));
+                self.0.len() - 1
+            }
+        };
+        &mut self.0[i].1
+    }
+
+    /// The tally of `metric`, when present.
+    pub fn get(&self, metric: Metric) -> Option<Tally> {
+        self.0.iter().find(|(m, _)| *m == metric).map(|(_, t)| *t)
+    }
+}
+
 /// A tally summed over partitions: what a reader gets.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SummedTally {
+    /// Where (its partition is unused: 0).
+    pub place: Place,
+    /// What.
+    pub metric: Metric,
+    /// The count, all partitions.
+    pub value: i64,
+}
+
+/// Billable clicks of a campaign on a UTC day, all partitions: what spend reads.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DayTally {
     /// Campaign.
@@ -129,65 +341,130 @@ pub struct DayTally {
     pub value: i64,
 }
 
-/// Whether the tallies are complete: the marker of the backfill is among `rows`.
-pub fn complete<'a>(rows: impl IntoIterator<Item = &'a TallyKey>) -> bool {
-    rows.into_iter().any(|k| *k == TallyKey::marker())
+/// Which tallies a reader wants, summed over partitions: one scope and grain, a
+/// range of buckets, some campaigns, kinds and catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TallyQuery {
+    /// These campaigns (`None`: every campaign).
+    pub campaigns: Option<std::collections::BTreeSet<String>>,
+    /// Campaign or creative tallies.
+    pub scope: Scope,
+    /// Days or quarter hours.
+    pub grain: Grain,
+    /// First bucket.
+    pub from: i32,
+    /// Last bucket (inclusive).
+    pub to: i32,
+    /// Events of these kinds (empty: every kind).
+    pub kinds: Vec<Kind>,
+    /// Only this catalog (product events).
+    pub catalog_id: Option<String>,
 }
 
-/// Sums the newest tally of each key over partitions, per campaign and day, for
-/// `metric`, in (campaign, day) order.
-pub fn sum<'a>(
-    rows: impl IntoIterator<Item = (&'a TallyKey, &'a Tally)>,
-    metric: Metric,
-) -> Vec<DayTally> {
-    let mut by: std::collections::BTreeMap<(&str, i32), i64> = Default::default();
-    for (k, t) in rows {
-        if k.metric == metric {
-            *by.entry((k.campaign_id.as_str(), k.day)).or_default() += t.value;
+impl TallyQuery {
+    /// Billable clicks per campaign and UTC day, all history, of `campaigns` (every
+    /// campaign when `None`): what spend reads ([`billable_clicks`]).
+    pub fn spend(campaigns: Option<std::collections::BTreeSet<String>>) -> Self {
+        Self {
+            campaigns,
+            scope: Scope::Campaign,
+            grain: Grain::Day,
+            from: i32::MIN,
+            to: i32::MAX,
+            kinds: vec![Kind::AdClick],
+            catalog_id: None,
         }
     }
+
+    /// Whether a stored tally is one the query wants.
+    pub fn wants(&self, k: &TallyKey) -> bool {
+        let p = &k.place;
+        k.metric != Metric::Backfilled
+            && p.scope == self.scope
+            && p.grain == self.grain
+            && (self.from..=self.to).contains(&p.bucket)
+            && self
+                .campaigns
+                .as_ref()
+                .is_none_or(|c| c.contains(&p.campaign_id))
+            && (self.kinds.is_empty()
+                || k.metric
+                    .kind()
+                    .is_some_and(|kind| self.kinds.contains(&kind)))
+            && self.catalog_id.as_deref().is_none_or(|c| c == p.catalog_id)
+    }
+
+    /// The codes of every metric of the query's kinds (all kinds when empty).
+    pub fn metric_codes(&self) -> Vec<u16> {
+        let kinds: &[Kind] = if self.kinds.is_empty() {
+            &Kind::ALL
+        } else {
+            &self.kinds
+        };
+        let mut codes = Vec::new();
+        for &kind in kinds {
+            codes.push(Metric::Events(kind, None).code());
+            codes.extend(
+                REASONS
+                    .iter()
+                    .map(|r| Metric::Events(kind, Some(*r)).code()),
+            );
+            codes.extend(
+                AdIdStatus::ALL[1..]
+                    .iter()
+                    .map(|s| Metric::Status(kind, *s).code()),
+            );
+        }
+        codes
+    }
+}
+
+/// Sums tallies over partitions (the partition of each summed place is 0), in place
+/// and metric order; the marker is left out.
+pub fn sum<'a>(rows: impl IntoIterator<Item = (&'a TallyKey, &'a Tally)>) -> Vec<SummedTally> {
+    let mut by: std::collections::BTreeMap<(Place, Metric), i64> = Default::default();
+    for (k, t) in rows {
+        if k.metric == Metric::Backfilled {
+            continue;
+        }
+        let place = Place {
+            partition: 0,
+            ..k.place.clone()
+        };
+        *by.entry((place, k.metric)).or_default() += t.value;
+    }
     by.into_iter()
-        .map(|((c, day), value)| DayTally {
-            campaign_id: c.to_owned(),
-            day,
+        .map(|((place, metric), value)| SummedTally {
+            place,
+            metric,
             value,
         })
         .collect()
 }
 
+/// Billable clicks per campaign and UTC day from summed tallies (campaign scope, day
+/// grain), in (campaign, day) order.
+pub fn billable_clicks(summed: &[SummedTally]) -> Vec<DayTally> {
+    let mut out: Vec<DayTally> = summed
+        .iter()
+        .filter(|s| {
+            s.metric == Metric::BILLABLE_CLICKS
+                && s.place.scope == Scope::Campaign
+                && s.place.grain == Grain::Day
+        })
+        .map(|s| DayTally {
+            campaign_id: s.place.campaign_id.clone(),
+            day: s.place.bucket,
+            value: s.value,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The backfill's marker row (written last, once the counts are).
 pub fn marker_row() -> (TallyKey, Tally) {
     (TallyKey::marker(), Tally { value: 1, stamp: 0 })
-}
-
-/// The backfill of a store written before tallies: its billable clicks per campaign
-/// and day (the ads report's rows, whole history, of some campaigns: a campaign's rows
-/// must all be in one call), under [`BACKFILL_PARTITION`]; the marker is
-/// [`marker_row`].
-pub fn backfill(ads: &[super::ads::AdReportRow]) -> Vec<(TallyKey, Tally)> {
-    let mut by: std::collections::BTreeMap<(&str, i32), i64> = Default::default();
-    for r in ads {
-        let Some(day) = super::parse_day(&r.day) else {
-            continue;
-        };
-        if r.clicks > 0 {
-            *by.entry((r.campaign_id.as_str(), day)).or_default() +=
-                i64::try_from(r.clicks).unwrap_or(i64::MAX);
-        }
-    }
-    by.into_iter()
-        .map(|((c, day), value)| {
-            (
-                TallyKey {
-                    campaign_id: c.to_owned(),
-                    day,
-                    metric: Metric::AdClicks,
-                    partition: BACKFILL_PARTITION,
-                },
-                Tally { value, stamp: 0 },
-            )
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -215,15 +492,31 @@ mod tests {
             }
             prop_assert_eq!(t.value, deltas.iter().sum::<i64>());
         }
+
+        /// Quarter hours tile days: a day's bucket is its quarters' buckets / 96.
+        #[test]
+        fn quarters_tile_days(ms in -10_000_000_000_000i64..10_000_000_000_000) {
+            let q = Grain::Quarter.bucket(ms);
+            prop_assert_eq!(q.div_euclid(QUARTERS_PER_DAY), Grain::Day.bucket(ms));
+            prop_assert!(Grain::Quarter.start_ms(q) <= ms);
+            prop_assert!(ms < Grain::Quarter.start_ms(q) + QUARTER_MS);
+        }
+    }
+
+    fn place(c: &str, bucket: i32, partition: i32) -> Place {
+        Place {
+            campaign_id: c.into(),
+            bucket,
+            partition,
+            ..Place::marker()
+        }
     }
 
     #[test]
-    fn sums_partitions_per_campaign_and_day() {
+    fn sums_partitions_per_place_and_metric() {
         let k = |c: &str, day, partition| TallyKey {
-            campaign_id: c.into(),
-            day,
-            metric: Metric::AdClicks,
-            partition,
+            place: place(c, day, partition),
+            metric: Metric::BILLABLE_CLICKS,
         };
         let t = |value| Tally { value, stamp: 9 };
         let rows = [
@@ -233,21 +526,43 @@ mod tests {
             (k("b", 1, BACKFILL_PARTITION), t(7)),
             (TallyKey::marker(), t(1)),
         ];
-        let summed = sum(rows.iter().map(|(k, t)| (k, t)), Metric::AdClicks);
-        let got: Vec<(&str, i32, i64)> = summed
-            .iter()
-            .map(|d| (d.campaign_id.as_str(), d.day, d.value))
+        let summed = sum(rows.iter().map(|(k, t)| (k, t)));
+        let got: Vec<(String, i32, i64)> = billable_clicks(&summed)
+            .into_iter()
+            .map(|d| (d.campaign_id, d.day, d.value))
             .collect();
-        assert_eq!(got, [("a", 1, 5), ("a", 2, 1), ("b", 1, 7)]);
-        assert!(complete(rows.iter().map(|(k, _)| k)));
-        assert!(!complete(rows[..4].iter().map(|(k, _)| k)));
+        assert_eq!(
+            got,
+            [("a".into(), 1, 5), ("a".into(), 2, 1), ("b".into(), 1, 7)]
+        );
+        assert_eq!(summed.len(), 3, "the marker is not a count");
     }
 
     #[test]
-    fn metric_names_round_trip() {
-        for m in [Metric::AdClicks, Metric::Backfilled] {
-            assert_eq!(Metric::parse(m.as_str()), Some(m));
+    fn metric_codes_round_trip_and_are_distinct() {
+        let mut all = vec![Metric::Backfilled];
+        for kind in Kind::ALL {
+            all.push(Metric::Events(kind, None));
+            all.extend(REASONS.iter().map(|r| Metric::Events(kind, Some(*r))));
+            all.extend(
+                AdIdStatus::ALL[1..]
+                    .iter()
+                    .map(|s| Metric::Status(kind, *s)),
+            );
         }
-        assert_eq!(Metric::parse("clicks"), None);
+        let mut codes: Vec<u16> = all.iter().map(|m| m.code()).collect();
+        for m in &all {
+            assert_eq!(Metric::from_code(m.code()), Some(*m), "{m:?}");
+        }
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), all.len());
+        assert_eq!(
+            Metric::from_code(64),
+            None,
+            "a verified status is no metric"
+        );
+        assert_eq!(Metric::from_code(9 + 16 * 3 + 1), None);
+        assert_eq!(Metric::from_code(254), None);
     }
 }

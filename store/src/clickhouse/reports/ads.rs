@@ -72,6 +72,7 @@ impl ClickHouseStore {
                     dedup_key: parse_dedup(&c.dedup_key)?,
                     shopper: c.shopper,
                     received_ms: c.received_ms,
+                    time_ms: crate::model::tallies::Grain::Day.start_ms(c.day),
                 });
             }
         }

@@ -13,7 +13,7 @@ use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{CartCampaignRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
-use crate::model::tallies::{DayTally, Metric};
+use crate::model::tallies::{SummedTally, TallyQuery};
 use crate::read::ReportStore;
 use crate::{ReportFilter, StoreError};
 
@@ -60,12 +60,7 @@ impl ReportStore for ClickHouseStore {
         self.op("sales report", self.sales_report(f, w)).await
     }
 
-    async fn tallies(
-        &self,
-        metric: Metric,
-        campaigns: Option<&std::collections::HashSet<String>>,
-    ) -> Result<Option<Vec<DayTally>>, StoreError> {
-        self.op("tallies", self.read_tallies(metric, campaigns))
-            .await
+    async fn tallies(&self, q: &TallyQuery) -> Result<Option<Vec<SummedTally>>, StoreError> {
+        self.op("tallies", self.read_tallies(q)).await
     }
 }

@@ -18,7 +18,7 @@ use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{CartCampaignRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
-use crate::model::tallies::{DayTally, Metric};
+use crate::model::tallies::{SummedTally, TallyQuery};
 use crate::read::ReportStore;
 use crate::{ReportFilter, StoreError};
 
@@ -44,6 +44,18 @@ fn scan_with<K: redb::Key + 'static, T>(
         out.push(f(v.value())?);
     }
     Ok(out)
+}
+
+/// Every copy of every ad fact (the backfill of tallies).
+pub(super) fn ad_facts(db: &Database) -> Result<Vec<crate::model::ads::AdFact>, StoreError> {
+    scan_with(db, super::AD_FACTS, super::codec::parse_ad_fact)
+}
+
+/// Every product fact (the backfill of tallies).
+pub(super) fn product_facts(
+    db: &Database,
+) -> Result<Vec<crate::model::products::ProductFact>, StoreError> {
+    scan_with(db, super::PRODUCT_FACTS, super::codec::parse_product_fact)
 }
 
 impl ReportStore for EmbeddedStore {
@@ -96,13 +108,8 @@ impl ReportStore for EmbeddedStore {
         self.blocking(move |db| sales::sales(db, &f, &w)).await
     }
 
-    async fn tallies(
-        &self,
-        metric: Metric,
-        campaigns: Option<&std::collections::HashSet<String>>,
-    ) -> Result<Option<Vec<DayTally>>, StoreError> {
-        let campaigns = campaigns.cloned();
-        self.blocking(move |db| super::tallies::read(db, metric, campaigns.as_ref()))
-            .await
+    async fn tallies(&self, q: &TallyQuery) -> Result<Option<Vec<SummedTally>>, StoreError> {
+        let q = q.clone();
+        self.blocking(move |db| super::tallies::read(db, &q)).await
     }
 }

@@ -1,0 +1,248 @@
+//! What one distinct event does to the tallies: the places it counts in and the
+//! metrics it moves there, and how a better copy of it moves it from its old
+//! reason (or bucket) to its new one. Pure: the aggregator's fold and the backfill
+//! of stored facts both count through [`moves`].
+
+use super::{Grain, Kind, Metric, Place, PlaceTallies, Scope, Tally, TallyKey};
+use crate::model::status::AdIdStatus;
+use crate::model::traffic::{self, TrafficClass};
+use crate::write::{FastMap, FastSet};
+
+/// Where a distinct event counts, apart from its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event<'a> {
+    /// What it is.
+    pub kind: Kind,
+    /// Its campaign.
+    pub campaign_id: &'a str,
+    /// The creative its ad id names (empty when none).
+    pub creative: &'a str,
+    /// Catalog (product events; ignored for ad events).
+    pub catalog_id: &'a str,
+    /// Product (product events; ignored for ad events).
+    pub product_code: &'a str,
+}
+
+/// How a distinct event counts: its best copy's status and class, and its earliest
+/// copy's time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Judged {
+    /// Ad id status of its best copy.
+    pub status: AdIdStatus,
+    /// Traffic class of its best copy (the edge's, or the served-ad rules').
+    pub class: TrafficClass,
+    /// Event time of its earliest copy, ms.
+    pub time_ms: i64,
+}
+
+impl Judged {
+    /// The event as it counts once `other`, a copy of it, is known too: the best of
+    /// the two copies' (status, class) ([`traffic::best_copy`]), the earlier time.
+    pub fn with_copy(self, other: Judged) -> Judged {
+        let (status, class) =
+            traffic::best_copy((self.status, self.class), (other.status, other.class));
+        Judged {
+            status,
+            class,
+            time_ms: self.time_ms.min(other.time_ms),
+        }
+    }
+
+    /// The metrics it moves: its reason (or billable), and its status when the ad id
+    /// did not verify.
+    fn metrics(self, kind: Kind) -> [Option<Metric>; 2] {
+        [
+            Some(Metric::Events(
+                kind,
+                traffic::reason(self.class, self.status),
+            )),
+            (self.status != AdIdStatus::Verified).then_some(Metric::Status(kind, self.status)),
+        ]
+    }
+}
+
+/// The four places an event at `time_ms` of log `partition` counts in: its campaign's
+/// and its creative's, each per day and per quarter hour.
+pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 4] {
+    let place = |scope: Scope, grain: Grain| {
+        let detail = scope == Scope::Creative;
+        let product = detail && e.kind.is_product();
+        let pick = |on: bool, s: &str| if on { s.to_owned() } else { String::new() };
+        Place {
+            campaign_id: e.campaign_id.to_owned(),
+            scope,
+            grain,
+            bucket: grain.bucket(time_ms),
+            creative: pick(detail, e.creative),
+            catalog_id: pick(product, e.catalog_id),
+            product_code: pick(product, e.product_code),
+            partition,
+        }
+    };
+    [
+        place(Scope::Campaign, Grain::Day),
+        place(Scope::Campaign, Grain::Quarter),
+        place(Scope::Creative, Grain::Day),
+        place(Scope::Creative, Grain::Quarter),
+    ]
+}
+
+/// The net moves of one distinct event that was counted as `old` (`None`: not yet)
+/// and now counts as `new`: -1 where it was, +1 where it is, netted per tally (none
+/// when nothing changed).
+pub fn moves(
+    e: &Event<'_>,
+    old: Option<Judged>,
+    new: Judged,
+    partition: i32,
+) -> Vec<(TallyKey, i64)> {
+    let mut out: Vec<(TallyKey, i64)> = Vec::new();
+    let mut add = |j: Judged, delta: i64| {
+        for place in places(e, j.time_ms, partition) {
+            for metric in j.metrics(e.kind).into_iter().flatten() {
+                let key = TallyKey {
+                    place: place.clone(),
+                    metric,
+                };
+                match out.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, d)) => *d += delta,
+                    None => out.push((key, delta)),
+                }
+            }
+        }
+    };
+    if let Some(old) = old {
+        add(old, -1);
+    }
+    add(new, 1);
+    out.retain(|(_, d)| *d != 0);
+    out
+}
+
+/// Applies a record's moves (from [`moves`]) at `offset` to the tallies of their
+/// places (absent places are empty), noting each tally that moved in `dirty`; true
+/// when any moved (false for a replayed record at or below the stamps).
+pub fn apply(
+    moves: Vec<(TallyKey, i64)>,
+    offset: i64,
+    tallies: &mut FastMap<Place, PlaceTallies>,
+    dirty: &mut FastSet<TallyKey>,
+) -> bool {
+    let mut moved = false;
+    for (key, delta) in moves {
+        let t: &mut Tally = match tallies.get_mut(&key.place) {
+            Some(p) => p.get_mut(key.metric),
+            None => tallies
+                .entry(key.place.clone())
+                .or_default()
+                .get_mut(key.metric),
+        };
+        if t.add(offset, delta) {
+            moved = true;
+            dirty.insert(key);
+        }
+    }
+    moved
+}
+
+/// The rows a batch writes: the moved tallies' new values.
+pub fn dirty_rows(
+    dirty: FastSet<TallyKey>,
+    tallies: &FastMap<Place, PlaceTallies>,
+) -> Vec<(TallyKey, Tally)> {
+    let mut rows: Vec<(TallyKey, Tally)> = dirty
+        .into_iter()
+        .filter_map(|k| {
+            let t = tallies.get(&k.place)?.get(k.metric)?;
+            Some((k, t))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::traffic::Invalid;
+
+    fn event(kind: Kind) -> Event<'static> {
+        Event {
+            kind,
+            campaign_id: "c",
+            creative: "p:sku",
+            catalog_id: "cat",
+            product_code: "sku",
+        }
+    }
+
+    fn judged(status: AdIdStatus, class: TrafficClass, time_ms: i64) -> Judged {
+        Judged {
+            status,
+            class,
+            time_ms,
+        }
+    }
+
+    #[test]
+    fn an_event_counts_in_four_places_and_only_product_events_name_a_product() {
+        let p = places(&event(Kind::ProductClick), 90_000_000, 3);
+        assert_eq!(p[0].creative, "");
+        assert_eq!(p[2].creative, "p:sku");
+        assert_eq!(p[2].product_code, "sku");
+        assert_eq!((p[0].bucket, p[1].bucket), (1, 100));
+        assert!(p.iter().all(|x| x.partition == 3));
+        let a = places(&event(Kind::AdImpression), 0, 0);
+        assert_eq!(
+            (a[3].creative.as_str(), a[3].product_code.as_str()),
+            ("p:sku", "")
+        );
+    }
+
+    #[test]
+    fn a_better_copy_moves_the_event_and_a_worse_one_nothing() {
+        let e = event(Kind::AdClick);
+        let prefetch = judged(AdIdStatus::Verified, TrafficClass::Prefetch, 1_000);
+        let first = moves(&e, None, prefetch, 0);
+        assert_eq!(first.len(), 4);
+        assert!(first
+            .iter()
+            .all(|(k, d)| *d == 1
+                && k.metric == Metric::Events(Kind::AdClick, Some(Invalid::Prefetch))));
+        let genuine = judged(AdIdStatus::Verified, TrafficClass::Valid, 1_000);
+        let best = prefetch.with_copy(genuine);
+        assert_eq!(best, genuine);
+        let m = moves(&e, Some(prefetch), best, 0);
+        assert_eq!(m.len(), 8);
+        assert_eq!(m.iter().map(|(_, d)| d).sum::<i64>(), 0);
+        assert_eq!(moves(&e, Some(genuine), genuine.with_copy(prefetch), 0), []);
+    }
+
+    #[test]
+    fn an_earlier_copy_moves_the_event_to_its_buckets_and_statuses_count_beside() {
+        let e = event(Kind::AdImpression);
+        let late = judged(
+            AdIdStatus::Expired,
+            TrafficClass::Valid,
+            2 * crate::model::DAY_MS,
+        );
+        let m = moves(&e, None, late, 0);
+        assert_eq!(m.len(), 8, "reason and status, four places each");
+        let early = late.with_copy(judged(AdIdStatus::Expired, TrafficClass::Valid, 5));
+        assert_eq!(early.time_ms, 5);
+        let m = moves(&e, Some(late), early, 0);
+        assert_eq!(m.len(), 16);
+        assert!(m
+            .iter()
+            .filter(|(_, d)| *d > 0)
+            .all(|(k, _)| k.place.bucket == 0));
+        let mut tallies = FastMap::default();
+        let mut dirty = FastSet::default();
+        assert!(apply(moves(&e, None, late, 0), 7, &mut tallies, &mut dirty));
+        assert!(
+            !apply(moves(&e, None, late, 0), 7, &mut tallies, &mut dirty),
+            "a replay"
+        );
+        assert_eq!(dirty_rows(dirty, &tallies).len(), 8);
+    }
+}
