@@ -40,6 +40,8 @@ impl<T: WriteStore + ReportStore> Store for T {}
 mod ads;
 #[path = "store_suite/migration.rs"]
 mod migration;
+#[path = "store_suite/rollups.rs"]
+mod rollups;
 #[path = "store_suite/sales.rs"]
 mod sales;
 #[path = "store_suite/tallies.rs"]
@@ -967,6 +969,15 @@ async fn ad_stores_of_the_previous_version_are_converted() {
 }
 
 #[tokio::test]
+async fn rollups_embedded() {
+    for seed in 1..=24 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+        rollups::counted_as_the_reports_count(&store, seed, true).await;
+    }
+}
+
+#[tokio::test]
 async fn tallies_embedded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
@@ -1205,6 +1216,23 @@ async fn same_reports_as_embedded(url: String) {
             tallies_clickhouse, tallies_embedded,
             "the backends disagree on tallies"
         );
+        for seed in [1, 2] {
+            let fresh = fresh_database(&url, "rollups");
+            let on_clickhouse = rollups::counted_as_the_reports_count(
+                &ClickHouseStore::connect(&fresh).await.expect("connect"),
+                seed,
+                false,
+            )
+            .await;
+            drop_database(&url, &fresh.database).await;
+            let dir = tempfile::tempdir().expect("tempdir");
+            let embedded = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+            let on_embedded = rollups::counted_as_the_reports_count(&embedded, seed, true).await;
+            assert_eq!(
+                on_clickhouse, on_embedded,
+                "the backends disagree on rollups"
+            );
+        }
         let raced = fresh_database(&url, "backfills");
         let store2 = ClickHouseStore::connect(&raced).await.expect("connect");
         tallies::the_first_of_two_backfills_wins(&store2).await;

@@ -1,0 +1,478 @@
+//! Rollups (`rm_store::model::tallies`) on every backend count what the fact reports
+//! count: for streams of genuine, expired and forged ad ids, bots, prefetches, copies
+//! (better ones later, impressions re-fired earlier), events dated before their ad
+//! was served and products their ad did not carry, folded in batches cut anywhere,
+//! through crashes after the tallies' write (with and without the served ads' states)
+//! and replays from earlier offsets, the tallies per campaign, creative, catalog,
+//! product and UTC day equal the products and ads reports' rows summed per creative,
+//! reason by reason, with the same worst ad id status; quarter hours add up to their
+//! days and creatives to their campaign.
+//!
+//! Not covered, by design: a copy of a forged ad id's event that the edge let through
+//! (no state is kept for ids we did not mint, so the tallies count it again; the
+//! generator makes none).
+
+use std::collections::BTreeMap;
+
+use rm_aggregator::batch::{fold_at, Policy, Position};
+use rm_aggregator::pipeline::load_sets;
+use rm_schemas::ad_id::{product_creative, AdIdKeys};
+use rm_schemas::agent::AgentClass;
+use rm_schemas::record::UnverifiedAdId;
+use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+use rm_store::model::ad_id_campaign::creative_of;
+use rm_store::model::status::AdIdStatus;
+use rm_store::model::tallies::{Grain, Kind, Metric, Scope, SummedTally, TallyQuery};
+use rm_store::model::traffic::InvalidCounts;
+use rm_store::model::{day_of, parse_day};
+use rm_store::BatchWrite;
+
+use super::{all, at, t, Store, D0, TEN};
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+const MIN: i64 = 60_000;
+
+/// A record as the edge writes it, with its verdict and traffic.
+fn record(
+    e: InteractionEvent,
+    verdict: Option<UnverifiedAdId>,
+    bot: bool,
+    prefetch: bool,
+) -> EventRecord {
+    let received = e.timestamp.with_timezone(&chrono::Utc) + chrono::Duration::seconds(2);
+    let mut r = EventRecord::new(e, uuid::Uuid::now_v7(), received);
+    r.ad_id_verdict = verdict;
+    r.agent = Some(if bot {
+        AgentClass::KnownBot
+    } else {
+        AgentClass::Browser
+    });
+    r.prefetch = prefetch;
+    r
+}
+
+/// A stream of records in log order, and their positions (3 partitions, records
+/// keyed by ad id).
+fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let keys = AdIdKeys::new(vec![b"0123456789abcdef-rollups".to_vec()]).expect("key");
+    let other = AdIdKeys::new(vec![b"another deployment's key".to_vec()]).expect("key");
+    let base = t(D0, TEN);
+    let expiry = (base + 30 * MIN) / 1000;
+    let mut out: Vec<EventRecord> = Vec::new();
+    for i in 0..12u64 {
+        let campaign = if i % 2 == 0 { "c1" } else { "c2" };
+        let creative = match i % 3 {
+            0 => "banner".to_owned(),
+            _ => product_creative(&format!("sku-{}", i % 4)),
+        };
+        let carried = format!("sku-{}", i % 4);
+        let forged = i == 11;
+        let ad = if forged {
+            other.mint(campaign, &creative, expiry).expect("id")
+        } else {
+            keys.mint(campaign, &creative, expiry).expect("id")
+        };
+        let start = base + i64::try_from(i).expect("i") * 7 * MIN;
+        let mut impressed = std::collections::BTreeSet::new();
+        for n in 0..(4 + rng.below(10)) {
+            let shopper = format!("s-{}", rng.below(3));
+            let ms = start
+                + i64::try_from(n).expect("n") * MIN
+                + i64::try_from(rng.below(50_000)).expect("ms");
+            let ms = if rng.chance(5) {
+                ms - 3 * rm_store::model::DAY_MS
+            } else {
+                ms
+            };
+            let kind = match rng.below(4) {
+                0 => T::AdImpression,
+                1 => T::AdClick,
+                2 => T::ProductImpression,
+                _ => T::ProductClick,
+            };
+            // An impression's key has no time: a shopper's second one is a copy, which
+            // a forged id's would count again (see the header).
+            if forged && kind == T::AdImpression && !impressed.insert(shopper.clone()) {
+                continue;
+            }
+            let product = if rng.chance(15) {
+                "sku-9".to_owned()
+            } else if creative == "banner" {
+                format!("sku-{}", rng.below(2))
+            } else {
+                carried.clone()
+            };
+            let e = InteractionEvent {
+                session_id: Some(shopper),
+                catalog_id: matches!(kind, T::ProductImpression | T::ProductClick)
+                    .then(|| "cat".to_owned()),
+                product_code: matches!(kind, T::ProductImpression | T::ProductClick)
+                    .then_some(product),
+                ..InteractionEvent::new(ad.as_str(), kind, at(ms))
+            };
+            let verdict = if forged {
+                Some(UnverifiedAdId::BadSignature)
+            } else if rng.chance(10) {
+                Some(UnverifiedAdId::Expired)
+            } else {
+                None
+            };
+            let (bot, prefetch) = (rng.chance(8), rng.chance(8));
+            out.push(record(e.clone(), verdict, bot, prefetch));
+            if !forged && rng.chance(30) {
+                // A copy later in the log: a browser's after a prefetch's, another
+                // verdict, or an impression re-fired earlier (its key has no time).
+                let mut copy = e;
+                if kind == T::AdImpression && rng.chance(50) {
+                    copy.timestamp = at(ms - 20 * MIN);
+                }
+                let verdict = if rng.chance(50) { None } else { verdict };
+                out.push(record(copy, verdict, false, rng.chance(20)));
+            }
+        }
+    }
+    // Interleave the ads' records as a log would, keeping each ad's order.
+    let mut order: Vec<(u64, usize)> = (0..out.len())
+        .map(|i| (rng.below(8) + i as u64 / 6, i))
+        .collect();
+    order.sort();
+    let mut by_ad: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, r) in out.iter().enumerate() {
+        by_ad.entry(r.event.ad_id.clone()).or_default().push(i);
+    }
+    let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+    let mut records = Vec::new();
+    for (_, i) in order {
+        let ad = out[i].event.ad_id.clone();
+        let k = taken.entry(ad.clone()).or_default();
+        records.push(out[by_ad[&ad][*k]].clone());
+        *k += 1;
+    }
+    let mut next = [0i64; 3];
+    let positions = records
+        .iter()
+        .map(|r| {
+            let p = (rm_store::model::traffic::shopper_hash(&r.event.ad_id) % 3) as usize;
+            next[p] += 1;
+            (p as i32, next[p] - 1)
+        })
+        .collect();
+    (records, positions)
+}
+
+async fn fold_loaded(
+    store: &impl Store,
+    records: &[EventRecord],
+    positions: &[Position],
+) -> BatchWrite {
+    let mut sets = load_sets(store, records, positions).await.expect("load");
+    fold_at(records, Some(positions), &mut sets, &Policy::default()).0
+}
+
+/// Folds the stream in batches cut anywhere, with crashes and replays.
+async fn ingest(store: &impl Store, seed: u64) {
+    let (records, positions) = stream(seed);
+    let mut rng = Rng(seed ^ 0xABCD);
+    let mut i = 0;
+    while i < records.len() {
+        let end = (i + 1 + rng.below(40) as usize).min(records.len());
+        let (r, p) = (&records[i..end], &positions[i..end]);
+        let w = fold_loaded(store, r, p).await;
+        match rng.below(4) {
+            0 => {
+                // A crash after the tallies were written (ClickHouse inserts them
+                // first), the served ads' states perhaps too, not the facts.
+                let partial = BatchWrite {
+                    tallies: w.tallies.clone(),
+                    served: if rng.chance(50) {
+                        w.served.clone()
+                    } else {
+                        Vec::new()
+                    },
+                    ..BatchWrite::default()
+                };
+                store.write(&partial).await.expect("write part");
+                let replay = fold_loaded(store, r, p).await;
+                store.write(&replay).await.expect("write the replay");
+            }
+            1 => {
+                // Written, offsets not committed: replayed from an earlier offset,
+                // cut elsewhere.
+                store.write(&w).await.expect("write");
+                let from = i.saturating_sub(rng.below(30) as usize);
+                let mid = (from + end) / 2;
+                for (a, b) in [(from, mid), (mid, end)] {
+                    if a < b {
+                        let replay = fold_loaded(store, &records[a..b], &positions[a..b]).await;
+                        assert!(replay.tallies.is_empty(), "a replay moves no tally");
+                        store.write(&replay).await.expect("write the replay");
+                    }
+                }
+            }
+            _ => store.write(&w).await.expect("write"),
+        }
+        i = end;
+    }
+}
+
+/// Where a count lands: campaign, creative, catalog, product, UTC day, kind.
+type Key = (String, String, String, String, i32, Kind);
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Counts {
+    valid: u64,
+    invalid: InvalidCounts,
+    worst: AdIdStatus,
+}
+
+impl Counts {
+    fn is_empty(&self) -> bool {
+        self.valid == 0 && self.invalid.total() == 0
+    }
+}
+
+/// The fact reports' rows, summed per creative.
+async fn from_reports(store: &impl Store) -> BTreeMap<Key, Counts> {
+    let mut out: BTreeMap<Key, Counts> = BTreeMap::new();
+    let mut add = |k: Key, valid: u64, invalid: &InvalidCounts, status: AdIdStatus| {
+        let c = out.entry(k).or_default();
+        c.valid += valid;
+        c.invalid.merge(invalid);
+        c.worst = c.worst.max(status);
+    };
+    for r in store.products(&all()).await.expect("products") {
+        let day = parse_day(&r.day).expect("day");
+        let creative = creative_of(&r.ad_id);
+        let k = |kind| {
+            (
+                r.campaign_id.clone(),
+                creative.clone(),
+                r.catalog_id.clone(),
+                r.product_code.clone(),
+                day,
+                kind,
+            )
+        };
+        if r.impressions + r.invalid_impressions.total() > 0 {
+            add(
+                k(Kind::ProductImpression),
+                r.impressions,
+                &r.invalid_impressions,
+                r.ad_id_status,
+            );
+        }
+        if r.clicks + r.invalid_clicks.total() > 0 {
+            add(
+                k(Kind::ProductClick),
+                r.clicks,
+                &r.invalid_clicks,
+                r.ad_id_status,
+            );
+        }
+    }
+    for r in store.ads(&all()).await.expect("ads") {
+        let day = parse_day(&r.day).expect("day");
+        let creative = creative_of(&r.ad_id);
+        let k = |kind| {
+            (
+                r.campaign_id.clone(),
+                creative.clone(),
+                String::new(),
+                String::new(),
+                day,
+                kind,
+            )
+        };
+        if r.impressions + r.invalid_impressions.total() > 0 {
+            add(
+                k(Kind::AdImpression),
+                r.impressions,
+                &r.invalid_impressions,
+                r.ad_id_status,
+            );
+        }
+        if r.clicks + r.invalid_clicks.total() > 0 {
+            add(
+                k(Kind::AdClick),
+                r.clicks,
+                &r.invalid_clicks,
+                r.ad_id_status,
+            );
+        }
+    }
+    out
+}
+
+async fn read(store: &impl Store, scope: Scope, grain: Grain) -> Vec<SummedTally> {
+    let q = TallyQuery {
+        campaigns: None,
+        scope,
+        grain,
+        from: i32::MIN,
+        to: i32::MAX,
+        kinds: Vec::new(),
+        catalog_id: None,
+    };
+    store.tallies(&q).await.expect("tallies").expect("counted")
+}
+
+/// The tallies of a scope and grain as report counts, quarters summed into days.
+fn as_counts(rows: &[SummedTally]) -> BTreeMap<Key, Counts> {
+    let mut out: BTreeMap<Key, Counts> = BTreeMap::new();
+    let mut statuses: BTreeMap<Key, AdIdStatus> = BTreeMap::new();
+    for s in rows {
+        let p = &s.place;
+        let day = match p.grain {
+            Grain::Day => p.bucket,
+            Grain::Quarter => day_of(Grain::Quarter.start_ms(p.bucket)),
+        };
+        let Some(kind) = s.metric.kind() else {
+            continue;
+        };
+        let key = (
+            p.campaign_id.clone(),
+            p.creative.clone(),
+            p.catalog_id.clone(),
+            p.product_code.clone(),
+            day,
+            kind,
+        );
+        let n = u64::try_from(s.value).expect("a tally is never negative");
+        match s.metric {
+            Metric::Events(_, None) => out.entry(key).or_default().valid += n,
+            Metric::Events(_, Some(why)) => out.entry(key).or_default().invalid.add(why, n),
+            Metric::Status(_, status) if n > 0 => {
+                let w = statuses.entry(key).or_default();
+                *w = (*w).max(status);
+            }
+            _ => {}
+        }
+    }
+    for (k, w) in statuses {
+        if let Some(c) = out.get_mut(&k) {
+            c.worst = w;
+        }
+    }
+    out.retain(|_, c| !c.is_empty());
+    out
+}
+
+/// A report row's `adIdStatus` covers its impressions and clicks: each count's worst
+/// status becomes its row's (the worst of the kinds of its family).
+fn row_status(mut m: BTreeMap<Key, Counts>) -> BTreeMap<Key, Counts> {
+    let mut worst: BTreeMap<(String, String, String, String, i32, bool), AdIdStatus> =
+        BTreeMap::new();
+    for ((c, cr, cat, p, day, kind), n) in &m {
+        let w = worst
+            .entry((
+                c.clone(),
+                cr.clone(),
+                cat.clone(),
+                p.clone(),
+                *day,
+                kind.is_product(),
+            ))
+            .or_default();
+        *w = (*w).max(n.worst);
+    }
+    for ((c, cr, cat, p, day, kind), n) in m.iter_mut() {
+        n.worst = worst[&(
+            c.clone(),
+            cr.clone(),
+            cat.clone(),
+            p.clone(),
+            *day,
+            kind.is_product(),
+        )];
+    }
+    m
+}
+
+/// The property, for one stream; returns a transcript for comparing backends.
+/// `reports`: compare with the store's fact reports too (the embedded store; on
+/// ClickHouse a merge keeps one of two copies that differ only in traffic class, so
+/// its fact reports are compared through the embedded store's transcript instead).
+pub(crate) async fn counted_as_the_reports_count(
+    store: &impl Store,
+    seed: u64,
+    reports: bool,
+) -> Vec<String> {
+    assert!(
+        store.backfill_tallies().await.expect("backfill"),
+        "a new store"
+    );
+    ingest(store, seed).await;
+    let days = row_status(as_counts(&read(store, Scope::Creative, Grain::Day).await));
+    if reports {
+        let reports = row_status(from_reports(store).await);
+        assert!(
+            reports.len() > 10,
+            "the stream makes rows: {}",
+            reports.len()
+        );
+        for (k, want) in &reports {
+            assert_eq!(days.get(k), Some(want), "seed {seed}: {k:?}");
+        }
+        assert_eq!(
+            days.len(),
+            reports.len(),
+            "seed {seed}: no tally without a report row"
+        );
+    }
+    let quarters = row_status(as_counts(
+        &read(store, Scope::Creative, Grain::Quarter).await,
+    ));
+    assert_eq!(quarters, days, "seed {seed}: quarters add up to days");
+    // Creatives add up to their campaign, reason by reason.
+    let mut by_campaign: BTreeMap<(String, i32, Kind), Counts> = BTreeMap::new();
+    for ((c, _, _, _, day, kind), n) in &as_counts(&read(store, Scope::Creative, Grain::Day).await)
+    {
+        let e = by_campaign.entry((c.clone(), *day, *kind)).or_default();
+        e.valid += n.valid;
+        e.invalid.merge(&n.invalid);
+        e.worst = e.worst.max(n.worst);
+    }
+    let campaigns: BTreeMap<(String, i32, Kind), Counts> =
+        as_counts(&read(store, Scope::Campaign, Grain::Day).await)
+            .into_iter()
+            .map(|((c, _, _, _, day, kind), n)| ((c, day, kind), n))
+            .collect();
+    assert_eq!(
+        campaigns, by_campaign,
+        "seed {seed}: campaigns are their creatives' sums"
+    );
+    // Billable clicks as spend reads them.
+    let spend = rm_store::billable_clicks(store, None)
+        .await
+        .expect("spend")
+        .expect("counted");
+    for d in &spend {
+        let want = by_campaign
+            .get(&(d.campaign_id.clone(), d.day, Kind::AdClick))
+            .map_or(0, |c| c.valid);
+        assert_eq!(u64::try_from(d.value).expect("count"), want);
+    }
+    days.iter()
+        .map(|(k, c)| format!("{k:?} {} {} {:?}", c.valid, c.invalid.total(), c.worst))
+        .collect()
+}
