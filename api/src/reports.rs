@@ -80,7 +80,7 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rm_schemas::money::{self, Decimal, Money};
 use rm_service::{response, Response};
 use rm_store::model::attribution::{SalesReportRow, Windows};
-use rm_store::{campaign_report, ReportStore, Tenant};
+use rm_store::{sums, ReportStore, Tenant};
 use serde::Serialize;
 
 use crate::error::ApiError;
@@ -273,13 +273,13 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
         }
     }
     Ok(match kind {
-        ReportKind::Ads => render(store.ads(&f).await?, &q),
+        ReportKind::Ads => render(sums::ad_report(store, &f, &q.periods).await?, &q),
         ReportKind::Campaigns => render(
-            campaign_report(store, &f, windows, |c| costs.max_bid(c)).await?,
+            sums::campaign_summary(store, &f, windows, &q.periods, |c| costs.max_bid(c)).await?,
             &q,
         ),
         ReportKind::VideoFunnel => render(store.funnel(&f).await?, &q),
-        ReportKind::Products => render(store.products(&f).await?, &q),
+        ReportKind::Products => render(sums::product_report(store, &f, &q.periods).await?, &q),
         ReportKind::Carts => render(store.carts(&f).await?, &q),
         ReportKind::Sales => {
             let rows: Vec<SalesRow> = (store.sales(&f, windows).await?)

@@ -78,7 +78,8 @@ CREATE TABLE IF NOT EXISTS retail_media.product_facts_local ON CLUSTER '{cluster
     ad_id_status UInt8,
     traffic UInt8,
     shopper UInt64,
-    received_ms Int64
+    received_ms Int64,
+    time_ms Int64
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/product_facts', '{replica}')
 ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, ad_id_status);
@@ -179,17 +180,22 @@ ORDER BY ad_id;
 CREATE TABLE IF NOT EXISTS retail_media.served_ads ON CLUSTER '{cluster}' AS retail_media.served_ads_local
 ENGINE = Distributed('{cluster}', retail_media, served_ads_local, cityHash64(ad_id));
 
--- tallies: replicated on every shard, distributed over the cluster.
-CREATE TABLE IF NOT EXISTS retail_media.tallies_local ON CLUSTER '{cluster}' (
+-- rollups: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.rollups_local ON CLUSTER '{cluster}' (
     campaign_id String,
-    metric String,
-    day Int32,
+    scope UInt8,
+    grain UInt8,
+    bucket Int32,
+    creative String,
+    catalog_id String,
+    product_code String,
     log_partition Int32,
+    metric UInt16,
     value Int64,
     stamp UInt64
 )
-ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/tallies', '{replica}', stamp)
-ORDER BY (campaign_id, metric, day, log_partition);
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/rollups', '{replica}', stamp)
+ORDER BY (campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric);
 
-CREATE TABLE IF NOT EXISTS retail_media.tallies ON CLUSTER '{cluster}' AS retail_media.tallies_local
-ENGINE = Distributed('{cluster}', retail_media, tallies_local, cityHash64(campaign_id, metric, day, log_partition));
+CREATE TABLE IF NOT EXISTS retail_media.rollups ON CLUSTER '{cluster}' AS retail_media.rollups_local
+ENGINE = Distributed('{cluster}', retail_media, rollups_local, cityHash64(campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric));

@@ -5,7 +5,8 @@
 //!   derive and roll them up (no I/O).
 //! - [`mod@write`]: a batch ([`BatchWrite`]) and the [`WriteStore`] trait (load fact sets,
 //!   write a batch); [`mod@read`]: the [`ReportStore`] trait (one method per report) and
-//!   the reports derived alike on every backend.
+//!   the reports derived alike on every backend; [`sums`]: the reports that read the
+//!   tallies (products, ads, the campaign summary) in any time zone and granularity.
 //! - Two backends pass one shared test suite (`tests/store_suite.rs`):
 //!   [`embedded::EmbeddedStore`] (redb, the default) and
 //!   [`clickhouse::ClickHouseStore`] (production); [`AnyStore`] is the one a
@@ -24,6 +25,7 @@ pub mod error;
 pub mod filter;
 pub mod model;
 pub mod read;
+pub mod sums;
 pub mod write;
 
 pub use any::{open, AnyStore};

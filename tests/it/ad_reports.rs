@@ -269,7 +269,9 @@ fn scenario(mut env: Vec<(&str, String)>) {
                    "beforeServe": 0, "productNotInAd": 0, "servedAdRepeat": repeats,
                    "clickWindow": 0})
         };
-        json!({"campaignId": campaign, "adId": ad, "day": day, "impressions": billable.0,
+        let creative = rm_store::model::ad_id_campaign::creative_of(ad);
+        json!({"campaignId": campaign, "creativeId": creative, "adId": ad, "day": day,
+               "periodStart": format!("{day}T00:00:00Z"), "impressions": billable.0,
                "clicks": billable.1, "ctr": ctr, "notBillableImpressions": nb.0 + rep.0,
                "notBillableClicks": nb.1 + rep.1, "adIdStatus": status,
                "invalidImpressions": invalid(nb.0, rep.0),
@@ -278,17 +280,24 @@ fn scenario(mut env: Vec<(&str, String)>) {
     let ad_row = |ad: &str, campaign: &str, billable: (u64, u64), nb: (u64, u64), status: &str| {
         row(ad, campaign, billable, nb, (0, 0), status)
     };
-    let mut rows = vec![
-        row(&a, CAMPAIGN, (1, 1), (0, 0), (1, 1), "verified"),
-        ad_row(&x, CAMPAIGN, (0, 0), (1, 0), "expired"),
-        ad_row(&b, CAMPAIGN, (0, 0), (1, 0), "bad_signature"),
-    ];
-    rows.sort_by(|p, q| p["adId"].as_str().cmp(&q["adId"].as_str()));
+    // The drill-down: each served ad's own row, from the stored facts.
+    for (ad, want) in [
+        (&a, row(&a, CAMPAIGN, (1, 1), (0, 0), (1, 1), "verified")),
+        (&x, ad_row(&x, CAMPAIGN, (0, 0), (1, 0), "expired")),
+        (&b, ad_row(&b, CAMPAIGN, (0, 0), (1, 0), "bad_signature")),
+    ] {
+        let q = format!("/v1/reports/ads?campaignId={CAMPAIGN}&adId={}", enc(ad));
+        converge(&svc, &token, &q, &json!({"rows": [want]}));
+    }
+    // The report: the three served ads of one creative (`banner`) in one row, from the
+    // rollups.
+    let mut creative = row("", CAMPAIGN, (1, 1), (2, 0), (1, 1), "bad_signature");
+    creative["creativeId"] = json!("banner");
     converge(
         &svc,
         &token,
         &format!("/v1/reports/ads?campaignId={CAMPAIGN}"),
-        &json!({"rows": rows}),
+        &json!({"rows": [creative]}),
     );
     let foreign = json!({"rows": [ad_row(FOREIGN, "", (0, 0), (1, 0), "foreign")]});
     converge(

@@ -298,9 +298,11 @@ fn the_browser_snippet_reports_what_the_shopper_did() {
         }
         Ok(())
     });
-    assert!(products
-        .iter()
-        .all(|r| r["catalogId"] == "cat-sdk" && r["adId"] == served["rm1.camp-sdk.ad-tiles"]));
+    // Rows are per creative: the served tiles ad's.
+    let tiles = rm_store::model::ad_id_campaign::creative_of(&served["rm1.camp-sdk.ad-tiles"]);
+    assert!(products.iter().all(|r| r["catalogId"] == "cat-sdk"
+        && r["creativeId"] == tiles.as_str()
+        && r["adId"] == ""));
     let carts = reports.until("/v1/reports/carts?catalogId=cat-sdk", |rows| {
         use serde_json::json;
         let r = row(rows, "productCode", "P-A")?;

@@ -23,14 +23,20 @@ pub struct ReportRows {
     pub rows: Vec<Map<String, Value>>,
 }
 
-/// The query parameters every report route reads.
-const QUERY: [QueryParam; 9] = [
+/// The query parameters every report route reads (`timeZone` and `granularity` other
+/// than `UTC` and `day` by the products, ads and campaigns reports: `query`).
+const QUERY: [QueryParam; 11] = [
     param("campaignId", r#"{"type": "string"}"#),
     param("namespaceId", r#"{"type": "string"}"#),
     param("adId", r#"{"type": "string"}"#),
     param("catalogId", r#"{"type": "string"}"#),
     param("from", r#"{"type": "string", "format": "date"}"#),
     param("to", r#"{"type": "string", "format": "date"}"#),
+    param("timeZone", r#"{"type": "string", "default": "UTC"}"#),
+    param(
+        "granularity",
+        r#"{"type": "string", "enum": ["hour", "day", "week", "month", "summary"], "default": "day"}"#,
+    ),
     param("format", r#"{"type": "string", "enum": ["json", "csv"]}"#),
     param(
         "pageSize",
@@ -77,7 +83,7 @@ pub(crate) fn routes() -> Vec<Route> {
             request: RequestBody::None,
             ok: 200,
             response: Content::JsonOrCsv(schema::<ReportRows>),
-            errors: &[400, 401, 403, 404, 429],
+            errors: &[400, 401, 403, 404, 429, 503],
         })
         .collect()
 }

@@ -33,9 +33,9 @@ pub struct PageRequest {
     fingerprint: u64,
 }
 
-fn fingerprint(path: &str, f: &ReportFilter, format: Format) -> u64 {
+fn fingerprint(path: &str, f: &ReportFilter, cut: &str, format: Format) -> u64 {
     let text = format!(
-        "{path}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+        "{path}|{:?}|{:?}|{:?}|{:?}|{:?}|{cut}|{:?}",
         f.campaign_id, f.ad_id, f.catalog_id, f.from_day, f.to_day, format
     );
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
@@ -49,10 +49,12 @@ fn bad_token() -> ApiError {
 }
 
 impl PageRequest {
-    /// Reads `pageSize` and `pageToken` for the request at `path` with filter `f`.
+    /// Reads `pageSize` and `pageToken` for the request at `path` with filter `f`,
+    /// its rows cut as `cut` says (time zone and granularity).
     pub fn parse(
         path: &str,
         f: &ReportFilter,
+        cut: &str,
         format: Format,
         size: Option<&str>,
         token: Option<&str>,
@@ -72,7 +74,7 @@ impl PageRequest {
             None if format == Format::Json => Some(DEFAULT_PAGE_SIZE),
             None => None,
         };
-        let fp = fingerprint(path, f, format);
+        let fp = fingerprint(path, f, cut, format);
         let offset = match token {
             None | Some("") => 0,
             Some(t) => {
@@ -120,7 +122,14 @@ mod tests {
     use proptest::prelude::*;
 
     fn req(size: Option<&str>, token: Option<&str>) -> Result<PageRequest, ApiError> {
-        PageRequest::parse("/p", &ReportFilter::default(), Format::Json, size, token)
+        PageRequest::parse(
+            "/p",
+            &ReportFilter::default(),
+            "",
+            Format::Json,
+            size,
+            token,
+        )
     }
 
     #[test]
@@ -129,7 +138,7 @@ mod tests {
         assert!(req(Some("10001"), None).is_err());
         assert!(req(Some("x"), None).is_err());
         assert_eq!(req(None, None).unwrap().size, Some(DEFAULT_PAGE_SIZE));
-        let csv = PageRequest::parse("/p", &ReportFilter::default(), Format::Csv, None, None);
+        let csv = PageRequest::parse("/p", &ReportFilter::default(), "", Format::Csv, None, None);
         assert_eq!(csv.unwrap().size, None, "a CSV download is whole");
         let (_, next) = req(Some("2"), None).unwrap().apply(vec![1, 2, 3]);
         let next = next.expect("more rows");
@@ -138,8 +147,17 @@ mod tests {
             campaign_id: Some("c".into()),
             ..ReportFilter::default()
         };
-        let e = PageRequest::parse("/p", &other, Format::Json, Some("2"), Some(&next));
+        let e = PageRequest::parse("/p", &other, "", Format::Json, Some("2"), Some(&next));
         assert!(e.is_err(), "a token of another query");
+        let e = PageRequest::parse(
+            "/p",
+            &ReportFilter::default(),
+            "Asia/Kolkata|day",
+            Format::Json,
+            Some("2"),
+            Some(&next),
+        );
+        assert!(e.is_err(), "a token of another time zone");
         assert!(req(None, Some("!!")).is_err());
         assert!(req(None, Some(&URL_SAFE_NO_PAD.encode("v2.1.1"))).is_err());
     }

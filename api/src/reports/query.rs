@@ -7,10 +7,20 @@
 //! without `to`: events may carry a timestamp slightly ahead); without `to`, it ends
 //! [`MAX_RANGE_DAYS`] - 1 days after `from` (capped at tomorrow). So no request reads
 //! more than that span of rows, whatever it asks.
+//!
+//! **Time zones and periods** (products, ads, campaigns). `timeZone` is an IANA name
+//! (default `UTC`): `from` and `to` are then local dates of that zone, and rows are
+//! cut by `granularity` (`hour`, `day` the default, `week`, `month`, `summary`) in it
+//! (`rm_store::model::periods`). The campaign summary takes UTC only and no hours
+//! (its video, cart and sales columns are kept by UTC day); the other reports are by
+//! UTC day. Hourly rows cover at most [`MAX_HOURLY_DAYS`] days. A drill-down by
+//! served ad (`adId`, products and ads) reads the stored facts: UTC days, at most
+//! [`MAX_DRILL_DOWN_DAYS`].
 
 use http::{header, HeaderMap};
 use rm_schemas::percent::{self, Rules};
 use rm_store::model::parse_day;
+use rm_store::model::periods::{self, Granularity, Periods};
 use rm_store::ReportFilter;
 
 use super::page::PageRequest;
@@ -19,6 +29,10 @@ use crate::error::ApiError;
 
 /// Most days one report covers.
 pub const MAX_RANGE_DAYS: i32 = 400;
+/// Most days of an hourly report.
+pub const MAX_HOURLY_DAYS: i32 = 31;
+/// Most days of a drill-down by served ad id (read from the stored facts).
+pub const MAX_DRILL_DOWN_DAYS: i32 = 31;
 
 /// JSON or CSV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,11 +52,12 @@ pub struct ReportQuery {
     pub format: Format,
     /// Which page.
     pub page: PageRequest,
+    /// The periods rows are cut in (products, ads, campaigns).
+    pub periods: Periods,
 }
 
 /// The query parameters a report reads (documented in the OpenAPI document).
-pub const PARAMS: &str =
-    "campaignId, adId, catalogId, from, to, namespaceId, format, pageSize, pageToken";
+pub const PARAMS: &str = "campaignId, adId, catalogId, from, to, timeZone, granularity, namespaceId, format, pageSize, pageToken";
 
 /// Decodes a report's query string (leniently, as `serde_urlencoded` would): the one
 /// decoding of it, whose pairs [`namespace_of`] and [`from_pairs`] read.
@@ -83,6 +98,7 @@ pub fn from_pairs(
         .is_some_and(|a| a.contains("text/csv"));
     let mut format = if wants_csv { Format::Csv } else { Format::Json };
     let (mut size, mut token) = (None, None);
+    let (mut tz, mut granularity) = (chrono_tz::Tz::UTC, Granularity::Day);
     for (k, v) in pairs {
         let day = |v: &str| {
             parse_day(v)
@@ -96,6 +112,22 @@ pub fn from_pairs(
             "catalogId" => f.catalog_id = Some(v),
             "from" => f.from_day = Some(day(&v)?),
             "to" => f.to_day = Some(day(&v)?),
+            "timeZone" => {
+                tz = periods::zone(&v).ok_or_else(|| {
+                    ApiError::invalid(
+                        "timeZone",
+                        format!("'{v}' is not an IANA time zone (like UTC or Europe/Paris)"),
+                    )
+                })?
+            }
+            "granularity" => {
+                granularity = Granularity::parse(&v).ok_or_else(|| {
+                    ApiError::invalid(
+                        "granularity",
+                        format!("'{v}' is not hour, day, week, month or summary"),
+                    )
+                })?
+            }
             "pageSize" => size = Some(v),
             "pageToken" => token = Some(v),
             "format" => {
@@ -118,18 +150,100 @@ pub fn from_pairs(
             }
         }
     }
-    bound_range(&mut f, today)?;
-    let page = PageRequest::parse(kind.path(), &f, format, size.as_deref(), token.as_deref())?;
+    // A drill-down by served ad reads the facts: its default range is its bound.
+    let drill_down = matches!(kind, ReportKind::Products | ReportKind::Ads) && f.ad_id.is_some();
+    let span = if drill_down {
+        MAX_DRILL_DOWN_DAYS
+    } else {
+        MAX_RANGE_DAYS
+    };
+    bound_range(&mut f, today, span)?;
+    bound_periods(kind, &f, tz, granularity)?;
+    let (from, to) = (f.from_day.unwrap_or(today), f.to_day.unwrap_or(today));
+    let periods = Periods::new(tz, granularity, from, to);
+    let cut = format!("{}|{}", tz.name(), granularity.as_str());
+    let page = PageRequest::parse(
+        kind.path(),
+        &f,
+        &cut,
+        format,
+        size.as_deref(),
+        token.as_deref(),
+    )?;
     Ok(ReportQuery {
         filter: f,
         format,
         page,
+        periods,
     })
 }
 
-/// Fills in and checks the date range (module header).
-fn bound_range(f: &mut ReportFilter, today: i32) -> Result<(), ApiError> {
-    let span = MAX_RANGE_DAYS - 1;
+/// Checks that report `kind` can be cut in `tz` and `granularity` (module header).
+fn bound_periods(
+    kind: ReportKind,
+    f: &ReportFilter,
+    tz: chrono_tz::Tz,
+    granularity: Granularity,
+) -> Result<(), ApiError> {
+    let utc_days = tz == chrono_tz::Tz::UTC && granularity == Granularity::Day;
+    let days = f.to_day.zip(f.from_day).map_or(1, |(t, fr)| t - fr + 1);
+    let field = if tz == chrono_tz::Tz::UTC {
+        "granularity"
+    } else {
+        "timeZone"
+    };
+    match kind {
+        ReportKind::Products | ReportKind::Ads if f.ad_id.is_some() => {
+            if !utc_days {
+                return Err(ApiError::invalid(
+                    field,
+                    "a drill-down by adId reads the stored facts by UTC day",
+                ));
+            }
+            if days > MAX_DRILL_DOWN_DAYS {
+                return Err(ApiError::invalid(
+                    "from",
+                    format!("a drill-down by adId covers at most {MAX_DRILL_DOWN_DAYS} days (this range spans {days})"),
+                ));
+            }
+        }
+        ReportKind::Products | ReportKind::Ads => {}
+        ReportKind::Campaigns => {
+            if tz != chrono_tz::Tz::UTC || granularity == Granularity::Hour {
+                return Err(ApiError::invalid(
+                    field,
+                    "the campaign summary's video, cart and sales columns are kept by UTC day: \
+                     it takes UTC and day, week, month or summary (the products and ads reports \
+                     take any time zone and hours)",
+                ));
+            }
+        }
+        ReportKind::VideoFunnel
+        | ReportKind::Carts
+        | ReportKind::CartCampaigns
+        | ReportKind::Sales => {
+            if !utc_days {
+                return Err(ApiError::invalid(
+                    field,
+                    "this report is by UTC day (timeZone and granularity apply to the products, \
+                     ads and campaigns reports)",
+                ));
+            }
+        }
+    }
+    if granularity == Granularity::Hour && days > MAX_HOURLY_DAYS {
+        return Err(ApiError::invalid(
+            "from",
+            format!("hourly rows cover at most {MAX_HOURLY_DAYS} days (this range spans {days})"),
+        ));
+    }
+    Ok(())
+}
+
+/// Fills in and checks the date range (module header): a range left open spans
+/// `default_days`.
+fn bound_range(f: &mut ReportFilter, today: i32, default_days: i32) -> Result<(), ApiError> {
+    let span = default_days - 1;
     let latest = today + 1;
     let (from, to) = match (f.from_day, f.to_day) {
         (Some(a), Some(b)) => (a, b),
@@ -201,6 +315,79 @@ mod tests {
         assert!(q("from=2025-01-01&to=2026-02-05").is_err(), "401 days");
     }
 
+    #[test]
+    fn time_zones_and_granularities_are_checked_per_report() {
+        let at = |kind, s: &str| parse(kind, s, &HeaderMap::new(), TODAY);
+        let field = |e: ApiError| match e {
+            ApiError::InvalidArgument { field, .. } => field,
+            other => panic!("{other:?}"),
+        };
+        let r = at(
+            ReportKind::Products,
+            "timeZone=Asia/Kolkata&granularity=hour&from=2026-11-01&to=2026-11-02",
+        )
+        .expect("products take any zone");
+        assert_eq!(r.periods.plan().0, rm_store::model::tallies::Grain::Quarter);
+        assert_eq!(
+            field(at(ReportKind::Ads, "timeZone=Mars/Olympus").unwrap_err()),
+            "timeZone"
+        );
+        assert_eq!(
+            field(at(ReportKind::Ads, "granularity=fortnight").unwrap_err()),
+            "granularity"
+        );
+        assert!(at(ReportKind::Campaigns, "granularity=month").is_ok());
+        assert_eq!(
+            field(at(ReportKind::Campaigns, "timeZone=Europe/Paris").unwrap_err()),
+            "timeZone"
+        );
+        assert_eq!(
+            field(
+                at(
+                    ReportKind::Campaigns,
+                    "granularity=hour&from=2026-11-01&to=2026-11-01"
+                )
+                .unwrap_err()
+            ),
+            "granularity"
+        );
+        assert_eq!(
+            field(at(ReportKind::VideoFunnel, "granularity=week").unwrap_err()),
+            "granularity"
+        );
+        assert_eq!(
+            field(
+                at(
+                    ReportKind::Products,
+                    "granularity=hour&from=2026-01-01&to=2026-03-01"
+                )
+                .unwrap_err()
+            ),
+            "from",
+            "hours over two months"
+        );
+        assert_eq!(
+            field(at(ReportKind::Products, "adId=x&from=2026-01-01&to=2026-03-01").unwrap_err()),
+            "from",
+            "a drill-down over two months"
+        );
+        assert_eq!(
+            field(
+                at(
+                    ReportKind::Ads,
+                    "adId=x&from=2026-01-01&to=2026-01-02&timeZone=Asia/Tokyo"
+                )
+                .unwrap_err()
+            ),
+            "timeZone"
+        );
+        assert!(at(ReportKind::Ads, "adId=x&from=2026-01-01&to=2026-01-02").is_ok());
+        let f = at(ReportKind::Ads, "adId=x")
+            .expect("the last 31 days")
+            .filter;
+        assert_eq!(f.to_day.zip(f.from_day).map(|(t, fr)| t - fr + 1), Some(31));
+    }
+
     proptest! {
         #[test]
         fn every_accepted_range_is_within_the_bound(a in 0i32..40_000, b in 0i32..40_000, which in 0u8..4) {
@@ -209,7 +396,7 @@ mod tests {
                 to_day: (which & 2 == 2).then_some(b),
                 ..ReportFilter::default()
             };
-            if bound_range(&mut f, TODAY).is_ok() {
+            if bound_range(&mut f, TODAY, MAX_RANGE_DAYS).is_ok() {
                 let (from, to) = (f.from_day.unwrap(), f.to_day.unwrap());
                 prop_assert!(from <= to && to - from < MAX_RANGE_DAYS);
             }

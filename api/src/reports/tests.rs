@@ -95,6 +95,11 @@ async fn sales_rows_carry_roas_where_the_cost_is_known() {
         ..BatchWrite::default()
     };
     store.write(&write).await.expect("write");
+    // As the aggregator leaves a store: its facts counted into the rollups.
+    store
+        .rebuild_tallies(rm_store::model::traffic::ClickWindow::default())
+        .await
+        .expect("count the facts");
     let costs = |c: &str| (c == "camp-1").then(|| usd("$10"));
     let w = Windows::default();
     let h = HeaderMap::new();
@@ -163,6 +168,11 @@ async fn ads_and_campaigns_answer_json_and_csv() {
         ..BatchWrite::default()
     };
     store.write(&write).await.expect("write");
+    // As the aggregator leaves a store: its facts counted into the rollups.
+    store
+        .rebuild_tallies(rm_store::model::traffic::ClickWindow::default())
+        .await
+        .expect("count the facts");
     let h = HeaderMap::new();
     let (status, json) = body(answer(&store, ReportKind::Ads, "", &h).await).await;
     assert_eq!(status, StatusCode::OK);
@@ -170,7 +180,8 @@ async fn ads_and_campaigns_answer_json_and_csv() {
     assert_eq!(
         v,
         serde_json::json!({"rows": [
-            {"campaignId": "camp-1", "adId": "rm1.camp-1.ad", "day": "2026-11-18",
+            {"campaignId": "camp-1", "creativeId": "", "adId": "", "day": "2026-11-18",
+             "periodStart": "2026-11-18T00:00:00Z",
              "impressions": 2, "clicks": 1, "ctr": 0.5, "notBillableImpressions": 1,
              "notBillableClicks": 0, "adIdStatus": "bad_signature",
              "invalidImpressions": {"knownBot": 0, "nonBrowser": 0, "prefetch": 0, "unverifiedAdId": 1,
@@ -239,6 +250,11 @@ async fn money_is_exact_and_two_currencies_never_add() {
         ..BatchWrite::default()
     };
     store.write(&write).await.expect("write");
+    // As the aggregator leaves a store: its facts counted into the rollups.
+    store
+        .rebuild_tallies(rm_store::model::traffic::ClickWindow::default())
+        .await
+        .expect("count the facts");
     let costs = KnownCosts {
         cost: [("camp-1".to_owned(), usd("$10"))].into(),
         max_bid: [("camp-1".to_owned(), usd("$0.10"))].into(),

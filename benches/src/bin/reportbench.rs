@@ -12,8 +12,12 @@
 //!
 //! A session: one shopper, one video ad watched to the end (six milestones), a
 //! product ad's impressions of ten products and a click on one, a banner's impression
-//! and click, one cart add. Every served ad is its own realised ad id, as in
-//! production.
+//! and click, one cart add. Every served ad is its own realised ad id, minted as the
+//! api mints them (naming its campaign and creative), as in production.
+//!
+//! The products and ads reports and the campaign summary are read as the api reads
+//! them (from the rollups, `rm_store::sums`) and, for the baseline, from the stored
+//! facts as every report was before (`(facts)`).
 //!
 //! Embedded store by default; ClickHouse when `RM_CLICKHOUSE_URL` is set (each store
 //! in a database of its own, dropped at the end).
@@ -58,6 +62,11 @@ struct Args {
     clickhouse_url: Option<String>,
 }
 
+/// The key the bench's ad ids are minted with.
+static KEYS: std::sync::LazyLock<rm_schemas::ad_id::AdIdKeys> = std::sync::LazyLock::new(|| {
+    rm_schemas::ad_id::AdIdKeys::new(vec![b"reportbench-ad-id-key".to_vec()]).expect("a key")
+});
+
 /// The events of session `s`, at `base` ms.
 fn session(s: usize, a: &Args, today: i64) -> Vec<InteractionEvent> {
     let campaign = s % a.campaigns;
@@ -73,9 +82,15 @@ fn session(s: usize, a: &Args, today: i64) -> Vec<InteractionEvent> {
         session_id: Some(shopper.clone()),
         ..InteractionEvent::new(ad, kind, at(ms))
     };
-    let video_ad = format!("rm1.camp-{campaign}.v{s}");
-    let product_ad = format!("rm1.camp-{campaign}.p{s}");
-    let banner = format!("rm1.camp-{campaign}.b{s}");
+    // Served ad ids as the api mints them: unique per served ad, naming their creative.
+    let expiry = (base + 1_800_000) / 1000;
+    let mint = |creative: &str| {
+        KEYS.mint(&format!("camp-{campaign}"), creative, expiry)
+            .expect("an id")
+    };
+    let video_ad = mint(&format!("video-{}", campaign % 3));
+    let product_ad = mint("carousel");
+    let banner = mint("banner");
     let product = |k: usize| format!("sku-{}", (s * 13 + k) % a.products);
     let mut out = Vec::with_capacity(21);
     for (i, kind) in rm_schemas::video_funnel::MILESTONES.iter().enumerate() {
@@ -134,11 +149,17 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
     Ok((total, started.elapsed()))
 }
 
-/// The reports, by name: each read once, (ms, rows).
-const REPORTS: [&str; 7] = [
+/// The reports, by name: each read once, (ms, rows). "(facts)": the same report
+/// counted from the stored facts, as every report was before the rollups (the
+/// products and ads rows then per served ad id); the others are what the api serves.
+const REPORTS: [&str; 11] = [
     "campaigns",
+    "campaigns (facts)",
     "products",
+    "products, Asia/Kolkata",
+    "products (facts)",
     "ads",
+    "ads (facts)",
     "video-funnel",
     "carts",
     "carts/campaigns",
@@ -146,14 +167,28 @@ const REPORTS: [&str; 7] = [
 ];
 
 async fn read(store: &AnyStore, which: &str, f: &ReportFilter) -> anyhow::Result<(f64, usize)> {
+    use rm_store::model::periods::{zone, Granularity, Periods};
+    use rm_store::sums;
     let w = Windows::default();
+    let (from, to) = (f.from_day.unwrap_or(0), f.to_day.unwrap_or(0));
+    let utc = Periods::utc_days(from, to);
     let t = Instant::now();
     let rows = match which {
-        "campaigns" => rm_store::campaign_report(store, f, &w, |_| None)
+        "campaigns" => sums::campaign_summary(store, f, &w, &utc, |_| None)
             .await?
             .len(),
-        "products" => store.products(f).await?.len(),
-        "ads" => store.ads(f).await?.len(),
+        "campaigns (facts)" => rm_store::campaign_report(store, f, &w, |_| None)
+            .await?
+            .len(),
+        "products" => sums::product_report(store, f, &utc).await?.len(),
+        "products, Asia/Kolkata" => {
+            let tz = zone("Asia/Kolkata").expect("a zone");
+            let p = Periods::new(tz, Granularity::Day, from, to);
+            sums::product_report(store, f, &p).await?.len()
+        }
+        "products (facts)" => store.products(f).await?.len(),
+        "ads" => sums::ad_report(store, f, &utc).await?.len(),
+        "ads (facts)" => store.ads(f).await?.len(),
         "video-funnel" => store.funnel(f).await?.len(),
         "carts" => store.carts(f).await?.len(),
         "carts/campaigns" => store.cart_campaigns(f).await?.len(),

@@ -205,7 +205,9 @@ impl ClickHouseStore {
             }),
         });
         tokio::spawn(keep_checking(Arc::downgrade(&inner)));
-        Ok(Self { inner })
+        let store = Self { inner };
+        bounded("mark a new store", CONNECT_TIMEOUT, store.mark_if_new()).await?;
+        Ok(store)
     }
 
     fn client(&self) -> &Client {

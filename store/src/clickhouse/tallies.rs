@@ -75,6 +75,24 @@ impl ClickHouseStore {
         insert_rows::<TallyCh>(self.client(), "rollups", &rows).await
     }
 
+    /// Marks a store that holds no facts as counted (nothing to backfill), at
+    /// connect; a store with facts and no marker waits for the aggregator's backfill.
+    pub(crate) async fn mark_if_new(&self) -> Result<(), StoreError> {
+        let facts: u64 = self
+            .client()
+            .query(
+                "SELECT count() FROM (SELECT 1 FROM ad_facts LIMIT 1 \
+                 UNION ALL SELECT 1 FROM product_facts LIMIT 1)",
+            )
+            .fetch_one()
+            .await
+            .map_err(ch("read facts"))?;
+        if facts == 0 && !self.has_marker().await? {
+            self.insert_tallies(&[tallies::marker_row()]).await?;
+        }
+        Ok(())
+    }
+
     async fn has_marker(&self) -> Result<bool, StoreError> {
         let m = TallyKey::marker();
         let n: u64 = self

@@ -114,6 +114,7 @@ impl EmbeddedStore {
         for t in [PRODUCT_FACTS, TOUCHES, AD_FACTS, tallies::ROLLUPS] {
             w.open_table(t).map_err(err)?;
         }
+        tallies::mark_if_new(&w)?;
         w.open_table(ORDERS).map_err(err)?;
         w.commit().map_err(err)?;
         let index = Index::recover(&db)?;

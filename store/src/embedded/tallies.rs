@@ -253,6 +253,30 @@ pub(super) fn backfill(
     Ok(Some(n))
 }
 
+/// Marks a store that holds no facts as counted (nothing to backfill), in the
+/// transaction that opens it; a store with facts and no marker waits for the
+/// aggregator's backfill.
+pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> {
+    let facts = [super::AD_FACTS, super::PRODUCT_FACTS];
+    for table in facts {
+        if w.open_table(table)
+            .map_err(err)?
+            .first()
+            .map_err(err)?
+            .is_some()
+        {
+            return Ok(());
+        }
+    }
+    let mut t = w.open_table(ROLLUPS).map_err(err)?;
+    if !has_marker(&t)? {
+        let (k, v) = tallies::marker_row();
+        t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
 /// Whether the store still needs its backfill.
 pub(super) fn needs_backfill(db: &Database) -> Result<bool, StoreError> {
     let r = db.begin_read().map_err(err)?;

@@ -353,7 +353,7 @@ pub fn diff(
     for r in products["rows"].as_array().cloned().unwrap_or_default() {
         let k = (
             s(&r, "campaignId"),
-            s(&r, "adId"),
+            s(&r, "creativeId"),
             s(&r, "catalogId"),
             s(&r, "productCode"),
             s(&r, "day"),
@@ -387,7 +387,17 @@ pub fn diff(
             },
         );
     }
-    out.extend(mismatches("product", &got_p, &exp.products));
+    // Rows are per creative (the served ads' counts summed).
+    let mut want_p: BTreeMap<(String, String, String, String, String), Product> = BTreeMap::new();
+    for ((c, ad, cat, p, day), n) in &exp.products {
+        let creative = rm_store::model::ad_id_campaign::creative_of(ad);
+        let e = want_p
+            .entry((c.clone(), creative, cat.clone(), p.clone(), day.clone()))
+            .or_default();
+        e.impressions += n.impressions;
+        e.clicks += n.clicks;
+    }
+    out.extend(mismatches("product", &got_p, &want_p));
     let mut got_c = BTreeMap::new();
     for r in carts["rows"].as_array().cloned().unwrap_or_default() {
         let k = (

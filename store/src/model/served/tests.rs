@@ -155,3 +155,70 @@ fn a_claim_says_new_once_then_copy_or_repeat() {
     assert_eq!(ad.claim(Unit::AdClick, 2), Take::Repeat);
     assert_eq!(ad.claim(Unit::AdImpression, 2), Take::New);
 }
+
+/// The state exactly as the version before tallies declared it (field for field): the
+/// bytes it wrote.
+#[derive(Serialize)]
+struct WrittenBefore {
+    taken: Vec<Taken>,
+    shoppers: Vec<u64>,
+    more_shoppers: u32,
+}
+
+#[test]
+fn a_state_of_the_version_before_reads_as_remembering_no_events() {
+    let mut ad = ServedAd::default();
+    assert!(ad.take(Unit::AdClick, 7));
+    ad.see(1);
+    ad.see(2);
+    let before = WrittenBefore {
+        taken: ad.taken.clone(),
+        shoppers: ad.shoppers.clone(),
+        more_shoppers: 0,
+    };
+    let bytes = postcard::to_allocvec(&before).expect("bytes");
+    let read = ServedAd::from_bytes(&bytes, Encoding::V1).expect("reads");
+    assert_eq!((read.units(), read.shoppers()), (1, 2));
+    assert_eq!(read.counted(7), None, "no events remembered");
+    assert_eq!(
+        read.version(),
+        (1 << 40) + 2,
+        "the version that state had, so newer rows win"
+    );
+    assert!(ServedAd::from_bytes(&bytes, Encoding::V2).is_err());
+    let again = ServedAd::from_bytes(&read.to_bytes(), Encoding::V2).expect("reads");
+    assert_eq!(again, read);
+}
+
+#[test]
+fn copies_move_an_event_only_when_they_are_better_and_versions_grow() {
+    use crate::model::status::AdIdStatus;
+    let j = |status, class, time_ms| Judged {
+        status,
+        class,
+        time_ms,
+    };
+    let mut ad = ServedAd::default();
+    let prefetch = j(AdIdStatus::Verified, TrafficClass::Prefetch, 50);
+    assert_eq!(ad.judge(1, prefetch), Some((None, prefetch)), "new");
+    let v = ad.version();
+    assert_eq!(ad.judge(1, prefetch), None, "a copy");
+    assert_eq!(ad.version(), v, "nothing changed");
+    let genuine = j(AdIdStatus::Verified, TrafficClass::Valid, 80);
+    let now = j(AdIdStatus::Verified, TrafficClass::Valid, 50);
+    assert_eq!(
+        ad.judge(1, genuine),
+        Some((Some(prefetch), now)),
+        "better, at the earlier time"
+    );
+    assert!(ad.version() > v);
+    assert_eq!(ad.counted(1), Some(now));
+    for k in 2..(MAX_SEEN as u128 + 10) {
+        assert!(ad.judge(k, prefetch).is_some());
+    }
+    assert_eq!(ad.unremembered(), 9);
+    assert!(
+        ad.judge(MAX_SEEN as u128 + 5, prefetch).is_some(),
+        "beyond the bound, every event is new"
+    );
+}

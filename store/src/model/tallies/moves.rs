@@ -6,7 +6,8 @@
 use super::{Grain, Kind, Metric, Place, PlaceTallies, Scope, Tally, TallyKey};
 use crate::model::status::AdIdStatus;
 use crate::model::traffic::{self, TrafficClass};
-use crate::write::{FastMap, FastSet};
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher;
 
 /// Where a distinct event counts, apart from its time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,11 +123,11 @@ pub fn moves(
 /// Applies a record's moves (from [`moves`]) at `offset` to the tallies of their
 /// places (absent places are empty), noting each tally that moved in `dirty`; true
 /// when any moved (false for a replayed record at or below the stamps).
-pub fn apply(
+pub fn apply<S: BuildHasher, T: BuildHasher>(
     moves: Vec<(TallyKey, i64)>,
     offset: i64,
-    tallies: &mut FastMap<Place, PlaceTallies>,
-    dirty: &mut FastSet<TallyKey>,
+    tallies: &mut HashMap<Place, PlaceTallies, S>,
+    dirty: &mut HashSet<TallyKey, T>,
 ) -> bool {
     let mut moved = false;
     for (key, delta) in moves {
@@ -146,9 +147,9 @@ pub fn apply(
 }
 
 /// The rows a batch writes: the moved tallies' new values.
-pub fn dirty_rows(
-    dirty: FastSet<TallyKey>,
-    tallies: &FastMap<Place, PlaceTallies>,
+pub fn dirty_rows<S: BuildHasher, T: BuildHasher>(
+    dirty: HashSet<TallyKey, T>,
+    tallies: &HashMap<Place, PlaceTallies, S>,
 ) -> Vec<(TallyKey, Tally)> {
     let mut rows: Vec<(TallyKey, Tally)> = dirty
         .into_iter()
@@ -236,8 +237,8 @@ mod tests {
             .iter()
             .filter(|(_, d)| *d > 0)
             .all(|(k, _)| k.place.bucket == 0));
-        let mut tallies = FastMap::default();
-        let mut dirty = FastSet::default();
+        let mut tallies = HashMap::new();
+        let mut dirty = HashSet::new();
         assert!(apply(moves(&e, None, late, 0), 7, &mut tallies, &mut dirty));
         assert!(
             !apply(moves(&e, None, late, 0), 7, &mut tallies, &mut dirty),

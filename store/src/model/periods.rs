@@ -1,0 +1,278 @@
+//! Report periods: which tallies a report in an IANA time zone reads, and the period
+//! each bucket falls in (`timeZone`, `granularity`).
+//!
+//! A report covers the local dates `from` to `to` of its zone: from the first instant
+//! of `from` to the first instant of the day after `to` ([`Periods::span_ms`]). Every
+//! zone's UTC offset, at any time, is a whole number of quarter hours, so a local
+//! hour, day, week or month is a whole number of quarter-hour buckets: a report in
+//! any zone sums quarters ([`Grain::Quarter`]) and is exact. A report in UTC by day,
+//! week, month or over the whole range sums days ([`Grain::Day`]), 96 times fewer
+//! rows. Periods are labelled by their first local instant: a week by its Monday (ISO
+//! weeks; the first and last may be cut by the range), a month by its first day, the
+//! summary by `from`. Around a change of offset a local hour may be missing (its
+//! buckets do not exist) or happen twice (both fall in one period, labelled by the
+//! first).
+
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike};
+use chrono_tz::Tz;
+
+use super::tallies::{Grain, QUARTER_MS};
+
+/// How rows are cut in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Granularity {
+    /// Local hours.
+    Hour,
+    /// Local days.
+    Day,
+    /// ISO weeks (Monday to Sunday).
+    Week,
+    /// Calendar months.
+    Month,
+    /// One period: the whole range.
+    Summary,
+}
+
+impl Granularity {
+    /// Every granularity, as the query names them.
+    pub const ALL: [Granularity; 5] = [
+        Self::Hour,
+        Self::Day,
+        Self::Week,
+        Self::Month,
+        Self::Summary,
+    ];
+
+    /// The query's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hour => "hour",
+            Self::Day => "day",
+            Self::Week => "week",
+            Self::Month => "month",
+            Self::Summary => "summary",
+        }
+    }
+
+    /// Reads a query's name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|g| g.as_str() == s)
+    }
+}
+
+/// A time zone by its IANA name (`UTC`, `Europe/Paris`, `Asia/Kolkata`).
+pub fn zone(name: &str) -> Option<Tz> {
+    name.parse::<Tz>().ok()
+}
+
+/// The periods of one report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Periods {
+    /// The zone.
+    pub tz: Tz,
+    /// How rows are cut.
+    pub granularity: Granularity,
+    from: NaiveDate,
+    to: NaiveDate,
+}
+
+/// A period as a row shows it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Period {
+    /// Its first instant, ms since the epoch (orders rows).
+    pub start_ms: i64,
+    /// Its first local date, `YYYY-MM-DD`.
+    pub day: String,
+    /// Its first local instant, RFC 3339 with the zone's offset then.
+    pub start: String,
+}
+
+fn date_of(day: i32) -> NaiveDate {
+    NaiveDate::default() + Duration::days(i64::from(day))
+}
+
+impl Periods {
+    /// The periods of local dates `from_day` to `to_day` (days since 1970-01-01, read
+    /// as local dates of `tz`).
+    pub fn new(tz: Tz, granularity: Granularity, from_day: i32, to_day: i32) -> Self {
+        Self {
+            tz,
+            granularity,
+            from: date_of(from_day),
+            to: date_of(to_day),
+        }
+    }
+
+    /// UTC by day, as every report read before time zones.
+    pub fn utc_days(from_day: i32, to_day: i32) -> Self {
+        Self::new(Tz::UTC, Granularity::Day, from_day, to_day)
+    }
+
+    /// The first instant (ms) of a local date-time, or the first one after it when
+    /// the zone skipped it (a change of offset).
+    fn instant(&self, local: NaiveDateTime) -> i64 {
+        let mut t = local;
+        for _ in 0..(4 * 26) {
+            if let Some(d) = self.tz.from_local_datetime(&t).earliest() {
+                return d.timestamp_millis();
+            }
+            t += Duration::minutes(15);
+        }
+        local.and_utc().timestamp_millis()
+    }
+
+    /// The instants the report covers: [first instant of `from`, first instant of the
+    /// day after `to`).
+    pub fn span_ms(&self) -> (i64, i64) {
+        let start = self.instant(self.from.and_time(chrono::NaiveTime::MIN));
+        let end = self.instant((self.to + Duration::days(1)).and_time(chrono::NaiveTime::MIN));
+        (start, end)
+    }
+
+    /// The tallies to read: their grain and first and last bucket.
+    pub fn plan(&self) -> (Grain, i32, i32) {
+        let (start, end) = self.span_ms();
+        if self.tz == Tz::UTC && self.granularity != Granularity::Hour {
+            let g = Grain::Day;
+            return (g, g.bucket(start), g.bucket(end - 1));
+        }
+        let g = Grain::Quarter;
+        (g, g.bucket(start), g.bucket(end - 1).max(g.bucket(start)))
+    }
+
+    /// The local start of the period an instant falls in (`None` outside the range).
+    pub fn period_of(&self, ms: i64) -> Option<NaiveDateTime> {
+        let (start, end) = self.span_ms();
+        if ms < start || ms >= end {
+            return None;
+        }
+        let local = DateTime::from_timestamp_millis(ms)?
+            .with_timezone(&self.tz)
+            .naive_local();
+        let date = local.date();
+        let midnight = |d: NaiveDate| d.and_time(chrono::NaiveTime::MIN);
+        Some(match self.granularity {
+            Granularity::Hour => local.with_minute(0)?.with_second(0)?.with_nanosecond(0)?,
+            Granularity::Day => midnight(date),
+            Granularity::Week => {
+                midnight(date - Duration::days(i64::from(date.weekday().num_days_from_monday())))
+            }
+            Granularity::Month => midnight(date.with_day(1)?),
+            Granularity::Summary => midnight(self.from),
+        })
+    }
+
+    /// How a period (its local start, from [`Self::period_of`]) is shown.
+    pub fn label(&self, local: NaiveDateTime) -> Period {
+        let start_ms = self.instant(local);
+        let start = DateTime::from_timestamp_millis(start_ms)
+            .map(|d| {
+                d.with_timezone(&self.tz)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            })
+            .unwrap_or_default();
+        Period {
+            start_ms,
+            day: local.date().format("%Y-%m-%d").to_string(),
+            start,
+        }
+    }
+
+    /// The period of a bucket of `grain` (by its first instant), labelled; `None`
+    /// outside the range.
+    pub fn period_of_bucket(&self, grain: Grain, bucket: i32) -> Option<NaiveDateTime> {
+        let ms = grain.start_ms(bucket);
+        // A day bucket is read only for UTC, where it starts its own period.
+        debug_assert!(grain == Grain::Day || grain.start_ms(bucket) % QUARTER_MS == 0);
+        self.period_of(ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::day_of;
+    use proptest::prelude::*;
+
+    fn day(s: &str) -> i32 {
+        crate::model::parse_day(s).expect("a date")
+    }
+
+    #[test]
+    fn utc_days_read_day_buckets_and_other_zones_quarters() {
+        let p = Periods::utc_days(day("2026-11-01"), day("2026-11-30"));
+        assert_eq!(p.plan(), (Grain::Day, day("2026-11-01"), day("2026-11-30")));
+        let kolkata = zone("Asia/Kolkata").expect("a zone");
+        let p = Periods::new(
+            kolkata,
+            Granularity::Day,
+            day("2026-11-26"),
+            day("2026-11-26"),
+        );
+        let (g, a, b) = p.plan();
+        assert_eq!(g, Grain::Quarter);
+        assert_eq!(b - a + 1, 96, "one local day, 96 quarters");
+        // Local midnight is 18:30 UTC the day before.
+        assert_eq!(
+            Grain::Quarter.start_ms(a),
+            DateTime::parse_from_rfc3339("2026-11-25T18:30:00Z")
+                .expect("time")
+                .timestamp_millis()
+        );
+        let l = p.label(p.period_of_bucket(g, a).expect("in range"));
+        assert_eq!(
+            (l.day.as_str(), l.start.as_str()),
+            ("2026-11-26", "2026-11-26T00:00:00+05:30")
+        );
+        assert!(p.period_of_bucket(g, a - 1).is_none());
+        assert!(p.period_of_bucket(g, b + 1).is_none());
+        assert!(zone("Mars/Olympus").is_none());
+    }
+
+    #[test]
+    fn weeks_months_and_the_summary_are_labelled_by_their_start() {
+        let paris = zone("Europe/Paris").expect("a zone");
+        let ms = DateTime::parse_from_rfc3339("2026-11-26T23:30:00Z")
+            .expect("time")
+            .timestamp_millis(); // Friday 00:30 in Paris
+        let at = |g| {
+            let p = Periods::new(paris, g, day("2026-11-01"), day("2026-11-30"));
+            p.label(p.period_of(ms).expect("in range")).day
+        };
+        assert_eq!(at(Granularity::Day), "2026-11-27");
+        assert_eq!(at(Granularity::Week), "2026-11-23");
+        assert_eq!(at(Granularity::Month), "2026-11-01");
+        assert_eq!(at(Granularity::Summary), "2026-11-01");
+        assert_eq!(Granularity::parse("week"), Some(Granularity::Week));
+        assert_eq!(Granularity::parse("fortnight"), None);
+    }
+
+    #[test]
+    fn a_day_with_a_change_of_offset_has_its_own_length() {
+        // Paris left summer time on 2026-10-25: that local day lasted 25 hours.
+        let paris = zone("Europe/Paris").expect("a zone");
+        let p = Periods::new(
+            paris,
+            Granularity::Hour,
+            day("2026-10-25"),
+            day("2026-10-25"),
+        );
+        let (g, a, b) = p.plan();
+        assert_eq!(b - a + 1, 100, "25 hours of quarters");
+        let hours: std::collections::BTreeSet<_> =
+            (a..=b).filter_map(|q| p.period_of_bucket(g, q)).collect();
+        assert_eq!(hours.len(), 24, "02:00 happened twice and is one period");
+    }
+
+    proptest! {
+        /// In UTC by day, every instant's period is its own UTC day.
+        #[test]
+        fn utc_periods_are_utc_days(ms in 1_600_000_000_000i64..1_900_000_000_000) {
+            let d = day_of(ms);
+            let p = Periods::utc_days(d - 3, d + 3);
+            let l = p.label(p.period_of(ms).expect("in range"));
+            prop_assert_eq!(l.start_ms, Grain::Day.start_ms(d));
+            prop_assert_eq!(l.day, crate::model::format_day(d));
+        }
+    }
+}

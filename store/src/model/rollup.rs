@@ -1,0 +1,405 @@
+//! The products and ads reports read from the tallies (issue 26): one row per
+//! campaign, creative (the ad the ad server served, not each served ad's id), catalog
+//! and product (products) and period, the tallies of the buckets in the period summed.
+//! A report costs the rows it returns times the buckets in its range, whatever the
+//! events behind them. A drill-down by served ad id (`adId`) reads the stored facts
+//! instead, over a short range ([`ProductRow::served`], [`AdRow::served`]).
+
+use std::collections::BTreeMap;
+
+use chrono::NaiveDateTime;
+use serde::{Deserialize, Serialize};
+
+use super::ad_id_campaign::creative_of;
+use super::ads::AdReportRow;
+use super::periods::Periods;
+use super::products::ProductReportRow;
+use super::rate;
+use super::status::AdIdStatus;
+use super::tallies::{Kind, Metric, SummedTally};
+use super::traffic::InvalidCounts;
+
+/// One row of the products report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProductRow {
+    /// Campaign.
+    pub campaign_id: String,
+    /// The creative the ad id names (`p:<code>` for a product ad, `banner`, a video's
+    /// id; empty when the id names none).
+    pub creative_id: String,
+    /// The served ad id, in a drill-down (`adId`); empty in rows of the tallies.
+    pub ad_id: String,
+    /// Catalog.
+    pub catalog_id: String,
+    /// Product.
+    pub product_code: String,
+    /// The period's first local date, `YYYY-MM-DD`.
+    pub day: String,
+    /// The period's first local instant, RFC 3339 with the zone's offset.
+    pub period_start: String,
+    /// Valid impressions.
+    pub impressions: u64,
+    /// Valid clicks.
+    pub clicks: u64,
+    /// clicks / impressions (0 without impressions).
+    pub ctr: f64,
+    /// The worst ad id status among the row's events.
+    pub ad_id_status: AdIdStatus,
+    /// Invalid impressions by reason.
+    pub invalid_impressions: InvalidCounts,
+    /// Invalid clicks by reason.
+    pub invalid_clicks: InvalidCounts,
+}
+
+/// One row of the ads report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdRow {
+    /// Campaign.
+    pub campaign_id: String,
+    /// The creative the ad id names.
+    pub creative_id: String,
+    /// The served ad id, in a drill-down (`adId`); empty in rows of the tallies.
+    pub ad_id: String,
+    /// The period's first local date, `YYYY-MM-DD`.
+    pub day: String,
+    /// The period's first local instant, RFC 3339 with the zone's offset.
+    pub period_start: String,
+    /// Billable impressions.
+    pub impressions: u64,
+    /// Billable clicks.
+    pub clicks: u64,
+    /// clicks / impressions, billable only (0 without impressions).
+    pub ctr: f64,
+    /// Impressions that are not billable (every reason).
+    pub not_billable_impressions: u64,
+    /// Clicks that are not billable (every reason).
+    pub not_billable_clicks: u64,
+    /// The worst ad id status among the row's events.
+    pub ad_id_status: AdIdStatus,
+    /// Invalid impressions by reason.
+    pub invalid_impressions: InvalidCounts,
+    /// Invalid clicks by reason.
+    pub invalid_clicks: InvalidCounts,
+}
+
+/// The counts of one row as its tallies add up.
+#[derive(Debug, Default, Clone)]
+struct Acc {
+    impressions: u64,
+    clicks: u64,
+    invalid_impressions: InvalidCounts,
+    invalid_clicks: InvalidCounts,
+    worst: AdIdStatus,
+}
+
+impl Acc {
+    fn add(&mut self, metric: Metric, n: u64) {
+        match metric {
+            Metric::Events(k, None) if is_impression(k) => self.impressions += n,
+            Metric::Events(_, None) => self.clicks += n,
+            Metric::Events(k, Some(why)) if is_impression(k) => {
+                self.invalid_impressions.add(why, n)
+            }
+            Metric::Events(_, Some(why)) => self.invalid_clicks.add(why, n),
+            Metric::Status(_, s) if n > 0 => self.worst = self.worst.max(s),
+            Metric::Status(..) | Metric::Backfilled => {}
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.impressions
+            + self.clicks
+            + self.invalid_impressions.total()
+            + self.invalid_clicks.total()
+            == 0
+    }
+}
+
+fn is_impression(k: Kind) -> bool {
+    matches!(k, Kind::AdImpression | Kind::ProductImpression)
+}
+
+/// Row key: campaign, creative, catalog, product, the period's local start.
+type RowKey = (String, String, String, String, NaiveDateTime);
+
+/// Sums tallies (of one scope and grain, as [`Periods::plan`] says) into rows per
+/// place and period, for events of `kinds`; rows with nothing counted are left out.
+fn sum_rows(summed: &[SummedTally], periods: &Periods, kinds: &[Kind]) -> BTreeMap<RowKey, Acc> {
+    let mut period_of: BTreeMap<i32, Option<NaiveDateTime>> = BTreeMap::new();
+    let mut rows: BTreeMap<RowKey, Acc> = BTreeMap::new();
+    for s in summed {
+        let Some(kind) = s.metric.kind() else {
+            continue;
+        };
+        if !kinds.contains(&kind) {
+            continue;
+        }
+        let p = &s.place;
+        let period = *period_of
+            .entry(p.bucket)
+            .or_insert_with(|| periods.period_of_bucket(p.grain, p.bucket));
+        let Some(period) = period else { continue };
+        let n = u64::try_from(s.value).unwrap_or(0);
+        rows.entry((
+            p.campaign_id.clone(),
+            p.creative.clone(),
+            p.catalog_id.clone(),
+            p.product_code.clone(),
+            period,
+        ))
+        .or_default()
+        .add(s.metric, n);
+    }
+    rows.retain(|_, a| !a.is_empty());
+    rows
+}
+
+/// Orders rows by key, then period start (a period's label sorts as its start).
+fn in_order<R>(mut rows: Vec<(RowKey, i64, R)>) -> Vec<R> {
+    rows.sort_by(|a, b| {
+        (&a.0 .0, &a.0 .1, &a.0 .2, &a.0 .3, a.1).cmp(&(&b.0 .0, &b.0 .1, &b.0 .2, &b.0 .3, b.1))
+    });
+    rows.into_iter().map(|(_, _, r)| r).collect()
+}
+
+/// The products report's rows from creative tallies of product events.
+pub fn product_rows(summed: &[SummedTally], periods: &Periods) -> Vec<ProductRow> {
+    let rows = sum_rows(
+        summed,
+        periods,
+        &[Kind::ProductImpression, Kind::ProductClick],
+    );
+    in_order(
+        rows.into_iter()
+            .map(|(k, a)| {
+                let label = periods.label(k.4);
+                let row = ProductRow {
+                    campaign_id: k.0.clone(),
+                    creative_id: k.1.clone(),
+                    ad_id: String::new(),
+                    catalog_id: k.2.clone(),
+                    product_code: k.3.clone(),
+                    day: label.day,
+                    period_start: label.start,
+                    impressions: a.impressions,
+                    clicks: a.clicks,
+                    ctr: rate(a.clicks, a.impressions),
+                    ad_id_status: a.worst,
+                    invalid_impressions: a.invalid_impressions,
+                    invalid_clicks: a.invalid_clicks,
+                };
+                (k, label.start_ms, row)
+            })
+            .collect(),
+    )
+}
+
+/// The ads report's rows from creative tallies of ad events.
+pub fn ad_rows(summed: &[SummedTally], periods: &Periods) -> Vec<AdRow> {
+    let rows = sum_rows(summed, periods, &[Kind::AdImpression, Kind::AdClick]);
+    in_order(
+        rows.into_iter()
+            .map(|(k, a)| {
+                let label = periods.label(k.4);
+                let row = AdRow {
+                    campaign_id: k.0.clone(),
+                    creative_id: k.1.clone(),
+                    ad_id: String::new(),
+                    day: label.day,
+                    period_start: label.start,
+                    impressions: a.impressions,
+                    clicks: a.clicks,
+                    ctr: rate(a.clicks, a.impressions),
+                    not_billable_impressions: a.invalid_impressions.total(),
+                    not_billable_clicks: a.invalid_clicks.total(),
+                    ad_id_status: a.worst,
+                    invalid_impressions: a.invalid_impressions,
+                    invalid_clicks: a.invalid_clicks,
+                };
+                (k, label.start_ms, row)
+            })
+            .collect(),
+    )
+}
+
+/// The campaign summary's ads and products parts from campaign tallies: one row per
+/// campaign and period, `day` the period's label (so the summary groups by period).
+pub fn campaign_parts(
+    summed: &[SummedTally],
+    periods: &Periods,
+) -> (Vec<AdReportRow>, Vec<ProductReportRow>) {
+    let ads = ad_rows(summed, periods)
+        .into_iter()
+        .map(|r| AdReportRow {
+            campaign_id: r.campaign_id,
+            ad_id: String::new(),
+            day: r.day,
+            impressions: r.impressions,
+            clicks: r.clicks,
+            ctr: r.ctr,
+            not_billable_impressions: r.not_billable_impressions,
+            not_billable_clicks: r.not_billable_clicks,
+            ad_id_status: r.ad_id_status,
+            invalid_impressions: r.invalid_impressions,
+            invalid_clicks: r.invalid_clicks,
+        })
+        .collect();
+    let products = product_rows(summed, periods)
+        .into_iter()
+        .map(|r| ProductReportRow {
+            campaign_id: r.campaign_id,
+            ad_id: String::new(),
+            catalog_id: r.catalog_id,
+            product_code: r.product_code,
+            day: r.day,
+            impressions: r.impressions,
+            clicks: r.clicks,
+            ctr: r.ctr,
+            ad_id_status: r.ad_id_status,
+            invalid_impressions: r.invalid_impressions,
+            invalid_clicks: r.invalid_clicks,
+        })
+        .collect();
+    (ads, products)
+}
+
+/// The UTC-midnight RFC 3339 start of a fact row's day.
+fn utc_start(day: &str) -> String {
+    format!("{day}T00:00:00Z")
+}
+
+impl ProductRow {
+    /// A drill-down row: the stored facts' row of one served ad and UTC day.
+    pub fn served(r: ProductReportRow) -> Self {
+        Self {
+            creative_id: creative_of(&r.ad_id),
+            period_start: utc_start(&r.day),
+            campaign_id: r.campaign_id,
+            ad_id: r.ad_id,
+            catalog_id: r.catalog_id,
+            product_code: r.product_code,
+            day: r.day,
+            impressions: r.impressions,
+            clicks: r.clicks,
+            ctr: r.ctr,
+            ad_id_status: r.ad_id_status,
+            invalid_impressions: r.invalid_impressions,
+            invalid_clicks: r.invalid_clicks,
+        }
+    }
+}
+
+impl AdRow {
+    /// A drill-down row: the stored facts' row of one served ad and UTC day.
+    pub fn served(r: AdReportRow) -> Self {
+        Self {
+            creative_id: creative_of(&r.ad_id),
+            period_start: utc_start(&r.day),
+            campaign_id: r.campaign_id,
+            ad_id: r.ad_id,
+            day: r.day,
+            impressions: r.impressions,
+            clicks: r.clicks,
+            ctr: r.ctr,
+            not_billable_impressions: r.not_billable_impressions,
+            not_billable_clicks: r.not_billable_clicks,
+            ad_id_status: r.ad_id_status,
+            invalid_impressions: r.invalid_impressions,
+            invalid_clicks: r.invalid_clicks,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::periods::{zone, Granularity};
+    use crate::model::tallies::{Grain, Place, Scope};
+    use crate::model::traffic::Invalid;
+
+    fn tally(grain: Grain, bucket: i32, metric: Metric, value: i64) -> SummedTally {
+        SummedTally {
+            place: Place {
+                campaign_id: "c".into(),
+                scope: Scope::Creative,
+                grain,
+                bucket,
+                creative: "p:sku".into(),
+                catalog_id: "cat".into(),
+                product_code: "sku".into(),
+                partition: 0,
+            },
+            metric,
+            value,
+        }
+    }
+
+    #[test]
+    fn quarters_sum_into_local_days_and_statuses_into_the_worst() {
+        let day = crate::model::parse_day("2026-11-26").expect("day");
+        let q0 = day * 96;
+        let rows = [
+            // 18:15 UTC on the 25th: the 25th in Kolkata (+05:30 makes it 23:45).
+            tally(
+                Grain::Quarter,
+                q0 - 23,
+                Metric::Events(Kind::ProductImpression, None),
+                2,
+            ),
+            // 18:30 UTC: midnight of the 26th in Kolkata.
+            tally(
+                Grain::Quarter,
+                q0 - 22,
+                Metric::Events(Kind::ProductImpression, None),
+                3,
+            ),
+            tally(
+                Grain::Quarter,
+                q0 + 40,
+                Metric::Events(Kind::ProductClick, None),
+                1,
+            ),
+            tally(
+                Grain::Quarter,
+                q0 + 41,
+                Metric::Events(Kind::ProductClick, Some(Invalid::ServedAdRepeat)),
+                4,
+            ),
+            tally(
+                Grain::Quarter,
+                q0 + 41,
+                Metric::Status(Kind::ProductClick, AdIdStatus::Expired),
+                0,
+            ),
+            tally(
+                Grain::Quarter,
+                q0 + 41,
+                Metric::Events(Kind::AdClick, None),
+                9,
+            ),
+        ];
+        let kolkata = zone("Asia/Kolkata").expect("zone");
+        let p = Periods::new(kolkata, Granularity::Day, day - 1, day);
+        let got = product_rows(&rows, &p);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!((got[0].day.as_str(), got[0].impressions), ("2026-11-25", 2));
+        assert_eq!(
+            (got[1].day.as_str(), got[1].impressions, got[1].clicks),
+            ("2026-11-26", 3, 1)
+        );
+        assert_eq!(got[1].invalid_clicks.served_ad_repeat, 4);
+        assert_eq!(
+            got[1].ad_id_status,
+            AdIdStatus::Verified,
+            "a zero status counts nothing"
+        );
+        assert_eq!(got[1].period_start, "2026-11-26T00:00:00+05:30");
+        assert_eq!(got[1].ctr, 1.0 / 3.0);
+        let summary = Periods::new(kolkata, Granularity::Summary, day - 1, day);
+        let one = product_rows(&rows, &summary);
+        assert_eq!((one.len(), one[0].impressions), (1, 5));
+        assert_eq!(ad_rows(&rows, &summary)[0].clicks, 9);
+    }
+}

@@ -1,0 +1,123 @@
+//! The reports that read sums (issue 26): products, ads and the campaign summary's
+//! counts from the tallies ([`crate::model::tallies`]), for any backend, in any IANA
+//! time zone and granularity ([`Periods`]). A drill-down by served ad id reads the
+//! stored facts (the caller bounds its range). Before a store's earlier facts are
+//! counted (the aggregator's first start on a store of an earlier version) these
+//! reports are unavailable (a 503 to retry), never answered from half the counts.
+
+use std::collections::BTreeSet;
+
+use crate::model::attribution::Windows;
+use crate::model::campaigns::{self, CampaignParts, CampaignReportRow};
+use crate::model::periods::Periods;
+use crate::model::rollup::{self, AdRow, ProductRow};
+use crate::model::tallies::{Kind, Scope, SummedTally, TallyQuery};
+use crate::{ReportFilter, ReportStore, StoreError};
+
+/// The campaigns a filter reads (`None`: every campaign).
+fn campaigns(f: &ReportFilter) -> Option<BTreeSet<String>> {
+    match (&f.campaign_id, &f.tenant) {
+        (Some(c), _) if f.allows_campaign(c) => Some([c.clone()].into_iter().collect()),
+        (Some(_), _) => Some(BTreeSet::new()),
+        (None, Some(t)) => Some(t.campaigns.iter().cloned().collect()),
+        (None, None) => None,
+    }
+}
+
+/// The tallies of `scope` and `kinds` a report of `f` over `periods` reads.
+async fn read<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    periods: &Periods,
+    scope: Scope,
+    kinds: &[Kind],
+) -> Result<Vec<SummedTally>, StoreError> {
+    let (grain, from, to) = periods.plan();
+    let q = TallyQuery {
+        campaigns: campaigns(f),
+        scope,
+        grain,
+        from,
+        to,
+        kinds: kinds.to_vec(),
+        catalog_id: f.catalog_id.clone().filter(|_| scope == Scope::Creative),
+    };
+    store.tallies(&q).await?.ok_or_else(|| {
+        StoreError::Unavailable(
+            "the report store's earlier events are being counted into its rollups \
+             (the aggregator's first start on a store of an earlier version); try again shortly"
+                .into(),
+        )
+    })
+}
+
+/// The products report: rows per campaign, creative, catalog, product and period; or,
+/// with the filter's `adId`, the stored facts' rows of that served ad per UTC day.
+pub async fn product_report<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    periods: &Periods,
+) -> Result<Vec<ProductRow>, StoreError> {
+    if f.ad_id.is_some() {
+        let rows = store.products(f).await?;
+        return Ok(rows.into_iter().map(ProductRow::served).collect());
+    }
+    let kinds = [Kind::ProductImpression, Kind::ProductClick];
+    let summed = read(store, f, periods, Scope::Creative, &kinds).await?;
+    Ok(rollup::product_rows(&summed, periods))
+}
+
+/// The ads report: rows per campaign, creative and period; or, with the filter's
+/// `adId`, the stored facts' rows of that served ad per UTC day.
+pub async fn ad_report<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    periods: &Periods,
+) -> Result<Vec<AdRow>, StoreError> {
+    if f.ad_id.is_some() {
+        let rows = store.ads(f).await?;
+        return Ok(rows.into_iter().map(AdRow::served).collect());
+    }
+    let kinds = [Kind::AdImpression, Kind::AdClick];
+    let summed = read(store, f, periods, Scope::Creative, &kinds).await?;
+    Ok(rollup::ad_rows(&summed, periods))
+}
+
+/// The campaign summary per campaign and period (UTC: its video, cart and sales
+/// columns are still read per UTC day from the facts, then put in their periods).
+/// `max_bid` gives each campaign's bid per click for spend ([`campaigns::report`]).
+pub async fn campaign_summary<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    w: &Windows,
+    periods: &Periods,
+    max_bid: impl Fn(&str) -> Option<rm_schemas::money::Money>,
+) -> Result<Vec<CampaignReportRow>, StoreError> {
+    let f = ReportFilter {
+        ad_id: None,
+        catalog_id: None,
+        ..f.clone()
+    };
+    let summed = read(store, &f, periods, Scope::Campaign, &[]).await?;
+    let (ads, products) = rollup::campaign_parts(&summed, periods);
+    // A UTC day's label in its period.
+    let relabel = |day: &mut String| {
+        if let Some(d) = crate::model::parse_day(day) {
+            let start = crate::model::tallies::Grain::Day.start_ms(d);
+            if let Some(p) = periods.period_of(start) {
+                *day = periods.label(p).day;
+            }
+        }
+    };
+    let mut parts = CampaignParts {
+        ads,
+        products,
+        funnel: store.funnel(&f).await?,
+        cart_adds: store.cart_adds(&f).await?,
+        sales: store.campaign_sales(&f, w).await?,
+    };
+    parts.funnel.iter_mut().for_each(|r| relabel(&mut r.day));
+    parts.cart_adds.iter_mut().for_each(|r| relabel(&mut r.day));
+    parts.sales.iter_mut().for_each(|r| relabel(&mut r.day));
+    Ok(campaigns::report(&parts, max_bid))
+}
