@@ -3,9 +3,9 @@
 //! | route | rows |
 //! |---|---|
 //! | `GET /v1/reports/video-funnel` | per campaign, ad, creative (videoId) and day: views, the ad's billable impressions, milestones, rates over plays, debounced controls, rule violations, adIdStatus |
-//! | `GET /v1/reports/products` | per campaign, ad, catalog, product and day: impressions, clicks, CTR (zero-click rows included), adIdStatus |
-//! | `GET /v1/reports/ads` | per campaign, ad and day: billable impressions, clicks, CTR; notBillableImpressions, notBillableClicks; adIdStatus |
-//! | `GET /v1/reports/campaigns` | per campaign and day: impressions, clicks, CTR, video plays, completion rate, product impressions and clicks, carts added, attributed orders, revenue, spend, ROAS |
+//! | `GET /v1/reports/products` | per campaign, creative, catalog, product and period (`adId`: the drill-down, per served ad and UTC day): impressions, clicks, CTR (zero-click rows included), adIdStatus |
+//! | `GET /v1/reports/ads` | per campaign, creative and period (`adId`: the drill-down): billable impressions, clicks, CTR; notBillableImpressions, notBillableClicks; adIdStatus |
+//! | `GET /v1/reports/campaigns` | per campaign and period (UTC): impressions, clicks, CTR, video plays, completion rate, product impressions and clicks, carts added, attributed orders, revenue, spend, ROAS |
 //! | `GET /v1/reports/carts` | per cart line (tracking id, catalog, product): units now, last value, adds, increments, decrements, removals, adIdStatus |
 //! | `GET /v1/reports/carts/campaigns` | per campaign and product: carts added, units added, value |
 //! | `GET /v1/reports/sales` | per credited campaign, catalog, product and order day: orders, units, revenue, click and view attributions, ROAS |
@@ -15,6 +15,11 @@
 //! without it). Only that namespace's campaigns' rows, and its orders attributed to
 //! its campaigns, are in the answer; a `campaignId` of another namespace is a 404,
 //! as if it did not exist.
+//!
+//! **Sums.** The products and ads reports and the campaign summary's ad and product
+//! columns read the rollups (`rm_store::sums`): their cost is the rows they return
+//! times the buckets of their range, whatever the events behind them; `timeZone` and
+//! `granularity` cut their periods ([`query`]).
 //!
 //! Each route is a [`ReportKind`]; its query string is decoded once ([`query::parse`]).
 //! Query parameters (all optional; [`query`]): `campaignId`, `adId`, `catalogId`,

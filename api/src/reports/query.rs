@@ -15,7 +15,7 @@
 //! (its video, cart and sales columns are kept by UTC day); the other reports are by
 //! UTC day. Hourly rows cover at most [`MAX_HOURLY_DAYS`] days. A drill-down by
 //! served ad (`adId`, products and ads) reads the stored facts: UTC days, at most
-//! [`MAX_DRILL_DOWN_DAYS`].
+//! [`MAX_DRILL_DOWN_DAYS`] (also its default range).
 
 use http::{header, HeaderMap};
 use rm_schemas::percent::{self, Rules};

@@ -78,16 +78,16 @@ impl ClickHouseStore {
     /// Marks a store that holds no facts as counted (nothing to backfill), at
     /// connect; a store with facts and no marker waits for the aggregator's backfill.
     pub(crate) async fn mark_if_new(&self) -> Result<(), StoreError> {
-        let facts: u64 = self
+        let facts: Vec<u64> = self
             .client()
             .query(
                 "SELECT count() FROM (SELECT 1 FROM ad_facts LIMIT 1 \
                  UNION ALL SELECT 1 FROM product_facts LIMIT 1)",
             )
-            .fetch_one()
+            .fetch_all()
             .await
             .map_err(ch("read facts"))?;
-        if facts == 0 && !self.has_marker().await? {
+        if facts == [0] && !self.has_marker().await? {
             self.insert_tallies(&[tallies::marker_row()]).await?;
         }
         Ok(())
