@@ -228,7 +228,7 @@ pub const SERVED_ADS: &str = "CREATE TABLE IF NOT EXISTS served_ads (
 ORDER BY ad_id";
 
 /// Counts decided as events arrive (`rm_store::model::tallies`): per campaign, scope
-/// (0 the campaign's, 1 a creative's), grain (0 a UTC day, 1 a quarter hour), time
+/// (0 the campaign's, 1 a creative's ad events, 2 its product events), grain (0 a UTC day, 1 a quarter hour), time
 /// bucket, creative, catalog, product, log partition and metric, each row an absolute
 /// count stamped with the offset (plus one) of the last record of its partition that
 /// moved it. The highest stamp of a key is its value (`argMax(value, stamp)`); a

@@ -40,7 +40,7 @@ async fn read<S: ReportStore + ?Sized>(
         from,
         to,
         kinds: kinds.to_vec(),
-        catalog_id: f.catalog_id.clone().filter(|_| scope == Scope::Creative),
+        catalog_id: f.catalog_id.clone().filter(|_| scope == Scope::Product),
     };
     store.tallies(&q).await?.ok_or_else(|| {
         StoreError::Unavailable(
@@ -63,7 +63,7 @@ pub async fn product_report<S: ReportStore + ?Sized>(
         return Ok(rows.into_iter().map(ProductRow::served).collect());
     }
     let kinds = [Kind::ProductImpression, Kind::ProductClick];
-    let summed = read(store, f, periods, Scope::Creative, &kinds).await?;
+    let summed = read(store, f, periods, Scope::Product, &kinds).await?;
     Ok(rollup::product_rows(&summed, periods))
 }
 

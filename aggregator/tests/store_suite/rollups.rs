@@ -336,6 +336,22 @@ async fn read(store: &impl Store, scope: Scope, grain: Grain) -> Vec<SummedTally
     store.tallies(&q).await.expect("tallies").expect("counted")
 }
 
+/// The creatives' tallies of a grain: ad events' and product events'.
+async fn detail(store: &impl Store, grain: Grain) -> Vec<SummedTally> {
+    let mut rows = read(store, Scope::Creative, grain).await;
+    let products = read(store, Scope::Product, grain).await;
+    assert!(
+        rows.iter()
+            .all(|s| !s.metric.kind().is_some_and(Kind::is_product))
+            && products
+                .iter()
+                .all(|s| s.metric.kind().is_some_and(Kind::is_product)),
+        "ad and product events apart"
+    );
+    rows.extend(products);
+    rows
+}
+
 /// The tallies of a scope and grain as report counts, quarters summed into days.
 fn as_counts(rows: &[SummedTally]) -> BTreeMap<Key, Counts> {
     let mut out: BTreeMap<Key, Counts> = BTreeMap::new();
@@ -422,7 +438,7 @@ pub(crate) async fn counted_as_the_reports_count(
         "a new store is counted when opened"
     );
     ingest(store, seed).await;
-    let days = row_status(as_counts(&read(store, Scope::Creative, Grain::Day).await));
+    let days = row_status(as_counts(&detail(store, Grain::Day).await));
     if reports {
         let reports = row_status(from_reports(store).await);
         assert!(
@@ -439,14 +455,11 @@ pub(crate) async fn counted_as_the_reports_count(
             "seed {seed}: no tally without a report row"
         );
     }
-    let quarters = row_status(as_counts(
-        &read(store, Scope::Creative, Grain::Quarter).await,
-    ));
+    let quarters = row_status(as_counts(&detail(store, Grain::Quarter).await));
     assert_eq!(quarters, days, "seed {seed}: quarters add up to days");
     // Creatives add up to their campaign, reason by reason.
     let mut by_campaign: BTreeMap<(String, i32, Kind), Counts> = BTreeMap::new();
-    for ((c, _, _, _, day, kind), n) in &as_counts(&read(store, Scope::Creative, Grain::Day).await)
-    {
+    for ((c, _, _, _, day, kind), n) in &as_counts(&detail(store, Grain::Day).await) {
         let e = by_campaign.entry((c.clone(), *day, *kind)).or_default();
         e.valid += n.valid;
         e.invalid.merge(&n.invalid);

@@ -546,6 +546,7 @@ pub(crate) fn scope_of(code: u8) -> Result<Scope, StoreError> {
     match code {
         0 => Ok(Scope::Campaign),
         1 => Ok(Scope::Creative),
+        2 => Ok(Scope::Product),
         _ => Err(corrupt("scope", &code.to_string())),
     }
 }

@@ -100,6 +100,7 @@ fn decode(b: &[u8]) -> Result<TallyKey, StoreError> {
     let scope = match sg[0] {
         0 => Scope::Campaign,
         1 => Scope::Creative,
+        2 => Scope::Product,
         _ => return Err(bad()),
     };
     let grain = match sg[1] {
@@ -301,7 +302,7 @@ mod tests {
         TallyKey {
             place: Place {
                 campaign_id: c.into(),
-                scope: Scope::Creative,
+                scope: Scope::Product,
                 grain: Grain::Quarter,
                 bucket,
                 creative: creative.into(),

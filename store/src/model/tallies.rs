@@ -8,7 +8,8 @@
 //! billable (`None`: billable), and, beside that, those whose ad id did not verify by
 //! status (a row's `adIdStatus`). Each distinct event counts in four places
 //! ([`moves::places`]): its campaign and its creative (with the catalog and product
-//! for a product event), each per UTC day and per quarter hour ([`Grain`]); the
+//! for a product event, [`Scope::Product`]), each per UTC day and per quarter hour
+//! ([`Grain`]); the
 //! quarter hours make a report in any IANA time zone exact, the days make a UTC one
 //! cheap.
 //!
@@ -167,9 +168,11 @@ pub enum Scope {
     /// The campaign's (creative, catalog and product empty): the campaign summary and
     /// spend.
     Campaign,
-    /// A creative's (and for product events its catalog and product): the ads and
-    /// products reports.
+    /// A creative's ad events (catalog and product empty): the ads report.
     Creative,
+    /// A creative's product events, with their catalog and product: the products
+    /// report (apart from the ad events, so neither report reads the other's tallies).
+    Product,
 }
 
 /// How long a place's time bucket is.

@@ -65,16 +65,20 @@ impl Judged {
 /// The four places an event at `time_ms` of log `partition` counts in: its campaign's
 /// and its creative's, each per day and per quarter hour.
 pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 4] {
+    let detail = if e.kind.is_product() {
+        Scope::Product
+    } else {
+        Scope::Creative
+    };
     let place = |scope: Scope, grain: Grain| {
-        let detail = scope == Scope::Creative;
-        let product = detail && e.kind.is_product();
+        let product = scope == Scope::Product;
         let pick = |on: bool, s: &str| if on { s.to_owned() } else { String::new() };
         Place {
             campaign_id: e.campaign_id.to_owned(),
             scope,
             grain,
             bucket: grain.bucket(time_ms),
-            creative: pick(detail, e.creative),
+            creative: pick(scope != Scope::Campaign, e.creative),
             catalog_id: pick(product, e.catalog_id),
             product_code: pick(product, e.product_code),
             partition,
@@ -83,8 +87,8 @@ pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 4] {
     [
         place(Scope::Campaign, Grain::Day),
         place(Scope::Campaign, Grain::Quarter),
-        place(Scope::Creative, Grain::Day),
-        place(Scope::Creative, Grain::Quarter),
+        place(detail, Grain::Day),
+        place(detail, Grain::Quarter),
     ]
 }
 
