@@ -6,12 +6,11 @@
 //! **What is counted** ([`Metric`]): the distinct ad impressions, ad clicks, product
 //! impressions and product clicks, each under the reason its best copy is not
 //! billable (`None`: billable), and, beside that, those whose ad id did not verify by
-//! status (a row's `adIdStatus`). Each distinct event counts in four places
-//! ([`moves::places`]): its campaign and its creative (with the catalog and product
-//! for a product event, [`Scope::Product`]), each per UTC day and per quarter hour
-//! ([`Grain`]); the
-//! quarter hours make a report in any IANA time zone exact, the days make a UTC one
-//! cheap.
+//! status (a row's `adIdStatus`). Each distinct event counts in three places
+//! ([`moves::places`]): its campaign's per UTC day, and its creative's (with the
+//! catalog and product for a product event, [`Scope::Product`]) per UTC day and per
+//! quarter hour ([`Grain`]); the quarter hours make a report in any IANA time zone
+//! exact, the days make a UTC one cheap.
 //!
 //! **Who decides.** The aggregator's fold, as each record arrives: the served-ad rules
 //! judge it ([`super::served`]) and the served ad remembers the distinct events it
@@ -84,17 +83,9 @@ impl Kind {
     }
 }
 
-/// Every reason in code order (the index + 1 is its code in a [`Metric`]).
-const REASONS: [Invalid; 8] = [
-    Invalid::KnownBot,
-    Invalid::NonBrowser,
-    Invalid::Prefetch,
-    Invalid::UnverifiedAdId,
-    Invalid::BeforeServe,
-    Invalid::ProductNotInAd,
-    Invalid::ServedAdRepeat,
-    Invalid::ClickWindow,
-];
+/// Every reason in code order (the index + 1 is its code in a [`Metric`]; stored:
+/// never reorder [`Invalid::ALL`]).
+const REASONS: [Invalid; 8] = Invalid::ALL;
 
 /// What a tally counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -141,6 +141,20 @@ pub enum Invalid {
     ClickWindow,
 }
 
+impl Invalid {
+    /// Every reason, in the order decided.
+    pub const ALL: [Invalid; 8] = [
+        Self::KnownBot,
+        Self::NonBrowser,
+        Self::Prefetch,
+        Self::UnverifiedAdId,
+        Self::BeforeServe,
+        Self::ProductNotInAd,
+        Self::ServedAdRepeat,
+        Self::ClickWindow,
+    ];
+}
+
 /// The reason a fact of this class and status is invalid before click windows
 /// (`None`: valid).
 pub fn reason(class: TrafficClass, status: AdIdStatus) -> Option<Invalid> {
@@ -437,16 +451,7 @@ mod tests {
             );
         }
         let mut n = InvalidCounts::default();
-        for why in [
-            Invalid::KnownBot,
-            Invalid::NonBrowser,
-            Invalid::Prefetch,
-            Invalid::UnverifiedAdId,
-            Invalid::BeforeServe,
-            Invalid::ProductNotInAd,
-            Invalid::ServedAdRepeat,
-            Invalid::ClickWindow,
-        ] {
+        for why in Invalid::ALL {
             n.add(why, 2);
         }
         assert_eq!(n.total(), 16);

@@ -2,7 +2,7 @@
 //! tallies, and `retail-media rebuild`. Each distinct fact counts once, as the fact
 //! reports count it (its best copy's reason and status, its earliest copy's time,
 //! clicks through the click window as those reports apply it: facts stored before
-//! the served-ad rules were never judged by them), in its four places under
+//! the served-ad rules were never judged by them), in its three places under
 //! [`BACKFILL_PARTITION`].
 
 use std::collections::BTreeMap;

@@ -62,9 +62,11 @@ impl Judged {
     }
 }
 
-/// The four places an event at `time_ms` of log `partition` counts in: its campaign's
-/// and its creative's, each per day and per quarter hour.
-pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 4] {
+/// The three places an event at `time_ms` of log `partition` counts in: its
+/// campaign's per UTC day (the campaign summary and spend, by UTC day), and its
+/// creative's per day and per quarter hour (the products and ads reports, in any
+/// zone).
+pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 3] {
     let detail = if e.kind.is_product() {
         Scope::Product
     } else {
@@ -86,7 +88,6 @@ pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 4] {
     };
     [
         place(Scope::Campaign, Grain::Day),
-        place(Scope::Campaign, Grain::Quarter),
         place(detail, Grain::Day),
         place(detail, Grain::Quarter),
     ]
@@ -103,12 +104,22 @@ pub fn moves(
 ) -> Vec<(TallyKey, i64)> {
     let mut out: Vec<(TallyKey, i64)> = Vec::new();
     let mut add = |j: Judged, delta: i64| {
+        let [reason, status] = j.metrics(e.kind);
         for place in places(e, j.time_ms, partition) {
-            for metric in j.metrics(e.kind).into_iter().flatten() {
-                let key = TallyKey {
-                    place: place.clone(),
-                    metric,
-                };
+            // The place is copied only for a second metric (an ad id that did not
+            // verify); the last one takes it.
+            let keys = match (reason, status) {
+                (Some(r), Some(s)) => [
+                    Some(TallyKey {
+                        place: place.clone(),
+                        metric: r,
+                    }),
+                    Some(TallyKey { place, metric: s }),
+                ],
+                (Some(m), None) | (None, Some(m)) => [Some(TallyKey { place, metric: m }), None],
+                (None, None) => [None, None],
+            };
+            for key in keys.into_iter().flatten() {
                 match out.iter_mut().find(|(k, _)| *k == key) {
                     Some((_, d)) => *d += delta,
                     None => out.push((key, delta)),
@@ -190,16 +201,16 @@ mod tests {
     }
 
     #[test]
-    fn an_event_counts_in_four_places_and_only_product_events_name_a_product() {
+    fn an_event_counts_in_three_places_and_only_product_events_name_a_product() {
         let p = places(&event(Kind::ProductClick), 90_000_000, 3);
         assert_eq!(p[0].creative, "");
-        assert_eq!(p[2].creative, "p:sku");
-        assert_eq!(p[2].product_code, "sku");
-        assert_eq!((p[0].bucket, p[1].bucket), (1, 100));
+        assert_eq!(p[1].creative, "p:sku");
+        assert_eq!(p[1].product_code, "sku");
+        assert_eq!((p[0].bucket, p[1].bucket, p[2].bucket), (1, 1, 100));
         assert!(p.iter().all(|x| x.partition == 3));
         let a = places(&event(Kind::AdImpression), 0, 0);
         assert_eq!(
-            (a[3].creative.as_str(), a[3].product_code.as_str()),
+            (a[2].creative.as_str(), a[2].product_code.as_str()),
             ("p:sku", "")
         );
     }
@@ -209,7 +220,7 @@ mod tests {
         let e = event(Kind::AdClick);
         let prefetch = judged(AdIdStatus::Verified, TrafficClass::Prefetch, 1_000);
         let first = moves(&e, None, prefetch, 0);
-        assert_eq!(first.len(), 4);
+        assert_eq!(first.len(), 3);
         assert!(first
             .iter()
             .all(|(k, d)| *d == 1
@@ -218,7 +229,7 @@ mod tests {
         let best = prefetch.with_copy(genuine);
         assert_eq!(best, genuine);
         let m = moves(&e, Some(prefetch), best, 0);
-        assert_eq!(m.len(), 8);
+        assert_eq!(m.len(), 6);
         assert_eq!(m.iter().map(|(_, d)| d).sum::<i64>(), 0);
         assert_eq!(moves(&e, Some(genuine), genuine.with_copy(prefetch), 0), []);
     }
@@ -232,11 +243,11 @@ mod tests {
             2 * crate::model::DAY_MS,
         );
         let m = moves(&e, None, late, 0);
-        assert_eq!(m.len(), 8, "reason and status, four places each");
+        assert_eq!(m.len(), 6, "reason and status, three places each");
         let early = late.with_copy(judged(AdIdStatus::Expired, TrafficClass::Valid, 5));
         assert_eq!(early.time_ms, 5);
         let m = moves(&e, Some(late), early, 0);
-        assert_eq!(m.len(), 16);
+        assert_eq!(m.len(), 12);
         assert!(m
             .iter()
             .filter(|(_, d)| *d > 0)
@@ -248,6 +259,6 @@ mod tests {
             !apply(moves(&e, None, late, 0), 7, &mut tallies, &mut dirty),
             "a replay"
         );
-        assert_eq!(dirty_rows(dirty, &tallies).len(), 8);
+        assert_eq!(dirty_rows(dirty, &tallies).len(), 6);
     }
 }
