@@ -49,6 +49,16 @@ pub struct Tenant {
 }
 
 impl ReportFilter {
+    /// The filter of the campaign summary: ad and catalog are not its filters (the
+    /// api refuses them; a caller that set them gets them ignored).
+    pub fn campaign_wide(&self) -> ReportFilter {
+        ReportFilter {
+            ad_id: None,
+            catalog_id: None,
+            ..self.clone()
+        }
+    }
+
     /// True when a row with these values passes the filter (`None` = not applicable).
     pub fn matches(
         &self,

@@ -177,11 +177,7 @@ pub async fn campaign_report<S: ReportStore + ?Sized>(
     w: &Windows,
     max_bid: impl Fn(&str) -> Option<rm_schemas::money::Money>,
 ) -> Result<Vec<CampaignReportRow>, StoreError> {
-    let f = ReportFilter {
-        ad_id: None,
-        catalog_id: None,
-        ..f.clone()
-    };
+    let f = f.campaign_wide();
     let parts = CampaignParts {
         ads: store.ads(&f).await?,
         funnel: store.funnel(&f).await?,

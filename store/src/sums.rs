@@ -93,11 +93,7 @@ pub async fn campaign_summary<S: ReportStore + ?Sized>(
     periods: &Periods,
     max_bid: impl Fn(&str) -> Option<rm_schemas::money::Money>,
 ) -> Result<Vec<CampaignReportRow>, StoreError> {
-    let f = ReportFilter {
-        ad_id: None,
-        catalog_id: None,
-        ..f.clone()
-    };
+    let f = f.campaign_wide();
     let summed = read(store, &f, periods, Scope::Campaign, &[]).await?;
     let (ads, products) = rollup::campaign_parts(&summed, periods);
     // A UTC day's label in its period.

@@ -515,8 +515,7 @@ impl TallyCh {
 
     /// The tally a row holds.
     pub(crate) fn tally(self) -> Result<(TallyKey, Tally), StoreError> {
-        let metric = Metric::from_code(self.metric)
-            .ok_or_else(|| corrupt("metric", &self.metric.to_string()))?;
+        let metric = metric_of(self.metric)?;
         let scope = scope_of(self.scope)?;
         let grain = grain_of(self.grain)?;
         Ok((
@@ -542,22 +541,18 @@ impl TallyCh {
 }
 
 /// The scope of a stored code.
-pub(crate) fn scope_of(code: u8) -> Result<Scope, StoreError> {
-    match code {
-        0 => Ok(Scope::Campaign),
-        1 => Ok(Scope::Creative),
-        2 => Ok(Scope::Product),
-        _ => Err(corrupt("scope", &code.to_string())),
-    }
+fn scope_of(code: u8) -> Result<Scope, StoreError> {
+    Scope::from_code(code).ok_or_else(|| corrupt("scope", &code.to_string()))
 }
 
 /// The grain of a stored code.
-pub(crate) fn grain_of(code: u8) -> Result<Grain, StoreError> {
-    match code {
-        0 => Ok(Grain::Day),
-        1 => Ok(Grain::Quarter),
-        _ => Err(corrupt("grain", &code.to_string())),
-    }
+fn grain_of(code: u8) -> Result<Grain, StoreError> {
+    Grain::from_code(code).ok_or_else(|| corrupt("grain", &code.to_string()))
+}
+
+/// The metric of a stored code.
+fn metric_of(code: u16) -> Result<Metric, StoreError> {
+    Metric::from_code(code).ok_or_else(|| corrupt("metric", &code.to_string()))
 }
 
 /// A tally summed over partitions, as the server sums it.
@@ -577,8 +572,7 @@ pub(crate) struct SummedTallyCh {
 impl SummedTallyCh {
     /// The summed tally a row holds (`None` for the backfill's marker).
     pub(crate) fn summed(self) -> Result<Option<SummedTally>, StoreError> {
-        let metric = Metric::from_code(self.metric)
-            .ok_or_else(|| corrupt("metric", &self.metric.to_string()))?;
+        let metric = metric_of(self.metric)?;
         if metric == Metric::Backfilled {
             return Ok(None);
         }

@@ -265,15 +265,6 @@ impl ClickHouseStore {
             .map_err(ch("create tallies"))?;
         self.backfill(window).await.map(|_| ())
     }
-
-    /// Billable clicks read the way spend reads them (for tests and `rebuild`'s
-    /// report): `None` before the backfill.
-    pub async fn billable_clicks(&self) -> Result<Option<Vec<tallies::DayTally>>, StoreError> {
-        Ok(self
-            .read_tallies(&TallyQuery::spend(None))
-            .await?
-            .map(|s| tallies::billable_clicks(&s)))
-    }
 }
 
 /// A copy of an ad fact as stored.

@@ -97,17 +97,8 @@ fn decode(b: &[u8]) -> Result<TallyKey, StoreError> {
     let mut r = Reader { b, at: 0 };
     let campaign_id = r.string()?;
     let sg = r.take(2)?;
-    let scope = match sg[0] {
-        0 => Scope::Campaign,
-        1 => Scope::Creative,
-        2 => Scope::Product,
-        _ => return Err(bad()),
-    };
-    let grain = match sg[1] {
-        0 => Grain::Day,
-        1 => Grain::Quarter,
-        _ => return Err(bad()),
-    };
+    let scope = Scope::from_code(sg[0]).ok_or_else(bad)?;
+    let grain = Grain::from_code(sg[1]).ok_or_else(bad)?;
     let bucket = unflip(r.four()?);
     let creative = r.string()?;
     let catalog_id = r.string()?;

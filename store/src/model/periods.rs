@@ -16,7 +16,7 @@
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike};
 use chrono_tz::Tz;
 
-use super::tallies::{Grain, QUARTER_MS};
+use super::tallies::Grain;
 
 /// How rows are cut in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -181,10 +181,7 @@ impl Periods {
     /// The period of a bucket of `grain` (by its first instant), labelled; `None`
     /// outside the range.
     pub fn period_of_bucket(&self, grain: Grain, bucket: i32) -> Option<NaiveDateTime> {
-        let ms = grain.start_ms(bucket);
-        // A day bucket is read only for UTC, where it starts its own period.
-        debug_assert!(grain == Grain::Day || grain.start_ms(bucket) % QUARTER_MS == 0);
-        self.period_of(ms)
+        self.period_of(grain.start_ms(bucket))
     }
 }
 

@@ -166,6 +166,15 @@ pub enum Scope {
     Product,
 }
 
+impl Scope {
+    /// The scope of a stored code (`scope as u8`), `None` when unknown.
+    pub fn from_code(code: u8) -> Option<Self> {
+        [Self::Campaign, Self::Creative, Self::Product]
+            .into_iter()
+            .find(|s| *s as u8 == code)
+    }
+}
+
 /// How long a place's time bucket is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Grain {
@@ -174,6 +183,15 @@ pub enum Grain {
     /// A quarter hour (quarter hours since 1970-01-01 UTC): every IANA zone's offset
     /// is a whole number of them, so local hours and days are sums of quarters.
     Quarter,
+}
+
+impl Grain {
+    /// The grain of a stored code (`grain as u8`), `None` when unknown.
+    pub fn from_code(code: u8) -> Option<Self> {
+        [Self::Day, Self::Quarter]
+            .into_iter()
+            .find(|g| *g as u8 == code)
+    }
 }
 
 /// Milliseconds in a quarter hour.
@@ -558,5 +576,12 @@ mod tests {
         );
         assert_eq!(Metric::from_code(9 + 16 * 3 + 1), None);
         assert_eq!(Metric::from_code(254), None);
+        for s in [Scope::Campaign, Scope::Creative, Scope::Product] {
+            assert_eq!(Scope::from_code(s as u8), Some(s));
+        }
+        for g in [Grain::Day, Grain::Quarter] {
+            assert_eq!(Grain::from_code(g as u8), Some(g));
+        }
+        assert_eq!((Scope::from_code(3), Grain::from_code(2)), (None, None));
     }
 }

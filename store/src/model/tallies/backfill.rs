@@ -125,16 +125,6 @@ impl Counts {
             .map(|(k, value)| (k, Tally { value, stamp: 0 }))
             .collect()
     }
-
-    /// Tallies counted so far.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether nothing was counted.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 #[cfg(test)]
