@@ -81,7 +81,7 @@ use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
 use rm_store::model::served::{self, ServeRules, ServedAd, Take, Unit};
 use rm_store::model::status::AdIdStatus;
 use rm_store::model::tallies::moves::{self, Event, Judged};
-use rm_store::model::tallies::{Kind, Place, TallyKey};
+use rm_store::model::tallies::{Kind, Metric, Place, TallyKey};
 use rm_store::model::traffic::{shopper_hash, TrafficClass};
 use rm_store::{BatchWrite, EntitySets, FastSet};
 
@@ -179,7 +179,8 @@ pub struct Touched {
     pub carts: FastSet<CartKey>,
     /// Served ads (realised ad ids) whose billable events are decided.
     pub served: FastSet<String>,
-    /// Places whose tallies the batch may move (their own; see [`copy_places`]).
+    /// Places whose tallies the batch may move (their own; see [`copy_places`]), and
+    /// its partitions' progress ([`Place::progress`]).
     pub places: FastSet<Place>,
 }
 
@@ -213,6 +214,13 @@ fn tally_event<'a>(r: &'a EventRecord, kind: Kind, creative: &'a str) -> Event<'
 /// at `positions`), apart from those of earlier copies ([`copy_places`]).
 pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
     let mut t = touched(records);
+    let mut last = None;
+    for &(partition, _) in positions {
+        if last != Some(partition) {
+            t.places.insert(Place::progress(partition));
+            last = Some(partition);
+        }
+    }
     for (r, (partition, _)) in records.iter().zip(positions) {
         if let Some(kind) = tally_kind(r) {
             let creative = creative_of(&r.event.ad_id);
@@ -508,7 +516,7 @@ pub fn fold_at(
                 let clicks: i64 = m
                     .iter()
                     .filter(|(k, _)| {
-                        k.metric == rm_store::model::tallies::Metric::BILLABLE_CLICKS
+                        k.metric == Metric::BILLABLE_CLICKS
                             && k.place.scope == rm_store::model::tallies::Scope::Campaign
                             && k.place.grain == rm_store::model::tallies::Grain::Day
                     })
@@ -652,6 +660,18 @@ pub fn fold_at(
     for k in dirty_carts {
         if let Some(facts) = sets.carts.get(&k) {
             write.cart_rows.extend(carts::derive_cart(&k, facts));
+        }
+    }
+    // How far each partition is folded: written with the tallies, read by the next
+    // fold to tell whether another writer went further (`rm_store::model::tallies`).
+    for &(partition, offset) in positions.unwrap_or_default() {
+        let t = sets
+            .tallies
+            .entry(Place::progress(partition))
+            .or_default()
+            .get_mut(Metric::Progress);
+        if t.advance(offset) {
+            dirty_tallies.insert(TallyKey::progress(partition));
         }
     }
     write.tallies = moves::dirty_rows(dirty_tallies, &sets.tallies);

@@ -17,6 +17,7 @@
 //! | `aggregator_orders_total` | counter | `outcome` (new, duplicate) |
 //! | `aggregator_consumer_lag_records` | gauge | `topic` (events, orders), `partition` (`embedded` or the partition number) |
 //! | `aggregator_freshness_seconds` | gauge | |
+//! | `aggregator_overtaken_total` | counter | |
 
 use metrics::{counter, gauge, histogram};
 use rm_schemas::agent::InvalidReason;
@@ -57,6 +58,10 @@ pub const ORDERS: &str = "aggregator_orders_total";
 pub const LAG: &str = "aggregator_consumer_lag_records";
 /// Now minus the event time of the newest stored event.
 pub const FRESHNESS: &str = "aggregator_freshness_seconds";
+/// Batches folded again from the store because another writer had folded one of
+/// their log partitions further (a consumer that lost it in a rebalance and still
+/// wrote, or a second consumer group on the topic).
+pub const OVERTAKEN: &str = "aggregator_overtaken_total";
 
 /// Registers every series at zero so dashboards see them from the first scrape.
 pub fn register(backend: &'static str) {
@@ -78,6 +83,7 @@ pub fn register(backend: &'static str) {
         counter!(INVALID, "reason" => r).absolute(0);
     }
     counter!(SHARED_AD_IDS).absolute(0);
+    counter!(OVERTAKEN).absolute(0);
     for m in ["events", "billable_clicks"] {
         counter!(TALLIED, "metric" => m).absolute(0);
     }

@@ -20,7 +20,12 @@
 //! the last record that moved it, and each record carries its (partition, offset)
 //! from the source. A replayed record at or below a tally's stamp moves nothing, and
 //! the store writes a batch's tallies no later than the served ads' states that
-//! decided them, so the argument above holds for them too. Before its first batch the
+//! decided them, so the argument above holds for them too. A consumer that lost a
+//! partition may still write a batch of it after its new owner cached it; each batch
+//! writes its partitions' progress with its tallies and the next fold reads it after
+//! the states: a partition another writer folded further than the cache holds makes
+//! the loop finish its write in flight, drop the cache and fold the batch again from
+//! the store (`aggregator_overtaken_total`). Before its first batch the
 //! loop has a store written by an earlier version counted into tallies once
 //! ([`WriteStore::backfill_tallies`]).
 //!
@@ -57,7 +62,7 @@ use rm_store::model::ad_id_campaign::campaign_of;
 use rm_store::model::carts::{CartFact, CartKey};
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::served::ServedAd;
-use rm_store::model::tallies::{Place, PlaceTallies};
+use rm_store::model::tallies::{Metric, Place, PlaceTallies};
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
 use crate::batch::{
@@ -157,6 +162,15 @@ impl Cache {
     fn len(&self) -> usize {
         self.views.len() + self.carts.len() + self.served.len() + self.tallies.len()
     }
+}
+
+/// What folding a batch came to.
+enum Folded {
+    /// Ready to write.
+    Ready(Box<Prepared>),
+    /// Another writer folded this partition further than the cache holds: the batch
+    /// must be folded again from the store alone (see `rm_store::model::tallies`).
+    Overtaken(i32),
 }
 
 /// A folded batch on its way to the store.
@@ -273,22 +287,43 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
             continue;
         }
         let folding = std::time::Instant::now();
-        let pending_orders = in_flight.as_ref().map(|f| &f.orders);
-        let Some(prepared) = prepare(
-            &polled.records,
-            &polled.positions,
-            &polled.orders,
-            pending_orders,
-            &mut cache,
-            &*store,
-            &opts,
-            &shutdown,
-            polled.checkpoint,
-        )
-        .await
-        else {
-            return Ok(()); // shutting down mid-batch: nothing committed, it will be replayed
+        let mut prepared = loop {
+            let pending_orders = in_flight.as_ref().map(|f| &f.orders);
+            match prepare(
+                &polled.records,
+                &polled.positions,
+                &polled.orders,
+                pending_orders,
+                &mut cache,
+                &*store,
+                &opts,
+                &shutdown,
+            )
+            .await
+            {
+                // Shutting down mid-batch: nothing committed, it will be replayed.
+                None => return Ok(()),
+                Some(Folded::Ready(p)) => break *p,
+                Some(Folded::Overtaken(partition)) => {
+                    ::metrics::counter!(metrics::OVERTAKEN).increment(1);
+                    tracing::warn!(
+                        partition,
+                        "another writer folded this log partition further than this \
+                         aggregator's cache holds (a consumer that lost it in a rebalance, \
+                         or a second consumer group on the topic); folding the batch again \
+                         from the store"
+                    );
+                    // As after a rebalance: the write in flight lands, then nothing
+                    // cached is trusted.
+                    if !stored(&commits, &progress, wait(&mut in_flight).await) {
+                        return Ok(());
+                    }
+                    in_flight = None;
+                    cache = Cache::default();
+                }
+            }
         };
+        prepared.checkpoint = polled.checkpoint;
         drop(polled.records);
         progress.add_busy(Stage::Fold, folding);
         // One write in flight at a time, completed in order.
@@ -530,8 +565,7 @@ async fn prepare<T: WriteStore>(
     store: &T,
     opts: &PipelineOptions,
     shutdown: &CancellationToken,
-    checkpoint: Checkpoint,
-) -> Option<Prepared> {
+) -> Option<Folded> {
     let Touched {
         views,
         carts,
@@ -590,12 +624,14 @@ async fn prepare<T: WriteStore>(
         }
     }
     // The tallies' places: the records' own, and those of earlier copies their served
-    // ads remember (known now that the states are).
+    // ads remember (known now that the states are). The partitions' progress is read
+    // from the store every time, after the states (see `rm_store::model::tallies`).
     let mut places = places;
     places.extend(copy_places(records, positions, &sets.served));
+    let progress = partitions(positions);
     let missing_places: FastSet<Place> = places
         .iter()
-        .filter(|p| !cache.tallies.contains_key(*p))
+        .filter(|p| !cache.tallies.contains_key(*p) || progress.contains(p))
         .cloned()
         .collect();
     if !missing_places.is_empty() {
@@ -610,6 +646,16 @@ async fn prepare<T: WriteStore>(
                 tracing::error!(error = %e, "store refused a tally read; stopping the pipeline");
                 shutdown.cancel();
                 return None;
+            }
+        }
+    }
+    // A served ad's state loaded above may remember events another writer counted in
+    // tallies this cache holds from before: then nothing cached may be used.
+    for p in &progress {
+        let of = |t: Option<&PlaceTallies>| t.and_then(|t| t.get(Metric::Progress));
+        if let (Some(stored), Some(ours)) = (of(sets.tallies.get(p)), of(cache.tallies.get(p))) {
+            if stored.stamp > ours.stamp {
+                return Some(Folded::Overtaken(p.partition));
             }
         }
     }
@@ -698,14 +744,27 @@ async fn prepare<T: WriteStore>(
         let state = sets.served.remove(&k).unwrap_or_default();
         cache.served.insert(k, state);
     }
-    Some(Prepared {
+    Some(Folded::Ready(Box::new(Prepared {
         write: store.prepare(write),
         stats,
         order_stats,
         records: records.len() + orders.len(),
         violations: delta,
-        checkpoint,
-    })
+        checkpoint: Checkpoint::default(),
+    })))
+}
+
+/// The progress places of the partitions of `positions`.
+fn partitions(positions: &[Position]) -> Vec<Place> {
+    let mut out: Vec<Place> = Vec::new();
+    for &(partition, _) in positions {
+        if out.last().is_none_or(|p| p.partition != partition)
+            && !out.iter().any(|p| p.partition == partition)
+        {
+            out.push(Place::progress(partition));
+        }
+    }
+    out
 }
 
 /// Writes a folded batch, retrying while the store is unavailable; `None` on

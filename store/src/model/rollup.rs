@@ -104,7 +104,7 @@ impl Acc {
             }
             Metric::Events(_, Some(why)) => self.invalid_clicks.add(why, n),
             Metric::Status(_, s) if n > 0 => self.worst = self.worst.max(s),
-            Metric::Status(..) | Metric::Backfilled => {}
+            Metric::Status(..) | Metric::Backfilled | Metric::Progress => {}
         }
     }
 

@@ -39,6 +39,20 @@
 //! record and tally). A replayed batch may be cut at other offsets than the first
 //! time; the stamp is per record, so that changes nothing.
 //!
+//! **Two writers of one partition.** A consumer that lost a partition in a rebalance
+//! may still write a batch of it it had read (Kafka cannot fence a store it does not
+//! own), after the new owner loaded and cached that partition's tallies. Both fold
+//! the same records in the same order from states of the same prefix, so each writes
+//! the values of a prefix, and the newest stamp (the longer prefix) wins. What must
+//! not happen is a fold that mixes the two: a served ad's state loaded after the
+//! other writer remembered events in it, beside tallies cached before it counted
+//! them (those events would count nowhere). So each batch also writes its
+//! partitions' progress ([`Metric::Progress`], the offset of the last record folded,
+//! at [`Place::progress`]) with its tallies, before its states; a fold reads the
+//! progress after the states, and when another writer has gone further than its
+//! cache, it drops the cache and folds the batch again from the store (the
+//! aggregator's pipeline).
+//!
 //! **Stores written before tallies** ([`BACKFILL_PARTITION`]): the store's facts are
 //! counted once, at the aggregator's first start on it ([`backfill`]), under a
 //! partition no log has, with a marker ([`Metric::Backfilled`]); readers use tallies
@@ -98,6 +112,9 @@ pub enum Metric {
     Status(Kind, AdIdStatus),
     /// The marker: the store's earlier facts are counted (one row, value 1).
     Backfilled,
+    /// The offset of the last record of a partition folded (value and stamp), at
+    /// [`Place::progress`]: how far the writers of the partition got.
+    Progress,
 }
 
 impl Metric {
@@ -105,7 +122,8 @@ impl Metric {
     pub const BILLABLE_CLICKS: Metric = Metric::Events(Kind::AdClick, None);
 
     /// The stored code: `kind * 16 + reason` (0 billable, 1.. the reasons in order)
-    /// for events, `64 + kind * 16 + status` for statuses, 255 for the marker.
+    /// for events, `64 + kind * 16 + status` for statuses, 255 for the marker, 254
+    /// for a partition's progress.
     pub fn code(self) -> u16 {
         match self {
             Self::Events(kind, why) => {
@@ -116,13 +134,21 @@ impl Metric {
             }
             Self::Status(kind, status) => 64 + kind as u16 * 16 + u16::from(status.rank()),
             Self::Backfilled => 255,
+            Self::Progress => 254,
         }
+    }
+
+    /// Whether it counts events (not the marker or a partition's progress).
+    pub fn is_count(self) -> bool {
+        matches!(self, Self::Events(..) | Self::Status(..))
     }
 
     /// The metric of a stored code (`None` when unknown).
     pub fn from_code(code: u16) -> Option<Self> {
-        if code == 255 {
-            return Some(Self::Backfilled);
+        match code {
+            255 => return Some(Self::Backfilled),
+            254 => return Some(Self::Progress),
+            _ => {}
         }
         let (status, rest) = if code >= 64 {
             (true, code - 64)
@@ -144,11 +170,11 @@ impl Metric {
         }
     }
 
-    /// The kind of event it counts (`None` for the marker).
+    /// The kind of event it counts (`None` for the marker and progress).
     pub fn kind(self) -> Option<Kind> {
         match self {
             Self::Events(k, _) | Self::Status(k, _) => Some(k),
-            Self::Backfilled => None,
+            Self::Backfilled | Self::Progress => None,
         }
     }
 }
@@ -259,6 +285,15 @@ impl Place {
             partition: BACKFILL_PARTITION,
         }
     }
+
+    /// Where a log partition's progress is kept (beside no count: its metric is
+    /// [`Metric::Progress`]).
+    pub fn progress(partition: i32) -> Self {
+        Self {
+            partition,
+            ..Self::marker()
+        }
+    }
 }
 
 /// One tally: a metric at a place.
@@ -276,6 +311,14 @@ impl TallyKey {
         Self {
             place: Place::marker(),
             metric: Metric::Backfilled,
+        }
+    }
+
+    /// A log partition's progress.
+    pub fn progress(partition: i32) -> Self {
+        Self {
+            place: Place::progress(partition),
+            metric: Metric::Progress,
         }
     }
 }
@@ -304,6 +347,19 @@ impl Tally {
         }
         self.value += delta;
         self.stamp = offset;
+        true
+    }
+
+    /// Records a partition's progress to `offset` ([`Metric::Progress`]); true when
+    /// it went further.
+    pub fn advance(&mut self, offset: i64) -> bool {
+        if offset <= self.stamp {
+            return false;
+        }
+        *self = Self {
+            value: offset,
+            stamp: offset,
+        };
         true
     }
 }
@@ -391,7 +447,7 @@ impl TallyQuery {
     /// Whether a stored tally is one the query wants.
     pub fn wants(&self, k: &TallyKey) -> bool {
         let p = &k.place;
-        k.metric != Metric::Backfilled
+        k.metric.is_count()
             && p.scope == self.scope
             && p.grain == self.grain
             && (self.from..=self.to).contains(&p.bucket)
@@ -432,11 +488,11 @@ impl TallyQuery {
 }
 
 /// Sums tallies over partitions (the partition of each summed place is 0), in place
-/// and metric order; the marker is left out.
+/// and metric order; the marker and progress are left out.
 pub fn sum<'a>(rows: impl IntoIterator<Item = (&'a TallyKey, &'a Tally)>) -> Vec<SummedTally> {
     let mut by: std::collections::BTreeMap<(Place, Metric), i64> = Default::default();
     for (k, t) in rows {
-        if k.metric == Metric::Backfilled {
+        if !k.metric.is_count() {
             continue;
         }
         let place = Place {
@@ -552,7 +608,7 @@ mod tests {
 
     #[test]
     fn metric_codes_round_trip_and_are_distinct() {
-        let mut all = vec![Metric::Backfilled];
+        let mut all = vec![Metric::Backfilled, Metric::Progress];
         for kind in Kind::ALL {
             all.push(Metric::Events(kind, None));
             all.extend(REASONS.iter().map(|r| Metric::Events(kind, Some(*r))));
@@ -575,7 +631,7 @@ mod tests {
             "a verified status is no metric"
         );
         assert_eq!(Metric::from_code(9 + 16 * 3 + 1), None);
-        assert_eq!(Metric::from_code(254), None);
+        assert_eq!(Metric::from_code(253), None);
         for s in [Scope::Campaign, Scope::Creative, Scope::Product] {
             assert_eq!(Scope::from_code(s as u8), Some(s));
         }
