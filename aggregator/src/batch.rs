@@ -31,9 +31,10 @@
 //! event after the one that took its unit is stored with that decision as its class
 //! (`before_serve`, `product_not_in_ad`, `served_ad_repeat`) and counted invalid by
 //! reason; an ad id seen with a second shopper is counted ([`FoldStats::shared_ads`]).
-//! A served ad's video view of each creative is its first eligible viewer's: another
-//! tracking id's view of it is derived as a repeat (`ViewRow::served_repeat`), counted
-//! beside the funnel.
+//! A served ad's video view of each creative is its first eligible viewer's: every
+//! other view of it (another tracking id's, or one none of whose events was eligible)
+//! is derived as a repeat (`ViewRow::served_repeat`), counted beside the funnel. So a
+//! view's row changes only with its own records.
 //! Records are keyed by ad id, so one consumer holds each ad id's state.
 //!
 //! **Tallies** ([`rm_store::model::tallies`]): every distinct ad and product event
@@ -76,14 +77,14 @@ use rm_store::model::ads::{AdAction, AdFact};
 use rm_store::model::attribution::{self, OrderLine};
 use rm_store::model::carts::{self, CartFact, CartKey};
 use rm_store::model::day_of;
-use rm_store::model::funnel::{self, ViewFact, ViewKey};
+use rm_store::model::funnel::{self, ViewFact, ViewKey, ViewRow};
 use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
 use rm_store::model::served::{self, ServeRules, ServedAd, Take, Unit};
 use rm_store::model::status::AdIdStatus;
 use rm_store::model::tallies::moves::{self, Event, Judged};
-use rm_store::model::tallies::{Kind, Metric, Place, TallyKey};
+use rm_store::model::tallies::{views, Kind, Metric, Place, TallyKey};
 use rm_store::model::traffic::{shopper_hash, TrafficClass};
-use rm_store::{BatchWrite, EntitySets, FastSet};
+use rm_store::{BatchWrite, EntitySets, FastMap, FastSet};
 
 /// Default of `--late-horizon-hours` (30 days).
 pub const DEFAULT_LATE_HORIZON_HOURS: i64 = 720;
@@ -222,14 +223,65 @@ pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
         }
     }
     for (r, (partition, _)) in records.iter().zip(positions) {
+        let time_ms = r.event.timestamp.timestamp_millis();
         if let Some(kind) = tally_kind(r) {
             let creative = creative_of(&r.event.ad_id);
             let e = tally_event(r, kind, &creative);
-            let time_ms = r.event.timestamp.timestamp_millis();
             t.places.extend(moves::places(&e, time_ms, *partition));
+        } else if is_view(r.event.interaction_type) {
+            let e = &r.event;
+            t.places.extend(views::places_at(
+                campaign_str(&e.ad_id),
+                e.video_id.as_deref().unwrap_or_default(),
+                day_of(time_ms),
+                *partition,
+            ));
         }
     }
     t
+}
+
+/// Whether a record's event belongs to a video view ([`entity`]).
+fn is_view(t: InteractionType) -> bool {
+    !matches!(
+        t,
+        InteractionType::ProductImpression
+            | InteractionType::ProductClick
+            | InteractionType::Cart
+            | InteractionType::AdImpression
+            | InteractionType::AdClick
+            | InteractionType::CreativeClick
+    )
+}
+
+/// The places of the views' rows as stored (the day of each view's earliest event,
+/// which a record of an earlier day moves the view from): known once the views'
+/// facts are loaded.
+pub fn view_places(
+    records: &[EventRecord],
+    positions: &[Position],
+    views: &rm_store::FastMap<ViewKey, Vec<ViewFact>>,
+) -> Vec<Place> {
+    let mut out = Vec::new();
+    for (r, (partition, _)) in records.iter().zip(positions) {
+        if !is_view(r.event.interaction_type) {
+            continue;
+        }
+        let Entity::View(k) = entity(r) else { continue };
+        let Some(first) = views
+            .get(&k)
+            .and_then(|f| f.iter().map(|f| f.time_ms).min())
+        else {
+            continue;
+        };
+        out.extend(views::places_at(
+            campaign_str(&k.ad_id),
+            &k.video_id,
+            day_of(first),
+            *partition,
+        ));
+    }
+    out
 }
 
 /// The places of earlier copies the batch's records may move their events from: an
@@ -401,6 +453,24 @@ fn decide(
     }
 }
 
+/// A view's row from its facts: a repeat unless it took its served ad's view of its
+/// creative (see the module header).
+fn view_row(
+    k: &ViewKey,
+    facts: &[ViewFact],
+    served: &rm_store::FastMap<String, ServedAd>,
+    policy: &Policy,
+) -> ViewRow {
+    let mut row = funnel::derive_view(k.clone(), campaign_of(&k.ad_id), facts, policy.debounce_ms);
+    row.served_repeat = !served.get(&k.ad_id).is_some_and(|s| {
+        s.taken_by(
+            Unit::View(&k.video_id),
+            served::view_identity(shopper_hash(&k.tracking_id)),
+        )
+    });
+    row
+}
+
 /// The state of served ad `ad_id`, a new one when absent (the id is copied only then).
 fn served_state<'a>(
     served: &'a mut rm_store::FastMap<String, ServedAd>,
@@ -444,6 +514,8 @@ pub fn fold_at(
     let mut dirty_carts: FastSet<CartKey> = FastSet::default();
     let mut dirty_served: FastSet<String> = FastSet::default();
     let mut dirty_tallies: FastSet<TallyKey> = FastSet::default();
+    // Each view's row as the tallies count it so far (`None`: not counted yet).
+    let mut view_rows: FastMap<ViewKey, Option<ViewRow>> = FastMap::default();
     let mut creative = String::new();
     for (i, r) in records.iter().enumerate() {
         let time_ms = r.event.timestamp.timestamp_millis();
@@ -545,11 +617,22 @@ pub fn fold_at(
         }
         let fresh = match entity(r) {
             Entity::View(k) => {
+                let at = positions.and_then(|p| p.get(i)).copied();
+                // The view's row before this record: what the tallies count of it.
+                if at.is_some() && !view_rows.contains_key(&k) {
+                    let before = sets
+                        .views
+                        .get(&k)
+                        .map(|facts| view_row(&k, facts, &sets.served, policy));
+                    view_rows.insert(k.clone(), before);
+                }
                 // The served ad's view of this creative is its first eligible viewer's.
+                let mut took = false;
                 if traffic == TrafficClass::Valid && status.is_billable() {
                     let state = served_state(&mut sets.served, &k.ad_id);
                     let viewer = shopper_hash(&k.tracking_id);
-                    state.take(Unit::View(&k.video_id), served::view_identity(viewer));
+                    took = state.claim(Unit::View(&k.video_id), served::view_identity(viewer))
+                        == Take::New;
                     if state.see(viewer) {
                         stats.shared_ads += 1;
                     }
@@ -568,6 +651,18 @@ pub fn fold_at(
                         true
                     }
                 };
+                // The row changed (a new event, or the view took its unit): the tallies
+                // move from the old row's counts to the new one's.
+                if let (Some((partition, offset)), true) = (at, fresh || took) {
+                    let facts = sets.views.get(&k).map_or(&[][..], Vec::as_slice);
+                    let now = view_row(&k, facts, &sets.served, policy);
+                    let old = view_rows.get(&k).and_then(Option::as_ref);
+                    let m = views::moves(old, &now, partition);
+                    if moves::apply(m, offset, &mut sets.tallies, &mut dirty_tallies) {
+                        stats.tallied += 1;
+                    }
+                    view_rows.insert(k.clone(), Some(now));
+                }
                 dirty_views.insert(k);
                 fresh
             }
@@ -646,14 +741,12 @@ pub fn fold_at(
     write.view_facts.reserve(dirty_views.len());
     for k in dirty_views {
         let facts = sets.views.get(&k).cloned().unwrap_or_default();
-        let campaign = campaign_of(&k.ad_id);
-        let mut row = funnel::derive_view(k.clone(), campaign, &facts, policy.debounce_ms);
-        row.served_repeat = sets.served.get(&k.ad_id).is_some_and(|s| {
-            s.taken_by_another(
-                Unit::View(&k.video_id),
-                served::view_identity(shopper_hash(&k.tracking_id)),
-            )
-        });
+        // Derived as the tallies counted it (a view's row changes only with its own
+        // records, so the last row the batch derived is current).
+        let row = match view_rows.remove(&k).flatten() {
+            Some(row) => row,
+            None => view_row(&k, &facts, &sets.served, policy),
+        };
         write.views.push(row);
         write.view_facts.push((k, facts));
     }

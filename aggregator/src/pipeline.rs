@@ -66,7 +66,8 @@ use rm_store::model::tallies::{Metric, Place, PlaceTallies};
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
 use crate::batch::{
-    copy_places, fold_at, fold_orders, touched_at, FoldStats, OrderStats, Policy, Position, Touched,
+    copy_places, fold_at, fold_orders, touched_at, view_places, FoldStats, OrderStats, Policy,
+    Position, Touched,
 };
 use crate::metrics;
 use crate::source::{Checkpoint, Raw, Source, Stream};
@@ -549,6 +550,7 @@ pub async fn load_sets<T: WriteStore>(
     let mut sets = store.load(&t.views, &t.carts, &t.served).await?;
     let mut places = t.places;
     places.extend(copy_places(records, positions, &sets.served));
+    places.extend(view_places(records, positions, &sets.views));
     sets.tallies = store.load_tallies(&places).await?;
     Ok(sets)
 }
@@ -628,6 +630,7 @@ async fn prepare<T: WriteStore>(
     // from the store every time, after the states (see `rm_store::model::tallies`).
     let mut places = places;
     places.extend(copy_places(records, positions, &sets.served));
+    places.extend(view_places(records, positions, &sets.views));
     let progress = partitions(positions);
     let missing_places: FastSet<Place> = places
         .iter()

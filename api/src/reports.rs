@@ -283,7 +283,7 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
             sums::campaign_summary(store, &f, windows, &q.periods, |c| costs.max_bid(c)).await?,
             &q,
         ),
-        ReportKind::VideoFunnel => render(store.funnel(&f).await?, &q),
+        ReportKind::VideoFunnel => render(sums::funnel_report(store, &f, &q.periods).await?, &q),
         ReportKind::Products => render(sums::product_report(store, &f, &q.periods).await?, &q),
         ReportKind::Carts => render(store.carts(&f).await?, &q),
         ReportKind::Sales => {

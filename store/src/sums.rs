@@ -1,14 +1,15 @@
-//! The reports that read sums (issue 26): products, ads and the campaign summary's
-//! counts from the tallies ([`crate::model::tallies`]), for any backend, in any IANA
+//! The reports that read sums (issue 26): products, ads, the video funnel and the
+//! campaign summary's counts from the tallies ([`crate::model::tallies`]), for any backend, in any IANA
 //! time zone and granularity ([`Periods`]). A drill-down by served ad id reads the
 //! stored facts (the caller bounds its range). Before a store's earlier facts are
 //! counted (the aggregator's first start on a store of an earlier version) these
 //! reports are unavailable (a 503 to retry), never answered from half the counts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::model::attribution::Windows;
 use crate::model::campaigns::{self, CampaignParts, CampaignReportRow};
+use crate::model::funnel::FunnelReportRow;
 use crate::model::periods::Periods;
 use crate::model::rollup::{self, AdRow, ProductRow};
 use crate::model::tallies::{Kind, Scope, SummedTally, TallyQuery};
@@ -83,8 +84,34 @@ pub async fn ad_report<S: ReportStore + ?Sized>(
     Ok(rollup::ad_rows(&summed, periods))
 }
 
-/// The campaign summary per campaign and period (UTC: its video, cart and sales
-/// columns are still read per UTC day from the facts, then put in their periods).
+/// The video funnel: rows per campaign, creative (the video id) and period (UTC days,
+/// weeks, months or the whole range: views are kept per UTC day), each with its
+/// creative's billable ad impressions; or, with the filter's `adId`, the stored
+/// views' rows of that served ad per UTC day.
+pub async fn funnel_report<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    periods: &Periods,
+) -> Result<Vec<FunnelReportRow>, StoreError> {
+    if f.ad_id.is_some() {
+        return store.funnel(f).await;
+    }
+    let views = read(store, f, periods, Scope::Video, &[]).await?;
+    let mut rows = rollup::funnel_rows(&views, periods);
+    let ads = read(store, f, periods, Scope::Creative, &[Kind::AdImpression]).await?;
+    let impressions: HashMap<(String, String, String), u64> = rollup::ad_rows(&ads, periods)
+        .into_iter()
+        .map(|r| ((r.campaign_id, r.creative_id, r.day), r.impressions))
+        .collect();
+    for r in &mut rows {
+        let k = (r.campaign_id.clone(), r.video_id.clone(), r.day.clone());
+        r.impressions = impressions.get(&k).copied().unwrap_or(0);
+    }
+    Ok(rows)
+}
+
+/// The campaign summary per campaign and period (UTC: its cart and sales columns are
+/// still read per UTC day from the facts, then put in their periods).
 /// `max_bid` gives each campaign's bid per click for spend ([`campaigns::report`]).
 pub async fn campaign_summary<S: ReportStore + ?Sized>(
     store: &S,
@@ -108,11 +135,10 @@ pub async fn campaign_summary<S: ReportStore + ?Sized>(
     let mut parts = CampaignParts {
         ads,
         products,
-        funnel: store.funnel(&f).await?,
+        funnel: rollup::funnel_rows(&summed, periods),
         cart_adds: store.cart_adds(&f).await?,
         sales: store.campaign_sales(&f, w).await?,
     };
-    parts.funnel.iter_mut().for_each(|r| relabel(&mut r.day));
     parts.cart_adds.iter_mut().for_each(|r| relabel(&mut r.day));
     parts.sales.iter_mut().for_each(|r| relabel(&mut r.day));
     Ok(campaigns::report(&parts, max_bid))

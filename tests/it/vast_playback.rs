@@ -177,7 +177,8 @@ fn vast_client_playback_is_accepted_and_counted_once() {
         let r = send(
             svc.api,
             "GET",
-            "/v1/reports/video-funnel?campaignId=demo-video",
+            // The served ad's own rows (a drill-down by adId, from its stored views).
+            &format!("/v1/reports/video-funnel?campaignId=demo-video&adId={ad_id}"),
             &[("Authorization", &format!("Bearer {tok}"))],
             b"",
         )

@@ -193,7 +193,7 @@ fn bound_periods(
         "timeZone"
     };
     match kind {
-        ReportKind::Products | ReportKind::Ads if f.ad_id.is_some() => {
+        ReportKind::Products | ReportKind::Ads | ReportKind::VideoFunnel if f.ad_id.is_some() => {
             if !utc_days {
                 return Err(ApiError::invalid(
                     field,
@@ -218,10 +218,17 @@ fn bound_periods(
                 ));
             }
         }
-        ReportKind::VideoFunnel
-        | ReportKind::Carts
-        | ReportKind::CartCampaigns
-        | ReportKind::Sales => {
+        ReportKind::VideoFunnel => {
+            if tz != chrono_tz::Tz::UTC || granularity == Granularity::Hour {
+                return Err(ApiError::invalid(
+                    field,
+                    "video views are kept by UTC day: the funnel takes UTC and day, week, \
+                     month or summary (the products and ads reports take any time zone and \
+                     hours)",
+                ));
+            }
+        }
+        ReportKind::Carts | ReportKind::CartCampaigns | ReportKind::Sales => {
             if !utc_days {
                 return Err(ApiError::invalid(
                     field,
@@ -352,7 +359,12 @@ mod tests {
             "granularity"
         );
         assert_eq!(
-            field(at(ReportKind::VideoFunnel, "granularity=week").unwrap_err()),
+            field(at(ReportKind::VideoFunnel, "timeZone=Europe/Paris").unwrap_err()),
+            "timeZone"
+        );
+        assert!(at(ReportKind::VideoFunnel, "granularity=week").is_ok());
+        assert_eq!(
+            field(at(ReportKind::Carts, "granularity=week").unwrap_err()),
             "granularity"
         );
         assert_eq!(

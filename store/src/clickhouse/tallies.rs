@@ -15,6 +15,7 @@ use super::rows::{
 };
 use super::ClickHouseStore;
 use crate::model::ads::{AdAction, AdFact};
+use crate::model::funnel::{ViewKey, ViewRow};
 use crate::model::products::{ProductAction, ProductFact, ProductGroup};
 use crate::model::tallies::backfill::Counts;
 use crate::model::tallies::{self, Place, PlaceTallies, SummedTally, Tally, TallyKey, TallyQuery};
@@ -82,7 +83,8 @@ impl ClickHouseStore {
             .client()
             .query(
                 "SELECT count() FROM (SELECT 1 FROM ad_facts LIMIT 1 \
-                 UNION ALL SELECT 1 FROM product_facts LIMIT 1)",
+                 UNION ALL SELECT 1 FROM product_facts LIMIT 1 \
+                 UNION ALL SELECT 1 FROM views LIMIT 1)",
             )
             .fetch_all()
             .await
@@ -213,6 +215,23 @@ impl ClickHouseStore {
         ))
     }
 
+    /// The stored views' rows of one campaign (each view's newest).
+    async fn campaign_views(&self, campaign: &str) -> Result<Vec<ViewRow>, StoreError> {
+        let rows: Vec<ViewRowRead> = self
+            .client()
+            .query(
+                "SELECT ad_id, video_id, tracking_id, campaign_id, day, version, creative_view, \
+                 play, first_quartile, midpoint, third_quartile, complete, skips, pauses, \
+                 resumes, mutes, unmutes, funnel_gaps, repeated_milestones, ad_id_status, \
+                 served_repeat FROM views FINAL WHERE campaign_id = ?",
+            )
+            .bind(campaign)
+            .fetch_all()
+            .await
+            .map_err(ch("backfill tallies"))?;
+        rows.into_iter().map(ViewRowRead::row).collect()
+    }
+
     /// The backfill, once (see [`crate::WriteStore::backfill_tallies`]): the counts
     /// first, the marker after them, so a crash in between writes the same counts
     /// again at the next start.
@@ -226,7 +245,8 @@ impl ClickHouseStore {
             .client()
             .query(
                 "SELECT DISTINCT campaign_id FROM (SELECT campaign_id FROM ad_facts \
-                 UNION ALL SELECT campaign_id FROM product_facts)",
+                 UNION ALL SELECT campaign_id FROM product_facts \
+                 UNION ALL SELECT campaign_id FROM views)",
             )
             .fetch_all()
             .await
@@ -234,9 +254,11 @@ impl ClickHouseStore {
         let mut written = 0;
         for campaign in campaigns {
             let (ads, products) = self.campaign_facts(&campaign).await?;
+            let views = self.campaign_views(&campaign).await?;
             let mut counts = Counts::default();
             counts.ads(&ads, window);
             counts.products(&products, window);
+            counts.views(&views);
             let rows = counts.rows();
             written += rows.len();
             self.insert_tallies(&rows).await?;
@@ -264,6 +286,66 @@ impl ClickHouseStore {
             .await
             .map_err(ch("create tallies"))?;
         self.backfill(window).await.map(|_| ())
+    }
+}
+
+/// A view's row as stored.
+#[derive(clickhouse::Row, Deserialize)]
+struct ViewRowRead {
+    ad_id: String,
+    video_id: String,
+    tracking_id: String,
+    campaign_id: String,
+    day: i32,
+    version: u32,
+    creative_view: u8,
+    play: u8,
+    first_quartile: u8,
+    midpoint: u8,
+    third_quartile: u8,
+    complete: u8,
+    skips: u32,
+    pauses: u32,
+    resumes: u32,
+    mutes: u32,
+    unmutes: u32,
+    funnel_gaps: u32,
+    repeated_milestones: u32,
+    ad_id_status: u8,
+    served_repeat: u8,
+}
+
+impl ViewRowRead {
+    fn row(self) -> Result<ViewRow, StoreError> {
+        Ok(ViewRow {
+            key: ViewKey {
+                ad_id: self.ad_id,
+                video_id: self.video_id,
+                tracking_id: self.tracking_id,
+            },
+            campaign_id: self.campaign_id,
+            day: self.day,
+            version: self.version,
+            milestones: [
+                self.creative_view,
+                self.play,
+                self.first_quartile,
+                self.midpoint,
+                self.third_quartile,
+                self.complete,
+            ],
+            controls: [
+                self.skips,
+                self.pauses,
+                self.resumes,
+                self.mutes,
+                self.unmutes,
+            ],
+            funnel_gaps: self.funnel_gaps,
+            repeated_milestones: self.repeated_milestones,
+            ad_id_status: parse_status(self.ad_id_status)?,
+            served_repeat: self.served_repeat != 0,
+        })
     }
 }
 

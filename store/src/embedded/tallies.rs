@@ -10,6 +10,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 
 use super::{err, parse, val, Table};
 use crate::model::ads::AdFact;
+use crate::model::funnel::ViewRow;
 use crate::model::products::ProductFact;
 use crate::model::tallies::backfill::Counts;
 use crate::model::tallies::{
@@ -222,11 +223,13 @@ pub(super) fn backfill(
     db: &Database,
     ads: &[AdFact],
     products: &[ProductFact],
+    views: &[ViewRow],
     window: ClickWindow,
 ) -> Result<Option<usize>, StoreError> {
     let mut counts = Counts::default();
     counts.ads(ads, window);
     counts.products(products, window);
+    counts.views(views);
     let w = db.begin_write().map_err(err)?;
     let n;
     {
@@ -249,7 +252,11 @@ pub(super) fn backfill(
 /// transaction that opens it; a store with facts and no marker waits for the
 /// aggregator's backfill.
 pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> {
-    let facts = [super::AD_FACTS, super::PRODUCT_FACTS];
+    let facts = [
+        super::AD_FACTS,
+        super::PRODUCT_FACTS,
+        super::entities::VIEWS.rows,
+    ];
     for table in facts {
         if w.open_table(table)
             .map_err(err)?

@@ -184,7 +184,8 @@ impl EmbeddedStore {
             .blocking(move |db| {
                 let ads = super::reports::ad_facts(db)?;
                 let products = super::reports::product_facts(db)?;
-                super::tallies::backfill(db, &ads, &products, window)
+                let views = super::reports::view_rows(db)?;
+                super::tallies::backfill(db, &ads, &products, &views, window)
             })
             .await?;
         if let Some(n) = done {

@@ -12,10 +12,12 @@ use serde::{Deserialize, Serialize};
 
 use super::ad_id_campaign::creative_of;
 use super::ads::AdReportRow;
+use super::funnel::FunnelReportRow;
 use super::periods::Periods;
 use super::products::ProductReportRow;
 use super::rate;
 use super::status::AdIdStatus;
+use super::tallies::views::ViewField;
 use super::tallies::{Kind, Metric, SummedTally};
 use super::traffic::InvalidCounts;
 
@@ -104,7 +106,7 @@ impl Acc {
             }
             Metric::Events(_, Some(why)) => self.invalid_clicks.add(why, n),
             Metric::Status(_, s) if n > 0 => self.worst = self.worst.max(s),
-            Metric::Status(..) | Metric::Backfilled | Metric::Progress => {}
+            Metric::Status(..) | Metric::View(_) | Metric::Backfilled | Metric::Progress => {}
         }
     }
 
@@ -222,6 +224,78 @@ pub fn ad_rows(summed: &[SummedTally], periods: &Periods) -> Vec<AdRow> {
             })
             .collect(),
     )
+}
+
+/// The video funnel's rows from the views' tallies (campaign or video scope): one
+/// row per campaign, creative (the video id; empty at campaign scope) and period, its
+/// `adId` empty; `impressions` is left 0 (the caller sets it from the ad tallies).
+pub fn funnel_rows(summed: &[SummedTally], periods: &Periods) -> Vec<FunnelReportRow> {
+    let mut period_of: BTreeMap<i32, Option<NaiveDateTime>> = BTreeMap::new();
+    let mut rows: BTreeMap<(String, String, NaiveDateTime), FunnelReportRow> = BTreeMap::new();
+    for s in summed {
+        let Metric::View(field) = s.metric else {
+            continue;
+        };
+        let p = &s.place;
+        let period = *period_of
+            .entry(p.bucket)
+            .or_insert_with(|| periods.period_of_bucket(p.grain, p.bucket));
+        let Some(period) = period else { continue };
+        let n = u64::try_from(s.value).unwrap_or(0);
+        if n == 0 {
+            continue;
+        }
+        let row = rows
+            .entry((p.campaign_id.clone(), p.creative.clone(), period))
+            .or_insert_with(|| {
+                let mut r = FunnelReportRow::new(
+                    p.campaign_id.clone(),
+                    String::new(),
+                    p.creative.clone(),
+                    0,
+                );
+                r.day = periods.label(period).day;
+                r
+            });
+        add_view_count(row, field, n);
+    }
+    let mut out: Vec<(i64, FunnelReportRow)> = rows
+        .into_iter()
+        .map(|((_, _, period), r)| (periods.label(period).start_ms, r.finish()))
+        .collect();
+    out.sort_by(|a, b| {
+        (&a.1.campaign_id, &a.1.video_id, a.0).cmp(&(&b.1.campaign_id, &b.1.video_id, b.0))
+    });
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Adds `n` of a view count to a funnel row.
+fn add_view_count(r: &mut FunnelReportRow, field: ViewField, n: u64) {
+    let slot = match field {
+        ViewField::Views => &mut r.views,
+        ViewField::CreativeViews => &mut r.creative_views,
+        ViewField::Plays => &mut r.plays,
+        ViewField::FirstQuartiles => &mut r.first_quartiles,
+        ViewField::Midpoints => &mut r.midpoints,
+        ViewField::ThirdQuartiles => &mut r.third_quartiles,
+        ViewField::Completes => &mut r.completes,
+        ViewField::Skips => &mut r.skips,
+        ViewField::Pauses => &mut r.pauses,
+        ViewField::Resumes => &mut r.resumes,
+        ViewField::Mutes => &mut r.mutes,
+        ViewField::Unmutes => &mut r.unmutes,
+        ViewField::FunnelGaps => &mut r.funnel_gap_violations,
+        ViewField::RepeatedMilestones => &mut r.repeated_milestone_violations,
+        ViewField::InvalidViews => &mut r.invalid_views,
+        ViewField::InvalidPlays => &mut r.invalid_plays,
+        ViewField::Expired | ViewField::BadSignature | ViewField::Foreign => {
+            if let Some(s) = field.status() {
+                r.ad_id_status = r.ad_id_status.max(s);
+            }
+            return;
+        }
+    };
+    *slot += n;
 }
 
 /// The campaign summary's ads and products parts from campaign tallies: one row per

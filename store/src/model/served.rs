@@ -242,6 +242,13 @@ impl ServedAd {
             .any(|t| unit.same(t) && t.dedup_key != dedup_key)
     }
 
+    /// Whether the event (or view identity) `dedup_key` took `unit`.
+    pub fn taken_by(&self, unit: Unit<'_>, dedup_key: u128) -> bool {
+        self.taken
+            .iter()
+            .any(|t| unit.same(t) && t.dedup_key == dedup_key)
+    }
+
     /// Notes a shopper (a tracking id's hash, 0 for none); true when it makes the ad
     /// id's second distinct shopper, the moment it shows it was shown to more than one
     /// (a page that caches ad responses across shoppers, or someone replaying it).

@@ -68,6 +68,9 @@ use super::traffic::Invalid;
 
 pub mod backfill;
 pub mod moves;
+pub mod views;
+
+use views::ViewField;
 
 /// What kind of distinct event a tally counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -112,6 +115,8 @@ pub enum Metric {
     Status(Kind, AdIdStatus),
     /// The marker: the store's earlier facts are counted (one row, value 1).
     Backfilled,
+    /// A count of the video funnel ([`views`]): views' rows summed.
+    View(ViewField),
     /// The offset of the last record of a partition folded (value and stamp), at
     /// [`Place::progress`]: how far the writers of the partition got.
     Progress,
@@ -122,8 +127,8 @@ impl Metric {
     pub const BILLABLE_CLICKS: Metric = Metric::Events(Kind::AdClick, None);
 
     /// The stored code: `kind * 16 + reason` (0 billable, 1.. the reasons in order)
-    /// for events, `64 + kind * 16 + status` for statuses, 255 for the marker, 254
-    /// for a partition's progress.
+    /// for events, `64 + kind * 16 + status` for statuses, `128 + field` for the
+    /// video funnel, 255 for the marker, 254 for a partition's progress.
     pub fn code(self) -> u16 {
         match self {
             Self::Events(kind, why) => {
@@ -133,6 +138,7 @@ impl Metric {
                 kind as u16 * 16 + r
             }
             Self::Status(kind, status) => 64 + kind as u16 * 16 + u16::from(status.rank()),
+            Self::View(f) => 128 + f.index() as u16,
             Self::Backfilled => 255,
             Self::Progress => 254,
         }
@@ -140,7 +146,7 @@ impl Metric {
 
     /// Whether it counts events (not the marker or a partition's progress).
     pub fn is_count(self) -> bool {
-        matches!(self, Self::Events(..) | Self::Status(..))
+        matches!(self, Self::Events(..) | Self::Status(..) | Self::View(..))
     }
 
     /// The metric of a stored code (`None` when unknown).
@@ -148,6 +154,11 @@ impl Metric {
         match code {
             255 => return Some(Self::Backfilled),
             254 => return Some(Self::Progress),
+            128.. => {
+                return ViewField::ALL
+                    .get(usize::from(code - 128))
+                    .map(|f| Self::View(*f))
+            }
             _ => {}
         }
         let (status, rest) = if code >= 64 {
@@ -170,11 +181,11 @@ impl Metric {
         }
     }
 
-    /// The kind of event it counts (`None` for the marker and progress).
+    /// The kind of event it counts (`None` for views, the marker and progress).
     pub fn kind(self) -> Option<Kind> {
         match self {
             Self::Events(k, _) | Self::Status(k, _) => Some(k),
-            Self::Backfilled | Self::Progress => None,
+            Self::View(_) | Self::Backfilled | Self::Progress => None,
         }
     }
 }
@@ -190,12 +201,15 @@ pub enum Scope {
     /// A creative's product events, with their catalog and product: the products
     /// report (apart from the ad events, so neither report reads the other's tallies).
     Product,
+    /// A video creative's views (the creative is the view's video id, catalog and
+    /// product empty): the video funnel.
+    Video,
 }
 
 impl Scope {
     /// The scope of a stored code (`scope as u8`), `None` when unknown.
     pub fn from_code(code: u8) -> Option<Self> {
-        [Self::Campaign, Self::Creative, Self::Product]
+        [Self::Campaign, Self::Creative, Self::Product, Self::Video]
             .into_iter()
             .find(|s| *s as u8 == code)
     }
@@ -423,7 +437,7 @@ pub struct TallyQuery {
     pub from: i32,
     /// Last bucket (inclusive).
     pub to: i32,
-    /// Events of these kinds (empty: every kind).
+    /// Events of these kinds (empty: every kind, and the video funnel's counts).
     pub kinds: Vec<Kind>,
     /// Only this catalog (product events).
     pub catalog_id: Option<String>,
@@ -462,7 +476,8 @@ impl TallyQuery {
             && self.catalog_id.as_deref().is_none_or(|c| c == p.catalog_id)
     }
 
-    /// The codes of every metric of the query's kinds (all kinds when empty).
+    /// The codes of every metric of the query's kinds (all kinds and the video
+    /// funnel's counts when empty).
     pub fn metric_codes(&self) -> Vec<u16> {
         let kinds: &[Kind] = if self.kinds.is_empty() {
             &Kind::ALL
@@ -482,6 +497,9 @@ impl TallyQuery {
                     .iter()
                     .map(|s| Metric::Status(kind, *s).code()),
             );
+        }
+        if self.kinds.is_empty() {
+            codes.extend(ViewField::ALL.iter().map(|f| Metric::View(*f).code()));
         }
         codes
     }
@@ -609,6 +627,7 @@ mod tests {
     #[test]
     fn metric_codes_round_trip_and_are_distinct() {
         let mut all = vec![Metric::Backfilled, Metric::Progress];
+        all.extend(ViewField::ALL.iter().map(|f| Metric::View(*f)));
         for kind in Kind::ALL {
             all.push(Metric::Events(kind, None));
             all.extend(REASONS.iter().map(|r| Metric::Events(kind, Some(*r))));
@@ -638,6 +657,8 @@ mod tests {
         for g in [Grain::Day, Grain::Quarter] {
             assert_eq!(Grain::from_code(g as u8), Some(g));
         }
-        assert_eq!((Scope::from_code(3), Grain::from_code(2)), (None, None));
+        assert_eq!((Scope::from_code(4), Grain::from_code(2)), (None, None));
+        assert_eq!(Scope::from_code(3), Some(Scope::Video));
+        assert_eq!(Metric::from_code(128 + 19), None);
     }
 }

@@ -315,12 +315,7 @@ pub fn diff(
     let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(u64::MAX);
     let mut got_f = BTreeMap::new();
     for r in funnel["rows"].as_array().cloned().unwrap_or_default() {
-        let k = (
-            s(&r, "campaignId"),
-            s(&r, "adId"),
-            s(&r, "videoId"),
-            s(&r, "day"),
-        );
+        let k = (s(&r, "campaignId"), s(&r, "videoId"), s(&r, "day"));
         let f = Funnel {
             views: n(&r, "views"),
             milestones: [
@@ -348,7 +343,22 @@ pub fn diff(
         }
         got_f.insert(k, f);
     }
-    out.extend(mismatches("funnel", &got_f, &exp.funnels));
+    // Rows are per creative (the served ads' views summed).
+    let mut want_f: BTreeMap<(String, String, String), Funnel> = BTreeMap::new();
+    for ((c, _ad, video, day), f) in &exp.funnels {
+        let e = want_f
+            .entry((c.clone(), video.clone(), day.clone()))
+            .or_default();
+        e.views += f.views;
+        for (m, n) in e.milestones.iter_mut().zip(f.milestones) {
+            *m += n;
+        }
+        e.pauses += f.pauses;
+        e.resumes += f.resumes;
+        e.gaps += f.gaps;
+        e.repeats += f.repeats;
+    }
+    out.extend(mismatches("funnel", &got_f, &want_f));
     let mut got_p = BTreeMap::new();
     for r in products["rows"].as_array().cloned().unwrap_or_default() {
         let k = (

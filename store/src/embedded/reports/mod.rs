@@ -58,6 +58,13 @@ pub(super) fn product_facts(
     scan_with(db, super::PRODUCT_FACTS, super::codec::parse_product_fact)
 }
 
+/// Every view's row (the backfill of tallies).
+pub(super) fn view_rows(db: &Database) -> Result<Vec<crate::model::funnel::ViewRow>, StoreError> {
+    scan_with(db, super::entities::VIEWS.rows, |v| {
+        Ok(super::codec::parse_view_row(v)?.0)
+    })
+}
+
 impl ReportStore for EmbeddedStore {
     async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
         let f = f.clone();

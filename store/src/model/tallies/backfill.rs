@@ -3,14 +3,17 @@
 //! reports count it (its best copy's reason and status, its earliest copy's time,
 //! clicks through the click window as those reports apply it: facts stored before
 //! the served-ad rules were never judged by them), in its three places under
-//! [`BACKFILL_PARTITION`].
+//! [`BACKFILL_PARTITION`]; each stored view's row counts as the funnel report counts
+//! it.
 
 use std::collections::BTreeMap;
 
 use super::moves::{places, Event};
+use super::views;
 use super::{Kind, Metric, Tally, TallyKey, BACKFILL_PARTITION};
 use crate::model::ad_id_campaign::creative_of;
 use crate::model::ads::{self, AdAction, AdFact, AdGroup};
+use crate::model::funnel::ViewRow;
 use crate::model::products::{self, ProductAction, ProductFact};
 use crate::model::status::AdIdStatus;
 use crate::model::traffic::{self, ClickFact, ClickWindow, Invalid};
@@ -114,6 +117,15 @@ impl Counts {
                 product_code: &d.group.product_code,
             };
             self.add(&e, why, d.status, d.time_ms);
+        }
+    }
+
+    /// Counts stored views' rows (each as the funnel report counts it).
+    pub fn views<'a>(&mut self, rows: impl IntoIterator<Item = &'a ViewRow>) {
+        for row in rows {
+            for (key, n) in views::moves(None, row, BACKFILL_PARTITION) {
+                *self.0.entry(key).or_default() += n;
+            }
         }
     }
 
