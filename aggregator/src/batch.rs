@@ -454,7 +454,7 @@ fn decide(
 }
 
 /// A view's row from its facts: a repeat unless it took its served ad's view of its
-/// creative (see the module header).
+/// creative with one of them (see the module header).
 fn view_row(
     k: &ViewKey,
     facts: &[ViewFact],
@@ -462,12 +462,11 @@ fn view_row(
     policy: &Policy,
 ) -> ViewRow {
     let mut row = funnel::derive_view(k.clone(), campaign_of(&k.ad_id), facts, policy.debounce_ms);
-    row.served_repeat = !served.get(&k.ad_id).is_some_and(|s| {
-        s.taken_by(
-            Unit::View(&k.video_id),
-            served::view_identity(shopper_hash(&k.tracking_id)),
-        )
-    });
+    let viewer = shopper_hash(&k.tracking_id);
+    row.served_repeat = !served
+        .get(&k.ad_id)
+        .and_then(|s| s.view_taken_by(&k.video_id, viewer))
+        .is_some_and(|by| by.is_none_or(|e| facts.iter().any(|f| f.dedup_key as u64 == e)));
     row
 }
 
@@ -627,12 +626,10 @@ pub fn fold_at(
                     view_rows.insert(k.clone(), before);
                 }
                 // The served ad's view of this creative is its first eligible viewer's.
-                let mut took = false;
                 if traffic == TrafficClass::Valid && status.is_billable() {
                     let state = served_state(&mut sets.served, &k.ad_id);
                     let viewer = shopper_hash(&k.tracking_id);
-                    took = state.claim(Unit::View(&k.video_id), served::view_identity(viewer))
-                        == Take::New;
+                    state.take_view(&k.video_id, viewer, key);
                     if state.see(viewer) {
                         stats.shared_ads += 1;
                     }
@@ -651,9 +648,10 @@ pub fn fold_at(
                         true
                     }
                 };
-                // The row changed (a new event, or the view took its unit): the tallies
-                // move from the old row's counts to the new one's.
-                if let (Some((partition, offset)), true) = (at, fresh || took) {
+                // The row may have changed (a new event, a copy of one with a better
+                // status, or the view took its unit): the tallies move from the old
+                // row's counts to the new one's (nothing when they are equal).
+                if let Some((partition, offset)) = at {
                     let facts = sets.views.get(&k).map_or(&[][..], Vec::as_slice);
                     let now = view_row(&k, facts, &sets.served, policy);
                     let old = view_rows.get(&k).and_then(Option::as_ref);

@@ -21,6 +21,9 @@ use rm_schemas::agent::AgentClass;
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::model::ad_id_campaign::creative_of;
+use rm_store::model::funnel::FunnelReportRow;
+use rm_store::model::periods::{self, Granularity, Periods};
+use rm_store::model::rollup;
 use rm_store::model::status::AdIdStatus;
 use rm_store::model::tallies::{Grain, Kind, Metric, Scope, SummedTally, TallyQuery};
 use rm_store::model::traffic::InvalidCounts;
@@ -50,6 +53,19 @@ impl Rng {
 }
 
 const MIN: i64 = 60_000;
+
+/// A video view's events.
+const VIEW_EVENTS: [T; 9] = [
+    T::VideoCreativeView,
+    T::VideoPlay,
+    T::VideoFirstQuartile,
+    T::VideoMidpoint,
+    T::VideoThirdQuartile,
+    T::VideoComplete,
+    T::VideoPause,
+    T::VideoResume,
+    T::VideoSkip,
+];
 
 /// A record as the edge writes it, with its verdict and traffic.
 fn record(
@@ -81,8 +97,9 @@ fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
     let mut out: Vec<EventRecord> = Vec::new();
     for i in 0..12u64 {
         let campaign = if i % 2 == 0 { "c1" } else { "c2" };
-        let creative = match i % 3 {
+        let creative = match i % 4 {
             0 => "banner".to_owned(),
+            3 => format!("vid-{}", i % 2),
             _ => product_creative(&format!("sku-{}", i % 4)),
         };
         let carried = format!("sku-{}", i % 4);
@@ -104,11 +121,12 @@ fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
             } else {
                 ms
             };
-            let kind = match rng.below(4) {
+            let kind = match rng.below(7) {
                 0 => T::AdImpression,
                 1 => T::AdClick,
                 2 => T::ProductImpression,
-                _ => T::ProductClick,
+                3 => T::ProductClick,
+                _ => VIEW_EVENTS[rng.below(VIEW_EVENTS.len() as u64) as usize],
             };
             // An impression's key has no time: a shopper's second one is a copy, which
             // a forged id's would count again (see the header).
@@ -122,7 +140,14 @@ fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
             } else {
                 carried.clone()
             };
+            // A view of the ad's video (another one's, for an ad that is no video).
+            let video = if creative.starts_with("vid-") {
+                creative.clone()
+            } else {
+                "vid-9".to_owned()
+            };
             let e = InteractionEvent {
+                video_id: VIEW_EVENTS.contains(&kind).then_some(video),
                 session_id: Some(shopper),
                 catalog_id: matches!(kind, T::ProductImpression | T::ProductClick)
                     .then(|| "cat".to_owned()),
@@ -474,6 +499,31 @@ pub(crate) async fn counted_as_the_reports_count(
         campaigns, by_campaign,
         "seed {seed}: campaigns are their creatives' sums"
     );
+    // The video funnel: the stored views' rows summed per creative, and per campaign.
+    let views = views_of_tallies(store, Scope::Video).await;
+    if reports {
+        let want = views_of_reports(store).await;
+        assert!(want.len() > 1, "the stream makes views: {}", want.len());
+        assert_eq!(views, want, "seed {seed}: the funnel's tallies");
+    }
+    let mut by_campaign_views: BTreeMap<(String, String, String), FunnelReportRow> =
+        BTreeMap::new();
+    for ((c, _, day), r) in &views {
+        merge(
+            by_campaign_views
+                .entry((c.clone(), String::new(), day.clone()))
+                .or_insert_with(|| empty_funnel(c, "", day)),
+            r,
+        );
+    }
+    assert_eq!(
+        views_of_tallies(store, Scope::Campaign).await,
+        by_campaign_views
+            .into_iter()
+            .map(|(k, r)| (k, r.finish()))
+            .collect(),
+        "seed {seed}: a campaign's views are its creatives'"
+    );
     // Billable clicks as spend reads them.
     let spend = rm_store::billable_clicks(store, None)
         .await
@@ -487,5 +537,72 @@ pub(crate) async fn counted_as_the_reports_count(
     }
     days.iter()
         .map(|(k, c)| format!("{k:?} {} {} {:?}", c.valid, c.invalid.total(), c.worst))
+        .chain(views.iter().map(|(k, r)| format!("{k:?} {r:?}")))
+        .collect()
+}
+
+type ViewRows = BTreeMap<(String, String, String), FunnelReportRow>;
+
+fn empty_funnel(campaign: &str, video: &str, day: &str) -> FunnelReportRow {
+    let mut r = FunnelReportRow::new(campaign.to_owned(), String::new(), video.to_owned(), 0);
+    r.day = day.to_owned();
+    r
+}
+
+/// Adds a funnel row's counts to another's.
+fn merge(to: &mut FunnelReportRow, r: &FunnelReportRow) {
+    to.views += r.views;
+    to.creative_views += r.creative_views;
+    to.plays += r.plays;
+    to.first_quartiles += r.first_quartiles;
+    to.midpoints += r.midpoints;
+    to.third_quartiles += r.third_quartiles;
+    to.completes += r.completes;
+    to.skips += r.skips;
+    to.pauses += r.pauses;
+    to.resumes += r.resumes;
+    to.mutes += r.mutes;
+    to.unmutes += r.unmutes;
+    to.funnel_gap_violations += r.funnel_gap_violations;
+    to.repeated_milestone_violations += r.repeated_milestone_violations;
+    to.invalid_views += r.invalid_views;
+    to.invalid_plays += r.invalid_plays;
+    to.ad_id_status = to.ad_id_status.max(r.ad_id_status);
+}
+
+/// The funnel fact report's rows (per served ad) summed per creative and UTC day.
+async fn views_of_reports(store: &impl Store) -> ViewRows {
+    let mut out = ViewRows::new();
+    for r in store.funnel(&all()).await.expect("funnel") {
+        merge(
+            out.entry((r.campaign_id.clone(), r.video_id.clone(), r.day.clone()))
+                .or_insert_with(|| empty_funnel(&r.campaign_id, &r.video_id, &r.day)),
+            &r,
+        );
+    }
+    out.into_iter().map(|(k, r)| (k, r.finish())).collect()
+}
+
+/// The views' tallies of a scope as funnel rows per UTC day.
+async fn views_of_tallies(store: &impl Store, scope: Scope) -> ViewRows {
+    let summed = read(store, scope, Grain::Day).await;
+    let days: Vec<i32> = summed
+        .iter()
+        .filter(|s| matches!(s.metric, Metric::View(_)))
+        .map(|s| s.place.bucket)
+        .collect();
+    let (Some(from), Some(to)) = (days.iter().min(), days.iter().max()) else {
+        return ViewRows::new();
+    };
+    let utc = periods::zone("UTC").expect("UTC");
+    let periods = Periods::new(utc, Granularity::Day, *from, *to);
+    rollup::funnel_rows(&summed, &periods)
+        .into_iter()
+        .map(|r| {
+            (
+                (r.campaign_id.clone(), r.video_id.clone(), r.day.clone()),
+                r,
+            )
+        })
         .collect()
 }

@@ -57,14 +57,16 @@ pub enum Unit<'a> {
     /// A product's click (`productClick`): catalog and product.
     ProductClick(&'a str, &'a str),
     /// A video view of a creative (`videoId`): taken by the first view (a tracking
-    /// id, [`view_identity`]) with an eligible event.
+    /// id) with an eligible event ([`ServedAd::take_view`]).
     View(&'a str),
 }
 
-/// The identity a view takes its [`Unit::View`] with: its viewer, the tracking id's
-/// [`super::traffic::shopper_hash`].
-pub fn view_identity(viewer: u64) -> u128 {
-    u128::from(viewer)
+/// What a view's [`Unit::View`] keeps of who took it: the viewer (the tracking id's
+/// [`super::traffic::shopper_hash`]) in the low 64 bits, the low 64 bits of the
+/// dedup key of the event that took it above (0 in states written before it was
+/// kept).
+fn view_taker(viewer: u64, event: u128) -> u128 {
+    (u128::from(event as u64) << 64) | u128::from(viewer)
 }
 
 impl Unit<'_> {
@@ -242,11 +244,38 @@ impl ServedAd {
             .any(|t| unit.same(t) && t.dedup_key != dedup_key)
     }
 
-    /// Whether the event (or view identity) `dedup_key` took `unit`.
-    pub fn taken_by(&self, unit: Unit<'_>, dedup_key: u128) -> bool {
-        self.taken
-            .iter()
-            .any(|t| unit.same(t) && t.dedup_key == dedup_key)
+    /// Takes the view of `video` for `viewer` with its eligible event `event` (the
+    /// first viewer's view takes it, with its first eligible event); true when this
+    /// viewer's view holds it, now or from before.
+    pub fn take_view(&mut self, video: &str, viewer: u64, event: u128) -> bool {
+        let unit = Unit::View(video);
+        if let Some(t) = self.taken.iter().find(|t| unit.same(t)) {
+            return t.dedup_key as u64 == viewer;
+        }
+        if self.taken.len() >= MAX_UNITS {
+            return false;
+        }
+        self.taken.push(Taken {
+            kind: unit.kind(),
+            catalog: String::new(),
+            product: video.to_owned(),
+            dedup_key: view_taker(viewer, event),
+        });
+        self.changed();
+        true
+    }
+
+    /// Whether `viewer`'s view of `video` took it, and with which event: `Some(Some(e))`
+    /// the low 64 bits of its dedup key, `Some(None)` taken before that was kept,
+    /// `None` not this viewer's. A view counts from the moment its set holds that
+    /// event, so a view's row depends on its own events alone, whatever was stored
+    /// first after a crash.
+    pub fn view_taken_by(&self, video: &str, viewer: u64) -> Option<Option<u64>> {
+        let t = self.taken.iter().find(|t| Unit::View(video).same(t))?;
+        (t.dedup_key as u64 == viewer).then(|| {
+            let event = (t.dedup_key >> 64) as u64;
+            (event != 0).then_some(event)
+        })
     }
 
     /// Notes a shopper (a tracking id's hash, 0 for none); true when it makes the ad

@@ -35,15 +35,21 @@ fn forty_shoppers_on_one_served_ad_make_one_billable_click() {
         ad.take(Unit::ProductImpression("cat", "a"), 103),
         "impression apart"
     );
-    let viewer = |id: &str| view_identity(crate::model::traffic::shopper_hash(id));
+    let viewer = |id: &str| crate::model::traffic::shopper_hash(id);
     let (first, second) = (viewer("s-1"), viewer("s-2"));
-    assert!(ad.take(Unit::View("v-1"), first), "the first viewer's view");
-    assert!(ad.take(Unit::View("v-1"), first), "and all its events");
+    assert!(ad.take_view("v-1", first, 7), "the first viewer's view");
+    assert!(ad.take_view("v-1", first, 8), "and all its events");
     assert!(
-        !ad.take(Unit::View("v-1"), second),
+        !ad.take_view("v-1", second, 9),
         "another viewer's is a repeat"
     );
-    assert!(ad.take(Unit::View("v-2"), second), "another creative apart");
+    assert!(ad.take_view("v-2", second, 10), "another creative apart");
+    assert_eq!(
+        ad.view_taken_by("v-1", first),
+        Some(Some(7)),
+        "by its event 7"
+    );
+    assert_eq!(ad.view_taken_by("v-1", second), None);
 }
 
 #[test]
