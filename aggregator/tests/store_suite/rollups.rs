@@ -541,7 +541,7 @@ pub(crate) async fn counted_as_the_reports_count(
         .collect()
 }
 
-type ViewRows = BTreeMap<(String, String, String), FunnelReportRow>;
+pub(crate) type ViewRows = BTreeMap<(String, String, String), FunnelReportRow>;
 
 fn empty_funnel(campaign: &str, video: &str, day: &str) -> FunnelReportRow {
     let mut r = FunnelReportRow::new(campaign.to_owned(), String::new(), video.to_owned(), 0);
@@ -571,7 +571,7 @@ fn merge(to: &mut FunnelReportRow, r: &FunnelReportRow) {
 }
 
 /// The funnel fact report's rows (per served ad) summed per creative and UTC day.
-async fn views_of_reports(store: &impl Store) -> ViewRows {
+pub(crate) async fn views_of_reports(store: &impl Store) -> ViewRows {
     let mut out = ViewRows::new();
     for r in store.funnel(&all()).await.expect("funnel") {
         merge(
@@ -584,7 +584,7 @@ async fn views_of_reports(store: &impl Store) -> ViewRows {
 }
 
 /// The views' tallies of a scope as funnel rows per UTC day.
-async fn views_of_tallies(store: &impl Store, scope: Scope) -> ViewRows {
+pub(crate) async fn views_of_tallies(store: &impl Store, scope: Scope) -> ViewRows {
     let summed = read(store, scope, Grain::Day).await;
     let days: Vec<i32> = summed
         .iter()

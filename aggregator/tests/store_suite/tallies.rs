@@ -188,13 +188,20 @@ pub(crate) async fn suite(store: &impl Store) -> Vec<String> {
 
 /// A store holding facts of a version without tallies (written with no positions:
 /// nothing tallied, no marker) reads as not counted, then is counted once by the
-/// backfill, to what the ads report counts.
+/// backfill, to what the ads report counts, and its views to what the funnel report
+/// counts.
 pub(crate) async fn backfilled_as_the_report_counts(store: &impl Store) {
     not_counted_yet(store).await;
     let report = report_clicks(store).await;
     assert!(!report.is_empty(), "the suite's store has billable clicks");
+    let funnel = super::rollups::views_of_reports(store).await;
+    assert!(!funnel.is_empty(), "the suite's store has views");
     assert!(store.backfill_tallies().await.expect("backfill"));
     assert_eq!(as_map(&clicks(store).await), report);
+    assert_eq!(
+        super::rollups::views_of_tallies(store, rm_store::model::tallies::Scope::Video).await,
+        funnel
+    );
     assert!(!store.backfill_tallies().await.expect("once"));
     assert_eq!(as_map(&clicks(store).await), report);
 }
