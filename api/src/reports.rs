@@ -16,8 +16,8 @@
 //! its campaigns, are in the answer; a `campaignId` of another namespace is a 404,
 //! as if it did not exist.
 //!
-//! **Sums.** The products and ads reports and the campaign summary's ad and product
-//! columns read the rollups (`rm_store::sums`): their cost is the rows they return
+//! **Sums.** The products, ads and video funnel reports and the campaign summary's
+//! ad, product and video columns read the rollups (`rm_store::sums`): their cost is the rows they return
 //! times the buckets of their range, whatever the events behind them; `timeZone` and
 //! `granularity` cut their periods ([`query`]).
 //!

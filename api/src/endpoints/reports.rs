@@ -24,7 +24,7 @@ pub struct ReportRows {
 }
 
 /// The query parameters every report route reads (`timeZone` and `granularity` other
-/// than `UTC` and `day` by the products, ads and campaigns reports: `query`).
+/// than `UTC` and `day` by the products, ads, funnel and campaigns reports: `query`).
 const QUERY: [QueryParam; 11] = [
     param("campaignId", r#"{"type": "string"}"#),
     param("namespaceId", r#"{"type": "string"}"#),

@@ -48,6 +48,12 @@ impl ReportKind {
         }
     }
 
+    /// Whether an `adId` filter drills down to the stored facts of one served ad (the
+    /// other rows are per creative, from the rollups).
+    pub const fn drills_down(self) -> bool {
+        matches!(self, Self::Products | Self::Ads | Self::VideoFunnel)
+    }
+
     /// Whether the report needs the campaigns' costs or bids (ROAS, spend).
     pub const fn needs_costs(self) -> bool {
         match self {

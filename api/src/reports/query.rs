@@ -8,14 +8,14 @@
 //! [`MAX_RANGE_DAYS`] - 1 days after `from` (capped at tomorrow). So no request reads
 //! more than that span of rows, whatever it asks.
 //!
-//! **Time zones and periods** (products, ads, campaigns). `timeZone` is an IANA name
-//! (default `UTC`): `from` and `to` are then local dates of that zone, and rows are
-//! cut by `granularity` (`hour`, `day` the default, `week`, `month`, `summary`) in it
-//! (`rm_store::model::periods`). The campaign summary takes UTC only and no hours
-//! (its video, cart and sales columns are kept by UTC day); the other reports are by
-//! UTC day. Hourly rows cover at most [`MAX_HOURLY_DAYS`] days. A drill-down by
-//! served ad (`adId`, products and ads) reads the stored facts: UTC days, at most
-//! [`MAX_DRILL_DOWN_DAYS`] (also its default range).
+//! **Time zones and periods** (products, ads, funnel, campaigns). `timeZone` is an
+//! IANA name (default `UTC`): `from` and `to` are then local dates of that zone, and
+//! rows are cut by `granularity` (`hour`, `day` the default, `week`, `month`,
+//! `summary`) in it (`rm_store::model::periods`). The video funnel and the campaign
+//! summary take UTC only and no hours (views, carts and sales are kept by UTC day);
+//! the other reports are by UTC day. Hourly rows cover at most [`MAX_HOURLY_DAYS`]
+//! days. A drill-down by served ad (`adId`: products, ads and the funnel) reads the
+//! stored facts: UTC days, at most [`MAX_DRILL_DOWN_DAYS`] (also its default range).
 
 use http::{header, HeaderMap};
 use rm_schemas::percent::{self, Rules};
@@ -151,7 +151,7 @@ pub fn from_pairs(
         }
     }
     // A drill-down by served ad reads the facts: its default range is its bound.
-    let drill_down = matches!(kind, ReportKind::Products | ReportKind::Ads) && f.ad_id.is_some();
+    let drill_down = kind.drills_down() && f.ad_id.is_some();
     let span = if drill_down {
         MAX_DRILL_DOWN_DAYS
     } else {
@@ -193,7 +193,7 @@ fn bound_periods(
         "timeZone"
     };
     match kind {
-        ReportKind::Products | ReportKind::Ads | ReportKind::VideoFunnel if f.ad_id.is_some() => {
+        _ if kind.drills_down() && f.ad_id.is_some() => {
             if !utc_days {
                 return Err(ApiError::invalid(
                     field,
@@ -394,10 +394,14 @@ mod tests {
             "timeZone"
         );
         assert!(at(ReportKind::Ads, "adId=x&from=2026-01-01&to=2026-01-02").is_ok());
-        let f = at(ReportKind::Ads, "adId=x")
-            .expect("the last 31 days")
-            .filter;
-        assert_eq!(f.to_day.zip(f.from_day).map(|(t, fr)| t - fr + 1), Some(31));
+        for kind in [
+            ReportKind::Ads,
+            ReportKind::Products,
+            ReportKind::VideoFunnel,
+        ] {
+            let f = at(kind, "adId=x").expect("the last 31 days").filter;
+            assert_eq!(f.to_day.zip(f.from_day).map(|(t, fr)| t - fr + 1), Some(31));
+        }
     }
 
     proptest! {

@@ -130,21 +130,23 @@ pub fn derive_view(
     }
 }
 
-/// One row of the video funnel report: per campaign, ad, creative and day.
+/// One row of the video funnel report: per campaign, creative and period (per served
+/// ad and UTC day in a drill-down).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FunnelReportRow {
     /// Campaign.
     pub campaign_id: String,
-    /// Realised ad id.
+    /// The served ad id, in a drill-down (`adId`); empty in rows of the tallies.
     pub ad_id: String,
     /// Creative (UniversalAdId idValue).
     pub video_id: String,
-    /// UTC day, `YYYY-MM-DD`.
+    /// The period's first UTC day, `YYYY-MM-DD`.
     pub day: String,
     /// Views with at least one milestone.
     pub views: u64,
-    /// Billable ad-level impressions of the ad that day (every creative of the ad).
+    /// Billable ad impressions of the creative in the period (of ad ids minted with
+    /// it); in a drill-down, the served ad's that day.
     pub impressions: u64,
     /// Views that reached creativeView.
     pub creative_views: u64,
