@@ -152,7 +152,7 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
 /// The reports, by name: each read once, (ms, rows). "(facts)": the same report
 /// counted from the stored facts, as every report was before the rollups (the
 /// products and ads rows then per served ad id); the others are what the api serves.
-const REPORTS: [&str; 11] = [
+const REPORTS: [&str; 12] = [
     "campaigns",
     "campaigns (facts)",
     "products",
@@ -161,6 +161,7 @@ const REPORTS: [&str; 11] = [
     "ads",
     "ads (facts)",
     "video-funnel",
+    "video-funnel (facts)",
     "carts",
     "carts/campaigns",
     "sales",
@@ -189,7 +190,8 @@ async fn read(store: &AnyStore, which: &str, f: &ReportFilter) -> anyhow::Result
         "products (facts)" => store.products(f).await?.len(),
         "ads" => sums::ad_report(store, f, &utc).await?.len(),
         "ads (facts)" => store.ads(f).await?.len(),
-        "video-funnel" => store.funnel(f).await?.len(),
+        "video-funnel" => sums::funnel_report(store, f, &utc).await?.len(),
+        "video-funnel (facts)" => store.funnel(f).await?.len(),
         "carts" => store.carts(f).await?.len(),
         "carts/campaigns" => store.cart_campaigns(f).await?.len(),
         _ => store.sales(f, &w).await?.len(),
