@@ -222,6 +222,8 @@ pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
             last = Some(partition);
         }
     }
+    // A view's places once per (campaign, video, day, partition), not per record.
+    let mut view_places: FastSet<(&str, &str, i32, i32)> = FastSet::default();
     for (r, (partition, _)) in records.iter().zip(positions) {
         let time_ms = r.event.timestamp.timestamp_millis();
         if let Some(kind) = tally_kind(r) {
@@ -230,13 +232,17 @@ pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
             t.places.extend(moves::places(&e, time_ms, *partition));
         } else if is_view(r.event.interaction_type) {
             let e = &r.event;
-            t.places.extend(views::places_at(
+            view_places.insert((
                 campaign_str(&e.ad_id),
                 e.video_id.as_deref().unwrap_or_default(),
                 day_of(time_ms),
                 *partition,
             ));
         }
+    }
+    for (campaign, video, day, partition) in view_places {
+        t.places
+            .extend(views::places_at(campaign, video, day, partition));
     }
     t
 }
@@ -262,26 +268,29 @@ pub fn view_places(
     positions: &[Position],
     views: &rm_store::FastMap<ViewKey, Vec<ViewFact>>,
 ) -> Vec<Place> {
-    let mut out = Vec::new();
-    for (r, (partition, _)) in records.iter().zip(positions) {
-        if !is_view(r.event.interaction_type) {
-            continue;
-        }
-        let Entity::View(k) = entity(r) else { continue };
-        let Some(first) = views
-            .get(&k)
-            .and_then(|f| f.iter().map(|f| f.time_ms).min())
-        else {
+    if views.is_empty() {
+        return Vec::new();
+    }
+    // A view's records share its ad id's partition.
+    let partition_of: FastMap<&str, i32> = records
+        .iter()
+        .zip(positions)
+        .filter(|(r, _)| is_view(r.event.interaction_type))
+        .map(|(r, (p, _))| (r.event.ad_id.as_str(), *p))
+        .collect();
+    let mut at: FastSet<(&str, &str, i32, i32)> = FastSet::default();
+    for (k, facts) in views {
+        let (Some(first), Some(p)) = (
+            facts.iter().map(|f| f.time_ms).min(),
+            partition_of.get(k.ad_id.as_str()),
+        ) else {
             continue;
         };
-        out.extend(views::places_at(
-            campaign_str(&k.ad_id),
-            &k.video_id,
-            day_of(first),
-            *partition,
-        ));
+        at.insert((campaign_str(&k.ad_id), &k.video_id, day_of(first), *p));
     }
-    out
+    at.into_iter()
+        .flat_map(|(c, v, day, p)| views::places_at(c, v, day, p))
+        .collect()
 }
 
 /// The places of earlier copies the batch's records may move their events from: an

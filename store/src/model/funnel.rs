@@ -107,12 +107,23 @@ pub fn derive_view(
     facts: &[ViewFact],
     debounce_ms: i64,
 ) -> ViewRow {
-    let mut sorted: Vec<ViewFact> = Vec::with_capacity(facts.len());
-    for f in facts {
-        insert_fact(&mut sorted, *f);
-    }
+    // A set kept with `insert_fact` is in order already (the aggregator's).
+    let ordered = facts
+        .windows(2)
+        .all(|w| (w[0].time_ms, w[0].dedup_key) < (w[1].time_ms, w[1].dedup_key));
+    let copy;
+    let sorted: &[ViewFact] = if ordered {
+        facts
+    } else {
+        let mut s: Vec<ViewFact> = Vec::with_capacity(facts.len());
+        for f in facts {
+            insert_fact(&mut s, *f);
+        }
+        copy = s;
+        &copy
+    };
     let mut walk = ViewWalk::new(Debounce::from_ms(debounce_ms));
-    for f in &sorted {
+    for f in sorted {
         walk.push(f.dedup_key, f.kind, f.time_ms);
     }
     let counts = walk.counts();

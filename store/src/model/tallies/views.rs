@@ -186,6 +186,34 @@ pub fn places_at(campaign: &str, video: &str, day: i32, partition: i32) -> [Plac
 /// the old row's counts taken away where they were, the new one's added where they
 /// are, netted per tally (none when nothing changed).
 pub fn moves(old: Option<&ViewRow>, new: &ViewRow, partition: i32) -> Vec<(TallyKey, i64)> {
+    // The common case, a view that grows on its day: only the counts that changed.
+    if let Some(o) = old.filter(|o| {
+        o.day == new.day && o.campaign_id == new.campaign_id && o.key.video_id == new.key.video_id
+    }) {
+        let (before, after) = (counts(o), counts(new));
+        let changed: Vec<(ViewField, i64)> = ViewField::ALL
+            .iter()
+            .zip(before.iter().zip(after))
+            .filter(|(_, (b, a))| **b != *a)
+            .map(|(f, (b, a))| (*f, a - *b))
+            .collect();
+        if changed.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(changed.len() * 2);
+        for place in places(new, partition) {
+            for (f, d) in &changed {
+                out.push((
+                    TallyKey {
+                        place: place.clone(),
+                        metric: Metric::View(*f),
+                    },
+                    *d,
+                ));
+            }
+        }
+        return out;
+    }
     let mut out: Vec<(TallyKey, i64)> = Vec::new();
     let mut add = |row: &ViewRow, sign: i64| {
         let c = counts(row);
