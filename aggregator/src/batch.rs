@@ -81,6 +81,7 @@ use rm_store::model::funnel::{self, ViewFact, ViewKey, ViewRow};
 use rm_store::model::products::{ProductAction, ProductFact, ProductGroup};
 use rm_store::model::served::{self, ServeRules, ServedAd, Take, Unit};
 use rm_store::model::status::AdIdStatus;
+use rm_store::model::tallies::carts as carts_t;
 use rm_store::model::tallies::moves::{self, Event, Judged};
 use rm_store::model::tallies::{views, Kind, Metric, Place, TallyKey};
 use rm_store::model::traffic::{shopper_hash, TrafficClass};
@@ -230,6 +231,12 @@ pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
             let creative = creative_of(&r.event.ad_id);
             let e = tally_event(r, kind, &creative);
             t.places.extend(moves::places(&e, time_ms, *partition));
+        } else if r.event.interaction_type == InteractionType::Cart {
+            t.places.insert(carts_t::place(
+                campaign_str(&r.event.ad_id),
+                day_of(time_ms),
+                *partition,
+            ));
         } else if is_view(r.event.interaction_type) {
             let e = &r.event;
             view_places.insert((
@@ -258,6 +265,37 @@ fn is_view(t: InteractionType) -> bool {
             | InteractionType::AdClick
             | InteractionType::CreativeClick
     )
+}
+
+/// The places of the cart lines' stored events (any of them may be an add, or stop
+/// being one when an earlier event arrives): known once the lines are loaded.
+pub fn cart_places(
+    records: &[EventRecord],
+    positions: &[Position],
+    carts: &rm_store::FastMap<CartKey, Vec<CartFact>>,
+) -> Vec<Place> {
+    if carts.is_empty() {
+        return Vec::new();
+    }
+    // A line's records share its tracking id's partition.
+    let partition_of: FastMap<&str, i32> = records
+        .iter()
+        .zip(positions)
+        .filter(|(r, _)| r.event.interaction_type == InteractionType::Cart)
+        .map(|(r, (p, _))| (r.event.tracking_id(), *p))
+        .collect();
+    let mut at: FastSet<(&str, i32, i32)> = FastSet::default();
+    for (k, facts) in carts {
+        let Some(p) = partition_of.get(k.tracking_id.as_str()) else {
+            continue;
+        };
+        for f in facts {
+            at.insert((f.campaign_id.as_str(), day_of(f.time_ms), *p));
+        }
+    }
+    at.into_iter()
+        .map(|(c, day, p)| carts_t::place(c, day, p))
+        .collect()
 }
 
 /// The places of the views' rows as stored (the day of each view's earliest event,
@@ -524,6 +562,8 @@ pub fn fold_at(
     let mut dirty_tallies: FastSet<TallyKey> = FastSet::default();
     // Each view's row as the tallies count it so far (`None`: not counted yet).
     let mut view_rows: FastMap<ViewKey, Option<ViewRow>> = FastMap::default();
+    // Each cart line's adds as the tallies count them so far.
+    let mut cart_adds: FastMap<CartKey, carts_t::Adds> = FastMap::default();
     let mut creative = String::new();
     for (i, r) in records.iter().enumerate() {
         let time_ms = r.event.timestamp.timestamp_millis();
@@ -674,6 +714,12 @@ pub fn fold_at(
                 fresh
             }
             Entity::Cart(k) => {
+                let at = positions.and_then(|p| p.get(i)).copied();
+                // The line's adds before this record: what the tallies count of it.
+                if at.is_some() && !cart_adds.contains_key(&k) {
+                    let before = sets.carts.get(&k).map(|f| carts_t::adds(f));
+                    cart_adds.insert(k.clone(), before.unwrap_or_default());
+                }
                 let fact = CartFact {
                     dedup_key: key,
                     time_ms,
@@ -690,6 +736,19 @@ pub fn fold_at(
                         true
                     }
                 };
+                // The line's adds may have changed (a new event, or a copy with a better
+                // status): the tallies move by the difference.
+                if let Some((partition, offset)) = at {
+                    let facts = sets.carts.get(&k).map_or(&[][..], Vec::as_slice);
+                    let now = carts_t::adds(facts);
+                    if let Some(old) = cart_adds.get(&k) {
+                        let m = carts_t::moves(old, &now, partition);
+                        if moves::apply(m, offset, &mut sets.tallies, &mut dirty_tallies) {
+                            stats.tallied += 1;
+                        }
+                    }
+                    cart_adds.insert(k.clone(), now);
+                }
                 dirty_carts.insert(k);
                 fresh
             }

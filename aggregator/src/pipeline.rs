@@ -66,8 +66,8 @@ use rm_store::model::tallies::{Metric, Place, PlaceTallies};
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
 use crate::batch::{
-    copy_places, fold_at, fold_orders, touched_at, view_places, FoldStats, OrderStats, Policy,
-    Position, Touched,
+    cart_places, copy_places, fold_at, fold_orders, touched_at, view_places, FoldStats, OrderStats,
+    Policy, Position, Touched,
 };
 use crate::metrics;
 use crate::source::{Checkpoint, Raw, Source, Stream};
@@ -551,6 +551,7 @@ pub async fn load_sets<T: WriteStore>(
     let mut places = t.places;
     places.extend(copy_places(records, positions, &sets.served));
     places.extend(view_places(records, positions, &sets.views));
+    places.extend(cart_places(records, positions, &sets.carts));
     sets.tallies = store.load_tallies(&places).await?;
     Ok(sets)
 }
@@ -631,6 +632,7 @@ async fn prepare<T: WriteStore>(
     let mut places = places;
     places.extend(copy_places(records, positions, &sets.served));
     places.extend(view_places(records, positions, &sets.views));
+    places.extend(cart_places(records, positions, &sets.carts));
     let progress = partitions(positions);
     let missing_places: FastSet<Place> = places
         .iter()

@@ -17,7 +17,7 @@
 //! as if it did not exist.
 //!
 //! **Sums.** The products, ads and video funnel reports and the campaign summary's
-//! ad, product and video columns read the rollups (`rm_store::sums`): their cost is the rows they return
+//! ad, product, video and cart columns read the rollups (`rm_store::sums`): their cost is the rows they return
 //! times the buckets of their range, whatever the events behind them; `timeZone` and
 //! `granularity` cut their periods ([`query`]).
 //!

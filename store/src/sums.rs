@@ -1,5 +1,5 @@
 //! The reports that read sums (issue 26): products, ads, the video funnel and the
-//! campaign summary's counts from the tallies ([`crate::model::tallies`]), for any backend, in any IANA
+//! campaign summary's counts (all but sales) from the tallies ([`crate::model::tallies`]), for any backend, in any IANA
 //! time zone and granularity ([`Periods`]). A drill-down by served ad id reads the
 //! stored facts (the caller bounds its range). Before a store's earlier facts are
 //! counted (the aggregator's first start on a store of an earlier version) these
@@ -110,8 +110,8 @@ pub async fn funnel_report<S: ReportStore + ?Sized>(
     Ok(rows)
 }
 
-/// The campaign summary per campaign and period (UTC: its cart and sales columns are
-/// still read per UTC day from the facts, then put in their periods).
+/// The campaign summary per campaign and period (UTC: its sales columns are still
+/// read per UTC day from the facts, then put in their periods).
 /// `max_bid` gives each campaign's bid per click for spend ([`campaigns::report`]).
 pub async fn campaign_summary<S: ReportStore + ?Sized>(
     store: &S,
@@ -136,7 +136,7 @@ pub async fn campaign_summary<S: ReportStore + ?Sized>(
         ads,
         products,
         funnel: rollup::funnel_rows(&summed, periods),
-        cart_adds: store.cart_adds(&f).await?,
+        cart_adds: rollup::cart_adds_rows(&summed, periods),
         sales: store.campaign_sales(&f, w).await?,
     };
     parts.cart_adds.iter_mut().for_each(|r| relabel(&mut r.day));

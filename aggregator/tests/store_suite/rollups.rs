@@ -121,11 +121,12 @@ fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
             } else {
                 ms
             };
-            let kind = match rng.below(7) {
+            let kind = match rng.below(8) {
                 0 => T::AdImpression,
                 1 => T::AdClick,
                 2 => T::ProductImpression,
                 3 => T::ProductClick,
+                4 => T::Cart,
                 _ => VIEW_EVENTS[rng.below(VIEW_EVENTS.len() as u64) as usize],
             };
             // An impression's key has no time: a shopper's second one is a copy, which
@@ -146,13 +147,14 @@ fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
             } else {
                 "vid-9".to_owned()
             };
+            let with_product = matches!(kind, T::ProductImpression | T::ProductClick | T::Cart);
             let e = InteractionEvent {
                 video_id: VIEW_EVENTS.contains(&kind).then_some(video),
                 session_id: Some(shopper),
-                catalog_id: matches!(kind, T::ProductImpression | T::ProductClick)
-                    .then(|| "cat".to_owned()),
-                product_code: matches!(kind, T::ProductImpression | T::ProductClick)
-                    .then_some(product),
+                catalog_id: with_product.then(|| "cat".to_owned()),
+                product_code: with_product.then_some(product),
+                // A cart line's units now: adds, changes, removals and adds again.
+                units: (kind == T::Cart).then(|| rng.below(3)),
                 ..InteractionEvent::new(ad.as_str(), kind, at(ms))
             };
             let verdict = if forged {
@@ -197,7 +199,9 @@ fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
     let positions = records
         .iter()
         .map(|r| {
-            let p = (rm_store::model::traffic::shopper_hash(&r.event.ad_id) % 3) as usize;
+            // Keyed as the edge keys them: a cart event by its tracking id.
+            let key = String::from_utf8_lossy(r.partition_key()).into_owned();
+            let p = (rm_store::model::traffic::shopper_hash(&key) % 3) as usize;
             next[p] += 1;
             (p as i32, next[p] - 1)
         })
@@ -524,6 +528,13 @@ pub(crate) async fn counted_as_the_reports_count(
             .collect(),
         "seed {seed}: a campaign's views are its creatives'"
     );
+    // Cart adds: the campaign tallies equal the adds of the stored cart lines.
+    let adds = cart_adds_of_tallies(store).await;
+    if reports {
+        let want = cart_adds_of_reports(store).await;
+        assert!(!want.is_empty(), "the stream adds to carts");
+        assert_eq!(adds, want, "seed {seed}: cart adds");
+    }
     // Billable clicks as spend reads them.
     let spend = rm_store::billable_clicks(store, None)
         .await
@@ -538,6 +549,46 @@ pub(crate) async fn counted_as_the_reports_count(
     days.iter()
         .map(|(k, c)| format!("{k:?} {} {} {:?}", c.valid, c.invalid.total(), c.worst))
         .chain(views.iter().map(|(k, r)| format!("{k:?} {r:?}")))
+        .chain(adds.iter().map(|(k, n)| format!("{k:?} {n:?}")))
+        .collect()
+}
+
+/// Cart adds (valid, invalid) per campaign and UTC day.
+type CartAdds = BTreeMap<(String, String), (u64, u64)>;
+
+/// The cart adds the store's fact report counts.
+pub(crate) async fn cart_adds_of_reports(store: &impl Store) -> CartAdds {
+    store
+        .cart_adds(&all())
+        .await
+        .expect("cart adds")
+        .into_iter()
+        .map(|r| {
+            (
+                (r.campaign_id, r.day),
+                (r.carts_added, r.invalid_carts_added),
+            )
+        })
+        .collect()
+}
+
+/// The cart adds of the campaign tallies.
+pub(crate) async fn cart_adds_of_tallies(store: &impl Store) -> CartAdds {
+    let summed = read(store, Scope::Campaign, Grain::Day).await;
+    let days: Vec<i32> = summed.iter().map(|s| s.place.bucket).collect();
+    let (Some(from), Some(to)) = (days.iter().min(), days.iter().max()) else {
+        return CartAdds::new();
+    };
+    let utc = periods::zone("UTC").expect("UTC");
+    let periods = Periods::new(utc, Granularity::Day, *from, *to);
+    rollup::cart_adds_rows(&summed, &periods)
+        .into_iter()
+        .map(|r| {
+            (
+                (r.campaign_id, r.day),
+                (r.carts_added, r.invalid_carts_added),
+            )
+        })
         .collect()
 }
 

@@ -196,7 +196,10 @@ pub(crate) async fn backfilled_as_the_report_counts(store: &impl Store) {
     assert!(!report.is_empty(), "the suite's store has billable clicks");
     let funnel = super::rollups::views_of_reports(store).await;
     assert!(!funnel.is_empty(), "the suite's store has views");
+    let cart_adds = super::rollups::cart_adds_of_reports(store).await;
+    assert!(!cart_adds.is_empty(), "the suite's store has cart adds");
     assert!(store.backfill_tallies().await.expect("backfill"));
+    assert_eq!(super::rollups::cart_adds_of_tallies(store).await, cart_adds);
     assert_eq!(as_map(&clicks(store).await), report);
     assert_eq!(
         super::rollups::views_of_tallies(store, rm_store::model::tallies::Scope::Video).await,

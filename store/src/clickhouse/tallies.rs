@@ -84,7 +84,8 @@ impl ClickHouseStore {
             .query(
                 "SELECT count() FROM (SELECT 1 FROM ad_facts LIMIT 1 \
                  UNION ALL SELECT 1 FROM product_facts LIMIT 1 \
-                 UNION ALL SELECT 1 FROM views LIMIT 1)",
+                 UNION ALL SELECT 1 FROM views LIMIT 1 \
+                 UNION ALL SELECT 1 FROM cart_events LIMIT 1)",
             )
             .fetch_all()
             .await
@@ -263,6 +264,17 @@ impl ClickHouseStore {
             written += rows.len();
             self.insert_tallies(&rows).await?;
         }
+        // Cart adds per campaign and day, as the campaign summary's fact report counts
+        // them (small: one row per campaign and day).
+        let mut counts = Counts::default();
+        counts.cart_adds(
+            &self
+                .cart_adds_report(&crate::ReportFilter::default())
+                .await?,
+        );
+        let rows = counts.rows();
+        written += rows.len();
+        self.insert_tallies(&rows).await?;
         self.insert_tallies(&[tallies::marker_row()]).await?;
         tracing::info!(
             tallies = written,

@@ -10,6 +10,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 
 use super::{err, parse, val, Table};
 use crate::model::ads::AdFact;
+use crate::model::campaigns::CartAddsRow;
 use crate::model::funnel::ViewRow;
 use crate::model::products::ProductFact;
 use crate::model::tallies::backfill::Counts;
@@ -224,12 +225,14 @@ pub(super) fn backfill(
     ads: &[AdFact],
     products: &[ProductFact],
     views: &[ViewRow],
+    carts: &[CartAddsRow],
     window: ClickWindow,
 ) -> Result<Option<usize>, StoreError> {
     let mut counts = Counts::default();
     counts.ads(ads, window);
     counts.products(products, window);
     counts.views(views);
+    counts.cart_adds(carts);
     let w = db.begin_write().map_err(err)?;
     let n;
     {
@@ -256,6 +259,7 @@ pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> 
         super::AD_FACTS,
         super::PRODUCT_FACTS,
         super::entities::VIEWS.rows,
+        super::entities::CARTS.rows,
     ];
     for table in facts {
         if w.open_table(table)

@@ -185,7 +185,8 @@ impl EmbeddedStore {
                 let ads = super::reports::ad_facts(db)?;
                 let products = super::reports::product_facts(db)?;
                 let views = super::reports::view_rows(db)?;
-                super::tallies::backfill(db, &ads, &products, &views, window)
+                let carts = super::reports::cart_adds(db)?;
+                super::tallies::backfill(db, &ads, &products, &views, &carts, window)
             })
             .await?;
         if let Some(n) = done {

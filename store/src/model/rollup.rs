@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ad_id_campaign::creative_of;
 use super::ads::AdReportRow;
+use super::campaigns::CartAddsRow;
 use super::funnel::FunnelReportRow;
 use super::periods::Periods;
 use super::products::ProductReportRow;
@@ -106,7 +107,11 @@ impl Acc {
             }
             Metric::Events(_, Some(why)) => self.invalid_clicks.add(why, n),
             Metric::Status(_, s) if n > 0 => self.worst = self.worst.max(s),
-            Metric::Status(..) | Metric::View(_) | Metric::Backfilled | Metric::Progress => {}
+            Metric::Status(..)
+            | Metric::View(_)
+            | Metric::Cart(_)
+            | Metric::Backfilled
+            | Metric::Progress => {}
         }
     }
 
@@ -296,6 +301,32 @@ fn add_view_count(r: &mut FunnelReportRow, field: ViewField, n: u64) {
         }
     };
     *slot += n;
+}
+
+/// The campaign summary's cart adds from the campaign tallies: one row per campaign
+/// and period (`day` its label).
+pub fn cart_adds_rows(summed: &[SummedTally], periods: &Periods) -> Vec<CartAddsRow> {
+    let mut rows: BTreeMap<(String, NaiveDateTime), [u64; 2]> = BTreeMap::new();
+    for s in summed {
+        let Metric::Cart(field) = s.metric else {
+            continue;
+        };
+        let p = &s.place;
+        let Some(period) = periods.period_of_bucket(p.grain, p.bucket) else {
+            continue;
+        };
+        rows.entry((p.campaign_id.clone(), period)).or_default()[field.index()] +=
+            u64::try_from(s.value).unwrap_or(0);
+    }
+    rows.into_iter()
+        .filter(|(_, n)| n.iter().any(|n| *n > 0))
+        .map(|((campaign_id, period), n)| CartAddsRow {
+            campaign_id,
+            day: periods.label(period).day,
+            carts_added: n[0],
+            invalid_carts_added: n[1],
+        })
+        .collect()
 }
 
 /// The campaign summary's ads and products parts from campaign tallies: one row per

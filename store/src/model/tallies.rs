@@ -67,9 +67,11 @@ use super::status::AdIdStatus;
 use super::traffic::Invalid;
 
 pub mod backfill;
+pub mod carts;
 pub mod moves;
 pub mod views;
 
+use carts::CartField;
 use views::ViewField;
 
 /// What kind of distinct event a tally counts.
@@ -117,6 +119,8 @@ pub enum Metric {
     Backfilled,
     /// A count of the video funnel ([`views`]): views' rows summed.
     View(ViewField),
+    /// Cart lines' adds ([`carts`]).
+    Cart(CartField),
     /// The offset of the last record of a partition folded (value and stamp), at
     /// [`Place::progress`]: how far the writers of the partition got.
     Progress,
@@ -128,7 +132,8 @@ impl Metric {
 
     /// The stored code: `kind * 16 + reason` (0 billable, 1.. the reasons in order)
     /// for events, `64 + kind * 16 + status` for statuses, `128 + field` for the
-    /// video funnel, 255 for the marker, 254 for a partition's progress.
+    /// video funnel, `192 + field` for cart adds, 255 for the marker, 254 for a
+    /// partition's progress.
     pub fn code(self) -> u16 {
         match self {
             Self::Events(kind, why) => {
@@ -139,6 +144,7 @@ impl Metric {
             }
             Self::Status(kind, status) => 64 + kind as u16 * 16 + u16::from(status.rank()),
             Self::View(f) => 128 + f.index() as u16,
+            Self::Cart(f) => 192 + f.index() as u16,
             Self::Backfilled => 255,
             Self::Progress => 254,
         }
@@ -146,7 +152,10 @@ impl Metric {
 
     /// Whether it counts events (not the marker or a partition's progress).
     pub fn is_count(self) -> bool {
-        matches!(self, Self::Events(..) | Self::Status(..) | Self::View(..))
+        matches!(
+            self,
+            Self::Events(..) | Self::Status(..) | Self::View(..) | Self::Cart(..)
+        )
     }
 
     /// The metric of a stored code (`None` when unknown).
@@ -154,6 +163,11 @@ impl Metric {
         match code {
             255 => return Some(Self::Backfilled),
             254 => return Some(Self::Progress),
+            192.. => {
+                return CartField::ALL
+                    .get(usize::from(code - 192))
+                    .map(|f| Self::Cart(*f))
+            }
             128.. => {
                 return ViewField::ALL
                     .get(usize::from(code - 128))
@@ -185,7 +199,7 @@ impl Metric {
     pub fn kind(self) -> Option<Kind> {
         match self {
             Self::Events(k, _) | Self::Status(k, _) => Some(k),
-            Self::View(_) | Self::Backfilled | Self::Progress => None,
+            Self::View(_) | Self::Cart(_) | Self::Backfilled | Self::Progress => None,
         }
     }
 }
@@ -500,6 +514,7 @@ impl TallyQuery {
         }
         if self.kinds.is_empty() {
             codes.extend(ViewField::ALL.iter().map(|f| Metric::View(*f).code()));
+            codes.extend(CartField::ALL.iter().map(|f| Metric::Cart(*f).code()));
         }
         codes
     }
@@ -628,6 +643,7 @@ mod tests {
     fn metric_codes_round_trip_and_are_distinct() {
         let mut all = vec![Metric::Backfilled, Metric::Progress];
         all.extend(ViewField::ALL.iter().map(|f| Metric::View(*f)));
+        all.extend(CartField::ALL.iter().map(|f| Metric::Cart(*f)));
         for kind in Kind::ALL {
             all.push(Metric::Events(kind, None));
             all.extend(REASONS.iter().map(|r| Metric::Events(kind, Some(*r))));
@@ -660,5 +676,6 @@ mod tests {
         assert_eq!((Scope::from_code(4), Grain::from_code(2)), (None, None));
         assert_eq!(Scope::from_code(3), Some(Scope::Video));
         assert_eq!(Metric::from_code(128 + 19), None);
+        assert_eq!(Metric::from_code(192 + 2), None);
     }
 }

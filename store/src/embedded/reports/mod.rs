@@ -58,6 +58,13 @@ pub(super) fn product_facts(
     scan_with(db, super::PRODUCT_FACTS, super::codec::parse_product_fact)
 }
 
+/// Cart adds per campaign and UTC day, every campaign (the backfill of tallies).
+pub(super) fn cart_adds(
+    db: &Database,
+) -> Result<Vec<crate::model::campaigns::CartAddsRow>, StoreError> {
+    carts::adds(db, &crate::ReportFilter::default())
+}
+
 /// Every view's row (the backfill of tallies).
 pub(super) fn view_rows(db: &Database) -> Result<Vec<crate::model::funnel::ViewRow>, StoreError> {
     scan_with(db, super::entities::VIEWS.rows, |v| {

@@ -4,15 +4,17 @@
 //! clicks through the click window as those reports apply it: facts stored before
 //! the served-ad rules were never judged by them), in its three places under
 //! [`BACKFILL_PARTITION`]; each stored view's row counts as the funnel report counts
-//! it.
+//! it, and the cart adds as the campaign summary's fact report counted them.
 
 use std::collections::BTreeMap;
 
+use super::carts::{self, CartField};
 use super::moves::{places, Event};
 use super::views;
 use super::{Kind, Metric, Tally, TallyKey, BACKFILL_PARTITION};
 use crate::model::ad_id_campaign::creative_of;
 use crate::model::ads::{self, AdAction, AdFact, AdGroup};
+use crate::model::campaigns::CartAddsRow;
 use crate::model::funnel::ViewRow;
 use crate::model::products::{self, ProductAction, ProductFact};
 use crate::model::status::AdIdStatus;
@@ -125,6 +127,27 @@ impl Counts {
         for row in rows {
             for (key, n) in views::moves(None, row, BACKFILL_PARTITION) {
                 *self.0.entry(key).or_default() += n;
+            }
+        }
+    }
+
+    /// Counts stored cart adds per campaign and UTC day (the fact report's rows).
+    pub fn cart_adds(&mut self, rows: &[CartAddsRow]) {
+        for r in rows {
+            let Some(day) = crate::model::parse_day(&r.day) else {
+                continue;
+            };
+            for (field, n) in [
+                (CartField::Added, r.carts_added),
+                (CartField::InvalidAdded, r.invalid_carts_added),
+            ] {
+                if n > 0 {
+                    let key = TallyKey {
+                        place: carts::place(&r.campaign_id, day, BACKFILL_PARTITION),
+                        metric: Metric::Cart(field),
+                    };
+                    *self.0.entry(key).or_default() += i64::try_from(n).unwrap_or(i64::MAX);
+                }
             }
         }
     }
