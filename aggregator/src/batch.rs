@@ -216,13 +216,7 @@ fn tally_event<'a>(r: &'a EventRecord, kind: Kind, creative: &'a str) -> Event<'
 /// at `positions`), apart from those of earlier copies ([`copy_places`]).
 pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
     let mut t = touched(records);
-    let mut last = None;
-    for &(partition, _) in positions {
-        if last != Some(partition) {
-            t.places.insert(Place::progress(partition));
-            last = Some(partition);
-        }
-    }
+    t.places.extend(progress_places(positions));
     // A view's places once per (campaign, video, day, partition), not per record.
     let mut view_places: FastSet<(&str, &str, i32, i32)> = FastSet::default();
     for (r, (partition, _)) in records.iter().zip(positions) {
@@ -254,17 +248,35 @@ pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
     t
 }
 
-/// Whether a record's event belongs to a video view ([`entity`]).
+/// The progress places of the partitions of `positions` (each once).
+pub fn progress_places(positions: &[Position]) -> Vec<Place> {
+    let mut out: Vec<Place> = Vec::new();
+    for &(partition, _) in positions {
+        if !out.iter().any(|p| p.partition == partition) {
+            out.push(Place::progress(partition));
+        }
+    }
+    out
+}
+
+/// Whether a record's event belongs to a video view ([`entity`]): a milestone or a
+/// control.
 fn is_view(t: InteractionType) -> bool {
-    !matches!(
-        t,
-        InteractionType::ProductImpression
-            | InteractionType::ProductClick
-            | InteractionType::Cart
-            | InteractionType::AdImpression
-            | InteractionType::AdClick
-            | InteractionType::CreativeClick
-    )
+    t.funnel_step().is_some() || t.is_video_control()
+}
+
+/// The partition of each entity key (`key` of a record, `None`: not that entity's
+/// record) the batch's records name: an entity's records share one partition.
+fn partition_by<'a>(
+    records: &'a [EventRecord],
+    positions: &[Position],
+    key: impl Fn(&'a EventRecord) -> Option<&'a str>,
+) -> FastMap<&'a str, i32> {
+    records
+        .iter()
+        .zip(positions)
+        .filter_map(|(r, (p, _))| Some((key(r)?, *p)))
+        .collect()
 }
 
 /// The places of the cart lines' stored events (any of them may be an add, or stop
@@ -277,13 +289,9 @@ pub fn cart_places(
     if carts.is_empty() {
         return Vec::new();
     }
-    // A line's records share its tracking id's partition.
-    let partition_of: FastMap<&str, i32> = records
-        .iter()
-        .zip(positions)
-        .filter(|(r, _)| r.event.interaction_type == InteractionType::Cart)
-        .map(|(r, (p, _))| (r.event.tracking_id(), *p))
-        .collect();
+    let partition_of = partition_by(records, positions, |r| {
+        (r.event.interaction_type == InteractionType::Cart).then(|| r.event.tracking_id())
+    });
     let mut at: FastSet<(&str, i32, i32)> = FastSet::default();
     for (k, facts) in carts {
         let Some(p) = partition_of.get(k.tracking_id.as_str()) else {
@@ -309,13 +317,9 @@ pub fn view_places(
     if views.is_empty() {
         return Vec::new();
     }
-    // A view's records share its ad id's partition.
-    let partition_of: FastMap<&str, i32> = records
-        .iter()
-        .zip(positions)
-        .filter(|(r, _)| is_view(r.event.interaction_type))
-        .map(|(r, (p, _))| (r.event.ad_id.as_str(), *p))
-        .collect();
+    let partition_of = partition_by(records, positions, |r| {
+        is_view(r.event.interaction_type).then_some(r.event.ad_id.as_str())
+    });
     let mut at: FastSet<(&str, &str, i32, i32)> = FastSet::default();
     for (k, facts) in views {
         let (Some(first), Some(p)) = (

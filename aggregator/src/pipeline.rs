@@ -66,8 +66,8 @@ use rm_store::model::tallies::{Metric, Place, PlaceTallies};
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
 use crate::batch::{
-    cart_places, copy_places, fold_at, fold_orders, touched_at, view_places, FoldStats, OrderStats,
-    Policy, Position, Touched,
+    cart_places, copy_places, fold_at, fold_orders, progress_places, touched_at, view_places,
+    FoldStats, OrderStats, Policy, Position, Touched,
 };
 use crate::metrics;
 use crate::source::{Checkpoint, Raw, Source, Stream};
@@ -633,7 +633,7 @@ async fn prepare<T: WriteStore>(
     places.extend(copy_places(records, positions, &sets.served));
     places.extend(view_places(records, positions, &sets.views));
     places.extend(cart_places(records, positions, &sets.carts));
-    let progress = partitions(positions);
+    let progress = progress_places(positions);
     let missing_places: FastSet<Place> = places
         .iter()
         .filter(|p| !cache.tallies.contains_key(*p) || progress.contains(p))
@@ -757,19 +757,6 @@ async fn prepare<T: WriteStore>(
         violations: delta,
         checkpoint: Checkpoint::default(),
     })))
-}
-
-/// The progress places of the partitions of `positions`.
-fn partitions(positions: &[Position]) -> Vec<Place> {
-    let mut out: Vec<Place> = Vec::new();
-    for &(partition, _) in positions {
-        if out.last().is_none_or(|p| p.partition != partition)
-            && !out.iter().any(|p| p.partition == partition)
-        {
-            out.push(Place::progress(partition));
-        }
-    }
-    out
 }
 
 /// Writes a folded batch, retrying while the store is unavailable; `None` on

@@ -17,9 +17,9 @@
 //! as if it did not exist.
 //!
 //! **Sums.** The products, ads and video funnel reports and the campaign summary's
-//! ad, product, video and cart columns read the rollups (`rm_store::sums`): their cost is the rows they return
-//! times the buckets of their range, whatever the events behind them; `timeZone` and
-//! `granularity` cut their periods ([`query`]).
+//! ad, product, video and cart columns read the rollups (`rm_store::sums`): their
+//! cost is the rows they return times the buckets of their range, whatever the
+//! events behind them; `timeZone` and `granularity` cut their periods ([`query`]).
 //!
 //! Each route is a [`ReportKind`]; its query string is decoded once ([`query::parse`]).
 //! Query parameters (all optional; [`query`]): `campaignId`, `adId`, `catalogId`,

@@ -1,6 +1,7 @@
 //! The reports that read sums (issue 26): products, ads, the video funnel and the
-//! campaign summary's counts (all but sales) from the tallies ([`crate::model::tallies`]), for any backend, in any IANA
-//! time zone and granularity ([`Periods`]). A drill-down by served ad id reads the
+//! campaign summary's counts (all but sales) from the tallies
+//! ([`crate::model::tallies`]), for any backend, in any IANA time zone and granularity
+//! ([`Periods`]). A drill-down by served ad id reads the
 //! stored facts (the caller bounds its range). Before a store's earlier facts are
 //! counted (the aggregator's first start on a store of an earlier version) these
 //! reports are unavailable (a 503 to retry), never answered from half the counts.
@@ -139,7 +140,6 @@ pub async fn campaign_summary<S: ReportStore + ?Sized>(
         cart_adds: rollup::cart_adds_rows(&summed, periods),
         sales: store.campaign_sales(&f, w).await?,
     };
-    parts.cart_adds.iter_mut().for_each(|r| relabel(&mut r.day));
     parts.sales.iter_mut().for_each(|r| relabel(&mut r.day));
     Ok(campaigns::report(&parts, max_bid))
 }

@@ -208,23 +208,20 @@ fn bound_periods(
             }
         }
         ReportKind::Products | ReportKind::Ads => {}
-        ReportKind::Campaigns => {
+        ReportKind::Campaigns | ReportKind::VideoFunnel => {
             if tz != chrono_tz::Tz::UTC || granularity == Granularity::Hour {
-                return Err(ApiError::invalid(
-                    field,
+                let what = if kind == ReportKind::Campaigns {
                     "the campaign summary's video, cart and sales columns are kept by UTC day: \
-                     it takes UTC and day, week, month or summary (the products and ads reports \
-                     take any time zone and hours)",
-                ));
-            }
-        }
-        ReportKind::VideoFunnel => {
-            if tz != chrono_tz::Tz::UTC || granularity == Granularity::Hour {
+                     it takes"
+                } else {
+                    "video views are kept by UTC day: the funnel takes"
+                };
                 return Err(ApiError::invalid(
                     field,
-                    "video views are kept by UTC day: the funnel takes UTC and day, week, \
-                     month or summary (the products and ads reports take any time zone and \
-                     hours)",
+                    format!(
+                        "{what} UTC and day, week, month or summary (the products and ads \
+                         reports take any time zone and hours)"
+                    ),
                 ));
             }
         }
@@ -233,7 +230,7 @@ fn bound_periods(
                 return Err(ApiError::invalid(
                     field,
                     "this report is by UTC day (timeZone and granularity apply to the products, \
-                     ads and campaigns reports)",
+                     ads, video funnel and campaigns reports)",
                 ));
             }
         }

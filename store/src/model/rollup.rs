@@ -19,7 +19,7 @@ use super::products::ProductReportRow;
 use super::rate;
 use super::status::AdIdStatus;
 use super::tallies::views::ViewField;
-use super::tallies::{Kind, Metric, SummedTally};
+use super::tallies::{Grain, Kind, Metric, Place, SummedTally};
 use super::traffic::InvalidCounts;
 
 /// One row of the products report.
@@ -128,13 +128,37 @@ fn is_impression(k: Kind) -> bool {
     matches!(k, Kind::AdImpression | Kind::ProductImpression)
 }
 
+/// Each bucket's period, looked up once per bucket.
+struct PeriodOf<'a> {
+    periods: &'a Periods,
+    seen: BTreeMap<(Grain, i32), Option<NaiveDateTime>>,
+}
+
+impl<'a> PeriodOf<'a> {
+    fn new(periods: &'a Periods) -> Self {
+        Self {
+            periods,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// The period of a place's bucket (`None`: outside the range).
+    fn of(&mut self, p: &Place) -> Option<NaiveDateTime> {
+        let periods = self.periods;
+        *self
+            .seen
+            .entry((p.grain, p.bucket))
+            .or_insert_with(|| periods.period_of_bucket(p.grain, p.bucket))
+    }
+}
+
 /// Row key: campaign, creative, catalog, product, the period's local start.
 type RowKey = (String, String, String, String, NaiveDateTime);
 
 /// Sums tallies (of one scope and grain, as [`Periods::plan`] says) into rows per
 /// place and period, for events of `kinds`; rows with nothing counted are left out.
 fn sum_rows(summed: &[SummedTally], periods: &Periods, kinds: &[Kind]) -> BTreeMap<RowKey, Acc> {
-    let mut period_of: BTreeMap<i32, Option<NaiveDateTime>> = BTreeMap::new();
+    let mut period_of = PeriodOf::new(periods);
     let mut rows: BTreeMap<RowKey, Acc> = BTreeMap::new();
     for s in summed {
         let Some(kind) = s.metric.kind() else {
@@ -144,10 +168,9 @@ fn sum_rows(summed: &[SummedTally], periods: &Periods, kinds: &[Kind]) -> BTreeM
             continue;
         }
         let p = &s.place;
-        let period = *period_of
-            .entry(p.bucket)
-            .or_insert_with(|| periods.period_of_bucket(p.grain, p.bucket));
-        let Some(period) = period else { continue };
+        let Some(period) = period_of.of(p) else {
+            continue;
+        };
         let n = u64::try_from(s.value).unwrap_or(0);
         rows.entry((
             p.campaign_id.clone(),
@@ -235,17 +258,16 @@ pub fn ad_rows(summed: &[SummedTally], periods: &Periods) -> Vec<AdRow> {
 /// row per campaign, creative (the video id; empty at campaign scope) and period, its
 /// `adId` empty; `impressions` is left 0 (the caller sets it from the ad tallies).
 pub fn funnel_rows(summed: &[SummedTally], periods: &Periods) -> Vec<FunnelReportRow> {
-    let mut period_of: BTreeMap<i32, Option<NaiveDateTime>> = BTreeMap::new();
+    let mut period_of = PeriodOf::new(periods);
     let mut rows: BTreeMap<(String, String, NaiveDateTime), FunnelReportRow> = BTreeMap::new();
     for s in summed {
         let Metric::View(field) = s.metric else {
             continue;
         };
         let p = &s.place;
-        let period = *period_of
-            .entry(p.bucket)
-            .or_insert_with(|| periods.period_of_bucket(p.grain, p.bucket));
-        let Some(period) = period else { continue };
+        let Some(period) = period_of.of(p) else {
+            continue;
+        };
         let n = u64::try_from(s.value).unwrap_or(0);
         if n == 0 {
             continue;
@@ -306,13 +328,14 @@ fn add_view_count(r: &mut FunnelReportRow, field: ViewField, n: u64) {
 /// The campaign summary's cart adds from the campaign tallies: one row per campaign
 /// and period (`day` its label).
 pub fn cart_adds_rows(summed: &[SummedTally], periods: &Periods) -> Vec<CartAddsRow> {
+    let mut period_of = PeriodOf::new(periods);
     let mut rows: BTreeMap<(String, NaiveDateTime), [u64; 2]> = BTreeMap::new();
     for s in summed {
         let Metric::Cart(field) = s.metric else {
             continue;
         };
         let p = &s.place;
-        let Some(period) = periods.period_of_bucket(p.grain, p.bucket) else {
+        let Some(period) = period_of.of(p) else {
             continue;
         };
         rows.entry((p.campaign_id.clone(), period)).or_default()[field.index()] +=
