@@ -201,7 +201,7 @@ pub fn rebuild(a: &crate::cli::RebuildArgs) -> anyhow::Result<()> {
             .context("opening the report store (is an aggregator or `all` running on it?)")?;
         let window = rm_store::model::traffic::ClickWindow::secs(a.click_window_secs);
         store
-            .rebuild_tallies(window)
+            .rebuild_tallies(window, &a.store.attribution())
             .await
             .context("recounting the tallies")?;
         let clicks = rm_store::billable_clicks(&store, None)

@@ -180,6 +180,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         let shared = rm_aggregator::Shared {
             debounce: settings.debounce(),
             ad_ttl_secs: settings.ad_ttl_secs,
+            windows: settings.store.attribution(),
         };
         tasks.spawn(async move {
             rm_aggregator::run(cfg, shared, source, store, listener, stop, serve)

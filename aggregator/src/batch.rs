@@ -109,6 +109,9 @@ pub struct Policy {
     /// `RM_AGGREGATOR_SERVED_RETENTION_HOURS`): their events count as repeats, so a
     /// forgotten state never lets a unit be billed twice. `None`: no cutoff.
     pub forgotten_before: Option<i64>,
+    /// The attribution windows orders are credited with as they arrive
+    /// (`crate::sales`).
+    pub windows: rm_store::model::attribution::Windows,
 }
 
 impl Policy {
@@ -129,6 +132,7 @@ impl Default for Policy {
             future_skew_ms: DEFAULT_FUTURE_SKEW_HOURS * 3_600_000,
             ad_ttl_ms: rm_schemas::ad_id::DEFAULT_TTL_SECS * 1000,
             forgotten_before: None,
+            windows: rm_store::model::attribution::Windows::default(),
         }
     }
 }

@@ -10,6 +10,7 @@
 pub mod batch;
 pub mod metrics;
 pub mod pipeline;
+pub mod sales;
 pub mod source;
 
 use std::net::SocketAddr;
@@ -103,6 +104,9 @@ pub struct Shared {
     /// The ads' lifetime in seconds (`RM_API_AD_TTL_SECS`), shared with the api that
     /// mints the ad ids: an ad was served at its id's expiry minus this.
     pub ad_ttl_secs: i64,
+    /// The attribution windows (the store's settings, shared with the api's
+    /// drill-down by served ad).
+    pub windows: rm_store::model::attribution::Windows,
 }
 
 impl AggregatorConfig {
@@ -118,6 +122,7 @@ impl AggregatorConfig {
                 future_skew_ms: self.future_skew_hours.max(0) * 3_600_000,
                 ad_ttl_ms: shared.ad_ttl_secs.max(0).saturating_mul(1000),
                 forgotten_before: None,
+                windows: shared.windows,
             },
             cache_max_entities: self.cache_max_entities,
             served_retention: Duration::from_secs(

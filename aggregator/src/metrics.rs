@@ -24,7 +24,8 @@ use rm_schemas::agent::InvalidReason;
 use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::InteractionType;
 
-use crate::batch::{Dropped, FoldStats, OrderStats};
+use crate::batch::{Dropped, FoldStats};
+use crate::sales::OrderStats;
 use rm_store::model::traffic::TrafficClass;
 
 /// Moves of the tallies (`rm_store::model::tallies`), by metric.
@@ -54,6 +55,13 @@ pub const STORE_WRITE: &str = "aggregator_store_write_seconds";
 pub const STORE_ERRORS: &str = "aggregator_store_errors_total";
 /// Orders read from the log, new or already stored.
 pub const ORDERS: &str = "aggregator_orders_total";
+/// Offers of touches to orders folded, by outcome (`credited`: a line's credit moved;
+/// `kept`: no better than the credit, or a repeat; `orphan`: an order without a
+/// state, never expected).
+pub const OFFERS: &str = "aggregator_order_offers_total";
+/// Offers of touches to orders appended to the orders topic (the lookups after each
+/// write: new orders' shoppers' touches, new touches' shoppers' orders).
+pub const OFFERS_SENT: &str = "aggregator_order_offers_sent_total";
 /// Records behind the head of the log.
 pub const LAG: &str = "aggregator_consumer_lag_records";
 /// Now minus the event time of the newest stored event.
@@ -84,6 +92,10 @@ pub fn register(backend: &'static str) {
     }
     counter!(SHARED_AD_IDS).absolute(0);
     counter!(OVERTAKEN).absolute(0);
+    counter!(OFFERS_SENT).absolute(0);
+    for o in ["credited", "kept", "orphan"] {
+        counter!(OFFERS, "outcome" => o).absolute(0);
+    }
     for m in ["events", "billable_clicks"] {
         counter!(TALLIED, "metric" => m).absolute(0);
     }
@@ -167,4 +179,18 @@ pub fn orders(stats: &OrderStats) {
     if stats.duplicates > 0 {
         counter!(ORDERS, "outcome" => "duplicate").increment(stats.duplicates);
     }
+    for (outcome, n) in [
+        ("credited", stats.credited),
+        ("kept", stats.offers_kept),
+        ("orphan", stats.orphans),
+    ] {
+        if n > 0 {
+            counter!(OFFERS, "outcome" => outcome).increment(n);
+        }
+    }
+}
+
+/// Offers of touches appended to the orders topic by the lookups after a write.
+pub fn offers_sent(n: usize) {
+    counter!(OFFERS_SENT).increment(n as u64);
 }

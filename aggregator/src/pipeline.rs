@@ -49,28 +49,29 @@
 //! computed at read time from the stored lines and touches, so it does not matter
 //! whether an order or its click is stored first.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rm_schemas::order::{self, OrderRecord};
 use rm_schemas::EventRecord;
 use tokio_util::sync::CancellationToken;
 
 use rm_store::model::ad_id_campaign::campaign_of;
+use rm_store::model::attribution::Windows;
 use rm_store::model::carts::{CartFact, CartKey};
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::served::ServedAd;
+use rm_store::model::tallies::sales::{self as sales_t, OrderCredits};
 use rm_store::model::tallies::{Metric, Place, PlaceTallies};
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
 use crate::batch::{
-    cart_places, copy_places, fold_at, fold_orders, progress_places, touched_at, view_places,
-    FoldStats, OrderStats, Policy, Position, Touched,
+    cart_places, copy_places, fold_at, progress_places, touched_at, view_places, FoldStats, Policy,
+    Position, Touched,
 };
 use crate::metrics;
-use crate::source::{Checkpoint, Raw, Source, Stream};
+use crate::sales::{self, Lookups, OrderIn, OrderMsg, OrderStats};
+use crate::source::{Appender, Checkpoint, Raw, Source, Stream};
 
 /// Default of `--aggregator-batch-max-records`.
 pub const DEFAULT_BATCH_MAX_RECORDS: usize = 50_000;
@@ -153,6 +154,8 @@ struct Cache {
     served: FastMap<String, ServedAd>,
     /// Tallies (one absent from the store is cached as empty).
     tallies: FastMap<Place, PlaceTallies>,
+    /// Orders' states (only the stored ones: an absent order is a new one).
+    orders: FastMap<String, OrderCredits>,
     /// When a write last forgot expired served ads.
     forgot_at: Option<std::time::Instant>,
     /// Rule violations (funnel gaps, repeated milestones) of each cached view's set.
@@ -161,7 +164,11 @@ struct Cache {
 
 impl Cache {
     fn len(&self) -> usize {
-        self.views.len() + self.carts.len() + self.served.len() + self.tallies.len()
+        self.views.len()
+            + self.carts.len()
+            + self.served.len()
+            + self.tallies.len()
+            + self.orders.len()
     }
 }
 
@@ -179,14 +186,15 @@ struct Prepared {
     write: PreparedWrite,
     stats: FoldStats,
     order_stats: OrderStats,
+    /// What the batch looks up once written, to offer touches to orders.
+    lookups: Lookups,
     records: usize,
     violations: (i64, i64),
     checkpoint: Checkpoint,
 }
 
-/// The write in flight: its orders (known to the next batch) and its task.
+/// The write in flight.
 struct InFlight {
-    orders: HashSet<String>,
     task: tokio::task::JoinHandle<Option<Stored>>,
 }
 
@@ -224,9 +232,27 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
         Some(Ok(_)) => {}
         Some(Err(e)) => return Err(e.into()),
     }
+    // Orders of a store written before attribution as orders arrive are attributed
+    // once, before this loop writes anything (`rm_store::model::tallies::sales`).
+    match retry("backfill sales", &shutdown, || {
+        store.backfill_sales(&opts.policy.windows)
+    })
+    .await
+    {
+        None => return Ok(()),
+        Some(Ok(_)) => {}
+        Some(Err(e)) => return Err(e.into()),
+    }
     let mut cache = Cache::default();
     let mut in_flight: Option<InFlight> = None;
     let probe = source.lag_probe();
+    let appender = source.appender();
+    if appender.is_none() {
+        tracing::warn!(
+            "this source cannot append to the orders topic: touches are not offered to \
+             orders (sales stay unattributed)"
+        );
+    }
     let stop = shutdown.clone();
     let _sampler = AbortOnDrop(tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -289,12 +315,10 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
         }
         let folding = std::time::Instant::now();
         let mut prepared = loop {
-            let pending_orders = in_flight.as_ref().map(|f| &f.orders);
             match prepare(
                 &polled.records,
                 &polled.positions,
                 &polled.orders,
-                pending_orders,
                 &mut cache,
                 &*store,
                 &opts,
@@ -331,20 +355,22 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
         if !stored(&commits, &progress, wait(&mut in_flight).await) {
             return Ok(());
         }
-        let orders = prepared
-            .write
-            .batch
-            .order_lines
-            .iter()
-            .map(|l| l.order_id.clone())
-            .collect();
         let (store, shutdown, counters) =
             (Arc::clone(&store), shutdown.clone(), Arc::clone(&progress));
+        let (appender, windows) = (appender.clone(), opts.policy.windows);
         in_flight = Some(InFlight {
-            orders,
             task: tokio::spawn(async move {
                 let writing = std::time::Instant::now();
+                let lookups = std::mem::take(&mut prepared.lookups);
                 let written = store_batch(prepared, &*store, backend, &shutdown).await;
+                // Offers of touches to orders, before the batch's offsets are committed
+                // (a crash before they are appended replays the batch and looks again).
+                let written = match written {
+                    Some(s) => offer(&lookups, &*store, appender.as_ref(), &windows, &shutdown)
+                        .await
+                        .then_some(s),
+                    None => None,
+                };
                 counters.add_busy(Stage::Write, writing);
                 written
             }),
@@ -362,7 +388,7 @@ struct Polled {
     records: Vec<EventRecord>,
     /// Each record's partition and offset.
     positions: Vec<Position>,
-    orders: Vec<OrderRecord>,
+    orders: Vec<OrderIn>,
     checkpoint: Checkpoint,
     /// Partitions moved before this batch was polled.
     rebalanced: bool,
@@ -471,7 +497,7 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
-fn decode(raw: &[Raw]) -> (Vec<EventRecord>, Vec<Position>, Vec<OrderRecord>) {
+fn decode(raw: &[Raw]) -> (Vec<EventRecord>, Vec<Position>, Vec<OrderIn>) {
     let mut events = Vec::with_capacity(raw.len());
     let mut positions = Vec::with_capacity(raw.len());
     let mut orders = Vec::new();
@@ -488,8 +514,11 @@ fn decode(raw: &[Raw]) -> (Vec<EventRecord>, Vec<Position>, Vec<OrderRecord>) {
                     tracing::warn!(error = %e, "undecodable record skipped");
                 }
             },
-            Stream::Orders => match order::parse_record(r) {
-                Ok(rec) => orders.push(rec),
+            Stream::Orders => match OrderMsg::decode(r) {
+                Ok(msg) => orders.push(OrderIn {
+                    msg,
+                    at: (r.partition, r.offset),
+                }),
                 Err(e) => {
                     bad += 1;
                     tracing::warn!(error = %e, "undecodable order record skipped");
@@ -562,8 +591,7 @@ pub async fn load_sets<T: WriteStore>(
 async fn prepare<T: WriteStore>(
     records: &[EventRecord],
     positions: &[Position],
-    orders: &[OrderRecord],
-    pending_orders: Option<&HashSet<String>>,
+    orders: &[OrderIn],
     cache: &mut Cache,
     store: &T,
     opts: &PipelineOptions,
@@ -626,6 +654,35 @@ async fn prepare<T: WriteStore>(
             sets.served.insert(k, v);
         }
     }
+    // Orders' states: the cached ones, the rest from the store (an absent one is a
+    // new order's).
+    let order_ids = sales::order_ids(orders);
+    let missing_orders: FastSet<String> = order_ids
+        .iter()
+        .filter(|id| !cache.orders.contains_key(*id))
+        .cloned()
+        .collect();
+    let mut order_states: FastMap<String, OrderCredits> = FastMap::default();
+    if !missing_orders.is_empty() {
+        match retry("load orders", shutdown, || {
+            store.load_orders(&missing_orders)
+        })
+        .await?
+        {
+            Ok(loaded) => order_states = loaded,
+            Err(e) => {
+                // Without knowing which orders are stored, a re-sent one would count again.
+                tracing::error!(error = %e, "store refused an order lookup; stopping the pipeline");
+                shutdown.cancel();
+                return None;
+            }
+        }
+    }
+    for id in &order_ids {
+        if let Some((k, v)) = cache.orders.remove_entry(id) {
+            order_states.insert(k, v);
+        }
+    }
     // The tallies' places: the records' own, and those of earlier copies their served
     // ads remember (known now that the states are). The partitions' progress is read
     // from the store every time, after the states (see `rm_store::model::tallies`).
@@ -633,7 +690,10 @@ async fn prepare<T: WriteStore>(
     places.extend(copy_places(records, positions, &sets.served));
     places.extend(view_places(records, positions, &sets.views));
     places.extend(cart_places(records, positions, &sets.carts));
-    let progress = progress_places(positions);
+    places.extend(sales::places(orders, &order_states, &opts.policy.windows));
+    let mut progress = progress_places(positions);
+    progress.extend(sales::progress_places(orders));
+    places.extend(progress.iter().cloned());
     let missing_places: FastSet<Place> = places
         .iter()
         .filter(|p| !cache.tallies.contains_key(*p) || progress.contains(p))
@@ -669,33 +729,6 @@ async fn prepare<T: WriteStore>(
             sets.tallies.insert(p, v);
         }
     }
-    let known = if orders.is_empty() {
-        HashSet::new()
-    } else {
-        let ids: HashSet<String> = orders
-            .iter()
-            .map(|o| rm_schemas::namespace::scoped(&o.namespace_id, &o.order.id))
-            .collect();
-        match retry("load orders", shutdown, || store.known_orders(&ids)).await? {
-            Ok(mut k) => {
-                // Orders of the batch being written are as good as stored.
-                k.extend(
-                    pending_orders
-                        .into_iter()
-                        .flatten()
-                        .filter(|id| ids.contains(*id))
-                        .cloned(),
-                );
-                k
-            }
-            Err(e) => {
-                // Without knowing which orders are stored, a re-sent one could change.
-                tracing::error!(error = %e, "store refused an order lookup; stopping the pipeline");
-                shutdown.cancel();
-                return None;
-            }
-        }
-    };
     // Served ads expired beyond the retention may have been forgotten: their events
     // are repeats from now on, and every so often a write forgets them.
     let forgotten_before = chrono::Utc::now().timestamp()
@@ -712,8 +745,19 @@ async fn prepare<T: WriteStore>(
             .served
             .retain(|ad, _| !rm_store::model::served::expired_before(ad, forgotten_before));
     }
-    let (order_lines, order_stats) = fold_orders(orders, &known);
-    write.order_lines = order_lines;
+    let sold = sales::fold(
+        orders,
+        &mut order_states,
+        &mut sets.tallies,
+        &opts.policy.windows,
+    );
+    write.order_lines = sold.lines;
+    write.order_states = sold.states;
+    write.tallies.extend(sold.tallies);
+    let lookups = Lookups {
+        new_orders: sold.new_orders,
+        touches: write.touches.clone(),
+    };
     // Only the views the batch re-derived can have changed; fold already derived them.
     let mut delta = (0, 0);
     for v in &write.views {
@@ -738,6 +782,7 @@ async fn prepare<T: WriteStore>(
     }
     cache.views.extend(sets.views);
     cache.carts.extend(sets.carts);
+    cache.orders.extend(order_states);
     // Every place the batch could move, stored or not (an absent one is empty).
     for p in places {
         let t = sets.tallies.remove(&p).unwrap_or_default();
@@ -752,7 +797,8 @@ async fn prepare<T: WriteStore>(
     Some(Folded::Ready(Box::new(Prepared {
         write: store.prepare(write),
         stats,
-        order_stats,
+        order_stats: sold.stats,
+        lookups,
         records: records.len() + orders.len(),
         violations: delta,
         checkpoint: Checkpoint::default(),
@@ -785,6 +831,84 @@ async fn store_batch<T: WriteStore>(
         newest_ms: p.write.batch.newest_event_ms,
         checkpoint: p.checkpoint,
     })
+}
+
+/// Looks up the offers of touches to orders a written batch makes (its new orders'
+/// shoppers' touches, its touches' shoppers' orders) and appends them to the orders
+/// topic; false on shutdown or when the store or the log refused for good (the
+/// pipeline stops; the batch is not committed and is read again).
+async fn offer<T: WriteStore>(
+    l: &Lookups,
+    store: &T,
+    appender: Option<&Appender>,
+    w: &Windows,
+    shutdown: &CancellationToken,
+) -> bool {
+    let Some(appender) = appender else {
+        return true;
+    };
+    let mut offers = Vec::new();
+    if let Some((shoppers, from, to)) = l.for_orders(w) {
+        match retry("look up touches", shutdown, || {
+            store.touches_of(&shoppers, from, to)
+        })
+        .await
+        {
+            None => return false,
+            Some(Ok(touches)) => {
+                offers.extend(sales_t::offers_for_orders(&l.new_orders, &touches, w))
+            }
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "store refused a touch lookup; stopping the pipeline");
+                shutdown.cancel();
+                return false;
+            }
+        }
+    }
+    if let Some((shoppers, from, to)) = l.for_touches(w) {
+        match retry("look up orders", shutdown, || {
+            store.orders_of(&shoppers, from, to)
+        })
+        .await
+        {
+            None => return false,
+            Some(Ok(orders)) => offers.extend(sales_t::offers_for_touches(&l.touches, &orders, w)),
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "store refused an order lookup; stopping the pipeline");
+                shutdown.cancel();
+                return false;
+            }
+        }
+    }
+    if offers.is_empty() {
+        return true;
+    }
+    let records: Vec<(Vec<u8>, Vec<u8>)> = offers
+        .iter()
+        .map(|o| (o.key().to_vec(), o.to_bytes()))
+        .collect();
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match appender.append(&records).await {
+            Ok(()) => {
+                metrics::offers_sent(records.len());
+                return true;
+            }
+            Err(e) if e.is_retryable() => {
+                tracing::warn!(error = %e, retry_in = ?delay, "appending offers to the orders topic failed; retrying");
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "the log refused offers; stopping the pipeline");
+                shutdown.cancel();
+                return false;
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return false,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
 }
 
 /// Rule violations (funnel gaps, repeated milestones) of each view's current set.

@@ -104,6 +104,54 @@ pub trait Source: Send {
     /// A handle that measures the lag from another task, even while the loop waits
     /// on the store.
     fn lag_probe(&self) -> LagProbe;
+
+    /// A handle that appends to the orders topic this source reads (the offers of
+    /// touches to orders, `crate::sales`); `None` for a source that cannot (a test's).
+    fn appender(&self) -> Option<Appender> {
+        None
+    }
+}
+
+/// Appends records to the orders topic a source reads, durably before it returns.
+#[derive(Clone)]
+pub enum Appender {
+    /// A Kafka producer (idempotent, every in-sync replica) and the topic.
+    Kafka(rdkafka::producer::FutureProducer, String),
+    /// The embedded log and the topic.
+    Embedded(EmbeddedLog, String),
+}
+
+impl Appender {
+    /// Appends `records` (key, value), all of them durable when it returns `Ok`.
+    pub async fn append(&self, records: &[(Vec<u8>, Vec<u8>)]) -> Result<(), LogError> {
+        use rm_eventlog::EventLog as _;
+        match self {
+            Self::Embedded(log, topic) => {
+                for (k, v) in records {
+                    log.append(topic, k, v.clone()).await?;
+                }
+                Ok(())
+            }
+            Self::Kafka(producer, topic) => {
+                let mut pending = Vec::with_capacity(records.len());
+                for (k, v) in records {
+                    let record = rdkafka::producer::FutureRecord::to(topic).key(k).payload(v);
+                    let delivery = producer
+                        .send_result(record)
+                        .map_err(|(e, _)| rm_eventlog::kafka::classify(&e))?;
+                    pending.push(delivery);
+                }
+                for delivery in pending {
+                    match delivery.await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err((e, _))) => return Err(rm_eventlog::kafka::classify(&e)),
+                        Err(_) => return Err(LogError::Closed),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Positions to commit: the next offset per (stream, partition), `-1` standing for
@@ -308,6 +356,11 @@ impl Source for EmbeddedSource {
             .collect();
         LagProbe::Embedded(self.log.clone(), self.group.clone(), topics)
     }
+
+    fn appender(&self) -> Option<Appender> {
+        let orders = self.cursors.iter().find(|c| c.stream == Stream::Orders)?;
+        Some(Appender::Embedded(self.log.clone(), orders.topic.clone()))
+    }
 }
 
 /// Flags rebalances so the pipeline can drop its caches.
@@ -332,6 +385,8 @@ pub struct KafkaSource {
     topics: Vec<(Stream, String)>,
     rebalanced: Arc<AtomicBool>,
     positions: BTreeMap<(Stream, i32), i64>,
+    /// Appends the offers to the orders topic.
+    producer: rdkafka::producer::FutureProducer,
 }
 
 impl KafkaSource {
@@ -374,6 +429,11 @@ impl KafkaSource {
             ],
             rebalanced,
             positions: BTreeMap::new(),
+            producer: rm_eventlog::kafka::client_config(config)?
+                .set("enable.idempotence", "true")
+                .set("acks", "all")
+                .create()
+                .map_err(|e| LogError::Refused(format!("producer configuration: {e}")))?,
         })
     }
 
@@ -463,6 +523,11 @@ impl Source for KafkaSource {
     fn lag_probe(&self) -> LagProbe {
         LagProbe::Kafka(Arc::clone(&self.consumer), self.topics.clone())
     }
+
+    fn appender(&self) -> Option<Appender> {
+        let (_, topic) = self.topics.iter().find(|(s, _)| *s == Stream::Orders)?;
+        Some(Appender::Kafka(self.producer.clone(), topic.clone()))
+    }
 }
 
 /// The source a deployment uses.
@@ -502,6 +567,12 @@ impl Source for AnySource {
         match self {
             Self::Kafka(s) => s.lag_probe(),
             Self::Embedded(s) => s.lag_probe(),
+        }
+    }
+    fn appender(&self) -> Option<Appender> {
+        match self {
+            Self::Kafka(s) => s.appender(),
+            Self::Embedded(s) => s.appender(),
         }
     }
 }

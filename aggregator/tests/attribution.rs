@@ -13,6 +13,10 @@
 //!    `order-1` is credited to `camp-b` (the last click beats the later impression), p2
 //!    to `camp-a` (an impression, through the session id), `order-2` stays
 //!    unattributed, and the re-sent order changes nothing.
+//!    (Attribution as orders arrive: the aggregator offers each new touch to the
+//!    stored orders of its shoppers through the orders topic, and each order to its
+//!    shoppers' stored touches; the report reads the sums it keeps, and is checked
+//!    against the same report attributed at read time from the facts.)
 //! 3. The aggregator "crashes" after storing everything but before committing any
 //!    offset (embedded: the committed offsets are reset; Kafka: a new consumer group
 //!    reads from the start) and consumes it all again: the report does not move.
@@ -273,11 +277,18 @@ impl Running {
     }
 }
 
+/// The sales report as the api serves it (the sales tallies, attributed as orders and
+/// offers arrive), checked against the same report attributed at read time from the
+/// stored orders and touches.
 async fn sales(store: &AnyStore) -> Vec<SalesReportRow> {
-    store
-        .sales(&ReportFilter::default(), &Windows::default())
+    let f = ReportFilter::default();
+    let w = Windows::default();
+    let tallied = rm_store::sums::sales_report(store, &f, &w)
         .await
-        .expect("sales report")
+        .expect("sales report");
+    let facts = store.sales(&f, &w).await.expect("sales from the facts");
+    assert_eq!(tallied, facts, "the tallies and the facts attribute alike");
+    tallied
 }
 
 async fn append_all<L: EventLog>(log: &L, topic: &str, records: Vec<(Vec<u8>, Vec<u8>)>) {

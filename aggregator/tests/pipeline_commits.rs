@@ -15,13 +15,15 @@ use rm_eventlog::embedded::EmbeddedLog;
 use rm_eventlog::{EmbeddedLogConfig, EventLog};
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::embedded::EmbeddedStore;
+use rm_store::model::attribution::{Touch, Windows};
 use rm_store::model::carts::CartKey;
 use rm_store::model::funnel::ViewKey;
+use rm_store::model::tallies::sales::{OrderCredits, ShopperOrder};
 use rm_store::model::tallies::{Place, PlaceTallies};
 use rm_store::{
     Backend, BatchWrite, EntitySets, FastSet, ReportFilter, ReportStore, StoreError, WriteStore,
 };
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -62,6 +64,31 @@ impl WriteStore for Gated {
     }
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
         self.inner.known_orders(ids).await
+    }
+    async fn load_orders(
+        &self,
+        ids: &FastSet<String>,
+    ) -> Result<rm_store::FastMap<String, OrderCredits>, StoreError> {
+        self.inner.load_orders(ids).await
+    }
+    async fn touches_of(
+        &self,
+        shoppers: &BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<Touch>, StoreError> {
+        self.inner.touches_of(shoppers, from, to).await
+    }
+    async fn orders_of(
+        &self,
+        shoppers: &BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<ShopperOrder>, StoreError> {
+        self.inner.orders_of(shoppers, from, to).await
+    }
+    async fn backfill_sales(&self, w: &Windows) -> Result<bool, StoreError> {
+        self.inner.backfill_sales(w).await
     }
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         let permit = self.gate.acquire().await.expect("gate open");

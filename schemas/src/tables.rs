@@ -227,6 +227,24 @@ pub const SERVED_ADS: &str = "CREATE TABLE IF NOT EXISTS served_ads (
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY ad_id";
 
+/// Each order's state (`rm_store::model::tallies::sales`: its lines and their
+/// credits), as hex of its bytes; the newest `version` of an order is its state.
+pub const ORDER_CREDITS: &str = "CREATE TABLE IF NOT EXISTS order_credits (
+    order_id String,
+    state String,
+    version UInt64
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY order_id";
+
+/// The stored orders by shopper (`customer:<id>` or `session:<id>`, as touches), so a
+/// touch that arrives after an order finds it.
+pub const ORDER_SHOPPERS: &str = "CREATE TABLE IF NOT EXISTS order_shoppers (
+    shopper String,
+    time_ms Int64,
+    order_id String
+) ENGINE = ReplacingMergeTree
+ORDER BY (shopper, time_ms, order_id)";
+
 /// Counts decided as events arrive (`rm_store::model::tallies`): per campaign, scope
 /// (0 the campaign's, 1 a creative's ad events, 2 its product events), grain (0 a UTC day, 1 a quarter hour), time
 /// bucket, creative, catalog, product, log partition and metric, each row an absolute
@@ -252,7 +270,7 @@ pub const ROLLUPS: &str = "CREATE TABLE IF NOT EXISTS rollups (
 ORDER BY (campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric)";
 
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 9] = [
+pub const ALL: [&str; 11] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
@@ -262,6 +280,8 @@ pub const ALL: [&str; 9] = [
     AD_FACTS,
     SERVED_ADS,
     ROLLUPS,
+    ORDER_CREDITS,
+    ORDER_SHOPPERS,
 ];
 
 /// Columns added to a table after it first shipped: (table, column, type). Each is

@@ -6,11 +6,12 @@ use std::path::Path;
 use crate::clickhouse::ClickHouseStore;
 use crate::embedded::EmbeddedStore;
 use crate::model::ads::AdReportRow;
-use crate::model::attribution::{SalesReportRow, Windows};
+use crate::model::attribution::{SalesReportRow, Touch, Windows};
 use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{CartCampaignRow, CartKey, CartStateRow};
 use crate::model::funnel::{FunnelReportRow, ViewKey};
 use crate::model::products::ProductReportRow;
+use crate::model::tallies::sales::{OrderCredits, ShopperOrder};
 use crate::model::tallies::{Place, PlaceTallies, SummedTally, TallyQuery};
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 use crate::{Backend, ReportFilter, ReportStore, StoreConfig, StoreError};
@@ -46,10 +47,11 @@ impl AnyStore {
     pub async fn rebuild_tallies(
         &self,
         window: crate::model::traffic::ClickWindow,
+        w: &Windows,
     ) -> Result<(), StoreError> {
         match self {
-            Self::ClickHouse(s) => s.rebuild_tallies(window).await,
-            Self::Embedded(s) => s.rebuild_tallies(window).await,
+            Self::ClickHouse(s) => s.rebuild_tallies(window, w).await,
+            Self::Embedded(s) => s.rebuild_tallies(window, w).await,
         }
     }
 }
@@ -92,6 +94,31 @@ impl WriteStore for AnyStore {
     }
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
         dispatch!(self, s => s.known_orders(ids).await)
+    }
+    async fn load_orders(
+        &self,
+        ids: &FastSet<String>,
+    ) -> Result<FastMap<String, OrderCredits>, StoreError> {
+        dispatch!(self, s => s.load_orders(ids).await)
+    }
+    async fn touches_of(
+        &self,
+        shoppers: &std::collections::BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<Touch>, StoreError> {
+        dispatch!(self, s => s.touches_of(shoppers, from, to).await)
+    }
+    async fn orders_of(
+        &self,
+        shoppers: &std::collections::BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<ShopperOrder>, StoreError> {
+        dispatch!(self, s => s.orders_of(shoppers, from, to).await)
+    }
+    async fn backfill_sales(&self, w: &Windows) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.backfill_sales(w).await)
     }
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         dispatch!(self, s => s.write(batch).await)

@@ -10,11 +10,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::model::ads::AdFact;
-use crate::model::attribution::{OrderLine, Touch};
+use crate::model::attribution::{OrderLine, Touch, Windows};
 use crate::model::carts::{CartEventRow, CartFact, CartKey};
 use crate::model::funnel::{ViewFact, ViewKey, ViewRow};
 use crate::model::products::ProductFact;
 use crate::model::served::ServedAd;
+use crate::model::tallies::sales::{OrderCredits, ShopperOrder};
 use crate::model::tallies::{Place, PlaceTallies, Tally, TallyKey};
 use crate::{Backend, StoreError};
 
@@ -41,8 +42,12 @@ pub struct BatchWrite {
     pub cart_rows: Vec<CartEventRow>,
     /// New attribution touches (idempotent by shopper and dedup key).
     pub touches: Vec<Touch>,
-    /// Lines of orders the store does not hold yet (idempotent by order id and line).
+    /// Lines of orders the store does not hold yet (idempotent by order id and line),
+    /// indexed by shopper with them.
     pub order_lines: Vec<OrderLine>,
+    /// The state of every order the batch decided on (its lines' credits, see
+    /// [`crate::model::tallies::sales`]): written after `tallies`.
+    pub order_states: Vec<OrderCredits>,
     /// The state of every served ad (realised ad id) the batch decided on.
     pub served: Vec<(String, ServedAd)>,
     /// The tallies the batch moved, absolute and stamped (see
@@ -108,6 +113,33 @@ pub trait WriteStore: Backend {
         &self,
         ids: &HashSet<String>,
     ) -> impl Future<Output = Result<HashSet<String>, StoreError>> + Send;
+
+    /// The states of these orders (scoped ids; absent ones are left out).
+    fn load_orders(
+        &self,
+        ids: &FastSet<String>,
+    ) -> impl Future<Output = Result<FastMap<String, OrderCredits>, StoreError>> + Send;
+
+    /// The stored touches of these shoppers dated from `from` to `to` ms (inclusive).
+    fn touches_of(
+        &self,
+        shoppers: &std::collections::BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> impl Future<Output = Result<Vec<Touch>, StoreError>> + Send;
+
+    /// The stored orders of these shoppers dated from `from` to `to` ms (inclusive).
+    fn orders_of(
+        &self,
+        shoppers: &std::collections::BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> impl Future<Output = Result<Vec<ShopperOrder>, StoreError>> + Send;
+
+    /// Attributes the orders of a store written before attribution as orders arrive,
+    /// once, with windows `w` (see [`crate::model::tallies::sales`]): called by the
+    /// aggregator before its first write; true when it did it now.
+    fn backfill_sales(&self, w: &Windows) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Writes a batch durably (idempotent).
     fn write(&self, batch: &BatchWrite) -> impl Future<Output = Result<(), StoreError>> + Send;

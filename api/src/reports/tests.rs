@@ -97,7 +97,10 @@ async fn sales_rows_carry_roas_where_the_cost_is_known() {
     store.write(&write).await.expect("write");
     // As the aggregator leaves a store: its facts counted into the rollups.
     store
-        .rebuild_tallies(rm_store::model::traffic::ClickWindow::default())
+        .rebuild_tallies(
+            rm_store::model::traffic::ClickWindow::default(),
+            &Windows::default(),
+        )
         .await
         .expect("count the facts");
     let costs = |c: &str| (c == "camp-1").then(|| usd("$10"));
@@ -170,7 +173,10 @@ async fn ads_and_campaigns_answer_json_and_csv() {
     store.write(&write).await.expect("write");
     // As the aggregator leaves a store: its facts counted into the rollups.
     store
-        .rebuild_tallies(rm_store::model::traffic::ClickWindow::default())
+        .rebuild_tallies(
+            rm_store::model::traffic::ClickWindow::default(),
+            &Windows::default(),
+        )
         .await
         .expect("count the facts");
     let h = HeaderMap::new();
@@ -252,7 +258,10 @@ async fn money_is_exact_and_two_currencies_never_add() {
     store.write(&write).await.expect("write");
     // As the aggregator leaves a store: its facts counted into the rollups.
     store
-        .rebuild_tallies(rm_store::model::traffic::ClickWindow::default())
+        .rebuild_tallies(
+            rm_store::model::traffic::ClickWindow::default(),
+            &Windows::default(),
+        )
         .await
         .expect("count the facts");
     let costs = KnownCosts {

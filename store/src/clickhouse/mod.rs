@@ -53,6 +53,7 @@ mod error;
 mod query;
 mod reports;
 mod rows;
+mod sales;
 mod schema;
 mod tallies;
 mod write;

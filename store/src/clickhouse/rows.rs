@@ -573,7 +573,7 @@ impl SummedTallyCh {
     /// The summed tally a row holds (`None` for the backfill's marker).
     pub(crate) fn summed(self) -> Result<Option<SummedTally>, StoreError> {
         let metric = metric_of(self.metric)?;
-        if metric == Metric::Backfilled {
+        if matches!(metric, Metric::Backfilled | Metric::SalesBackfilled) {
             return Ok(None);
         }
         Ok(Some(SummedTally {

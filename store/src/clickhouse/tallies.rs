@@ -93,7 +93,7 @@ impl ClickHouseStore {
         if facts == [0] && !self.has_marker().await? {
             self.insert_tallies(&[tallies::marker_row()]).await?;
         }
-        Ok(())
+        self.mark_sales_if_new().await
     }
 
     async fn has_marker(&self) -> Result<bool, StoreError> {
@@ -116,7 +116,7 @@ impl ClickHouseStore {
         q: &TallyQuery,
     ) -> Result<Option<Vec<SummedTally>>, StoreError> {
         let fail = ch("read tallies");
-        let marker = TallyKey::marker();
+        let marker = q.marker();
         let codes = q.metric_codes();
         let lists: Vec<Vec<&String>> = match &q.campaigns {
             None => vec![Vec::new()],
@@ -284,8 +284,13 @@ impl ClickHouseStore {
     }
 
     /// Deletes every tally and counts the stored facts into them again (`retail-media
-    /// rebuild`; stop the aggregators first: nothing checks that on ClickHouse).
-    pub async fn rebuild_tallies(&self, window: ClickWindow) -> Result<(), StoreError> {
+    /// rebuild`; stop the aggregators first: nothing checks that on ClickHouse), and
+    /// attributes every stored order again with windows `w`.
+    pub async fn rebuild_tallies(
+        &self,
+        window: ClickWindow,
+        w: &crate::model::attribution::Windows,
+    ) -> Result<(), StoreError> {
         let client = self.client();
         client
             .query("DROP TABLE IF EXISTS rollups")
@@ -293,11 +298,23 @@ impl ClickHouseStore {
             .await
             .map_err(ch("drop tallies"))?;
         client
+            .query("DROP TABLE IF EXISTS order_credits")
+            .execute()
+            .await
+            .map_err(ch("drop order states"))?;
+        client
+            .query_raw(rm_schemas::tables::ORDER_CREDITS)
+            .execute()
+            .await
+            .map_err(ch("create order states"))?;
+        client
             .query_raw(rm_schemas::tables::ROLLUPS)
             .execute()
             .await
             .map_err(ch("create tallies"))?;
-        self.backfill(window).await.map(|_| ())
+        self.backfill(window).await?;
+        // Every order attributed again, with the windows given.
+        self.backfill_order_sales(w).await.map(|_| ())
     }
 }
 

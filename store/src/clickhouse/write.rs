@@ -12,9 +12,11 @@ use super::rows::{
     CartEventCh, OrderIdCh, OrderLineCh, ProductFactCh, ServedCh, TouchCh, ViewCh, ViewFactCh,
 };
 use super::ClickHouseStore;
+use crate::model::attribution::{Touch, Windows};
 use crate::model::carts::{self, CartKey};
 use crate::model::funnel::{self, ViewFact, ViewKey};
 use crate::model::served::ServedAd;
+use crate::model::tallies::sales::{OrderCredits, ShopperOrder};
 use crate::model::tallies::{Place, PlaceTallies};
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, WriteStore};
 use crate::StoreError;
@@ -283,6 +285,7 @@ impl ClickHouseStore {
             insert_rows::<CartEventCh<'_>>(client, "cart_events", &cart_rows),
             insert_rows::<TouchCh>(client, "attribution_touches", &touches),
             insert_rows::<OrderLineCh>(client, "order_lines", &lines),
+            self.insert_order_rows(&b.order_states, &b.order_lines),
         )?;
         if let Some(before) = b.forget_served_before {
             // A mutation, applied in the background; idempotent when the batch is
@@ -364,5 +367,43 @@ impl WriteStore for ClickHouseStore {
 
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
         self.op("load orders", self.known_order_ids(ids)).await
+    }
+
+    async fn load_orders(
+        &self,
+        ids: &FastSet<String>,
+    ) -> Result<FastMap<String, OrderCredits>, StoreError> {
+        self.op("load order states", self.load_order_states(ids))
+            .await
+    }
+
+    async fn touches_of(
+        &self,
+        shoppers: &std::collections::BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<Touch>, StoreError> {
+        self.op("load touches", self.shoppers_touches(shoppers, from, to))
+            .await
+    }
+
+    async fn orders_of(
+        &self,
+        shoppers: &std::collections::BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<ShopperOrder>, StoreError> {
+        self.op(
+            "load orders by shopper",
+            self.shoppers_orders(shoppers, from, to),
+        )
+        .await
+    }
+
+    async fn backfill_sales(&self, w: &Windows) -> Result<bool, StoreError> {
+        // Not bounded by the operation timeout: it reads every stored order once.
+        let r = self.backfill_order_sales(w).await;
+        self.inner.note(&r);
+        r
     }
 }

@@ -65,6 +65,7 @@ mod entities;
 mod migrate;
 mod migrate_money;
 mod reports;
+mod sales;
 mod tallies;
 mod write;
 
@@ -116,6 +117,15 @@ impl EmbeddedStore {
         }
         tallies::mark_if_new(&w)?;
         w.open_table(ORDERS).map_err(err)?;
+        for t in [
+            sales::ORDER_CREDITS,
+            sales::ORDER_SHOPPERS,
+            sales::TOUCH_SHOPPERS,
+        ] {
+            w.open_table(t).map_err(err)?;
+        }
+        sales::index_if_missing(&w)?;
+        sales::mark_if_new(&w)?;
         w.commit().map_err(err)?;
         let index = Index::recover(&db)?;
         Ok(Self {

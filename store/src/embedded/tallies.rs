@@ -61,7 +61,7 @@ fn place_key(p: &Place) -> Vec<u8> {
     k
 }
 
-fn tally_key(k: &TallyKey) -> Vec<u8> {
+pub(super) fn tally_key(k: &TallyKey) -> Vec<u8> {
     let mut out = place_key(&k.place);
     out.extend(k.metric.code().to_be_bytes());
     out
@@ -160,9 +160,15 @@ pub(super) fn load(
 
 /// Whether the backfill marker is stored.
 fn has_marker(t: &impl ReadableTable<&'static [u8], &'static [u8]>) -> Result<bool, StoreError> {
-    Ok(t.get(tally_key(&TallyKey::marker()).as_slice())
-        .map_err(err)?
-        .is_some())
+    has(t, &TallyKey::marker())
+}
+
+/// Whether a marker is stored.
+fn has(
+    t: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    marker: &TallyKey,
+) -> Result<bool, StoreError> {
+    Ok(t.get(tally_key(marker).as_slice()).map_err(err)?.is_some())
 }
 
 /// The tallies `q` wants, summed over partitions; `None` before the backfill. Each
@@ -171,7 +177,7 @@ fn has_marker(t: &impl ReadableTable<&'static [u8], &'static [u8]>) -> Result<bo
 pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTally>>, StoreError> {
     let r = db.begin_read().map_err(err)?;
     let t = r.open_table(ROLLUPS).map_err(err)?;
-    if !has_marker(&t)? {
+    if !has(&t, &q.marker())? {
         return Ok(None);
     }
     let mut rows: Vec<(TallyKey, Tally)> = Vec::new();

@@ -2,7 +2,7 @@
 //! on the pipeline's fold stage), inserted in one write transaction; loading the fact
 //! sets a batch folds into.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use redb::ReadableDatabase;
@@ -12,9 +12,10 @@ use super::codec::parse_view_facts;
 use super::entities::{self, Entities, CARTS, SERVED, VIEWS};
 use super::{ad_key, err, key, parse, product_key, touch_key, val, view_val};
 use super::{EmbeddedStore, Rows, Table, AD_FACTS, ORDERS, PRODUCT_FACTS, TOUCHES};
-use crate::model::attribution::OrderLine;
+use crate::model::attribution::{OrderLine, Touch, Windows};
 use crate::model::carts::{CartEventRow, CartKey};
 use crate::model::funnel::ViewKey;
+use crate::model::tallies::sales::{OrderCredits, ShopperOrder};
 use crate::model::tallies::{Place, PlaceTallies};
 use crate::model::traffic::ClickWindow;
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
@@ -97,6 +98,11 @@ impl Encoded {
                 super::tallies::rows(&batch.tallies),
             ),
         ];
+        tables.extend(super::sales::rows(
+            &batch.order_states,
+            &batch.order_lines,
+            &batch.touches,
+        ));
         let served: Rows = batch
             .served
             .iter()
@@ -199,10 +205,17 @@ impl EmbeddedStore {
     }
 
     /// Deletes every tally and counts the stored facts into them again (`retail-media
-    /// rebuild`; the aggregator must be stopped, which the store's lock ensures).
-    pub async fn rebuild_tallies(&self, window: ClickWindow) -> Result<(), StoreError> {
+    /// rebuild`; the aggregator must be stopped, which the store's lock ensures), and
+    /// attributes every stored order again with windows `w`.
+    pub async fn rebuild_tallies(
+        &self,
+        window: ClickWindow,
+        w: &Windows,
+    ) -> Result<(), StoreError> {
         self.blocking(super::tallies::clear).await?;
-        self.backfill_with(window).await.map(|_| ())
+        self.blocking(super::sales::clear).await?;
+        self.backfill_with(window).await?;
+        self.backfill_sales(w).await.map(|_| ())
     }
 }
 
@@ -277,6 +290,50 @@ impl WriteStore for EmbeddedStore {
 
     async fn backfill_tallies(&self) -> Result<bool, StoreError> {
         self.backfill_with(ClickWindow::default()).await
+    }
+
+    async fn load_orders(
+        &self,
+        ids: &FastSet<String>,
+    ) -> Result<FastMap<String, OrderCredits>, StoreError> {
+        let ids = ids.clone();
+        self.blocking(move |db| super::sales::load(db, &ids)).await
+    }
+
+    async fn touches_of(
+        &self,
+        shoppers: &BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<Touch>, StoreError> {
+        let shoppers = shoppers.clone();
+        self.blocking(move |db| super::sales::touches_of(db, &shoppers, from, to))
+            .await
+    }
+
+    async fn orders_of(
+        &self,
+        shoppers: &BTreeSet<String>,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<ShopperOrder>, StoreError> {
+        let shoppers = shoppers.clone();
+        self.blocking(move |db| super::sales::orders_of(db, &shoppers, from, to))
+            .await
+    }
+
+    async fn backfill_sales(&self, w: &Windows) -> Result<bool, StoreError> {
+        let w = *w;
+        let done = self
+            .blocking(move |db| super::sales::backfill(db, &w))
+            .await?;
+        if let Some(n) = done {
+            tracing::info!(
+                tallies = n,
+                "attributed the store's earlier orders into sales tallies"
+            );
+        }
+        Ok(done.is_some())
     }
 
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {

@@ -115,10 +115,6 @@ impl TouchKind {
     pub fn parse(s: &str) -> Option<Self> {
         InteractionType::from_wire(s).and_then(Self::of)
     }
-
-    fn is_click(self) -> bool {
-        !matches!(self, Self::ProductImpression)
-    }
 }
 
 /// The namespaced shopper id a touch or an order line is matched by.
@@ -248,7 +244,8 @@ impl OrderLine {
         day_of(self.time_ms)
     }
 
-    fn names_ad(&self, ad: &str) -> bool {
+    /// Whether the line or its order names ad id `ad`.
+    pub fn names_ad(&self, ad: &str) -> bool {
         self.ad_id == ad || self.order_ad_ids.iter().any(|a| a == ad)
     }
 }
@@ -277,12 +274,57 @@ pub fn lines_of(order: &Order) -> Vec<OrderLine> {
 }
 
 /// How a line earned its credit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Credit {
     /// A click in the click window.
     Click,
     /// An impression in the view window.
     View,
+}
+
+/// How `t` could credit `line` (`None`: it cannot: another shopper or namespace, a
+/// touch after the order or outside its window, another product, a creative click
+/// of an ad the order does not name).
+pub fn eligible(line: &OrderLine, t: &Touch, w: &Windows) -> Option<Credit> {
+    // An order is credited only to its own namespace's ads, even when the same
+    // shopper saw another namespace's ads.
+    if t.time_ms > line.time_ms || t.namespace() != line.namespace() {
+        return None;
+    }
+    let shopper = |k, id: &str| !id.is_empty() && t.shopper == shopper(k, id);
+    if !shopper(ShopperId::Customer, &line.customer_id)
+        && !shopper(ShopperId::Session, &line.session_id)
+    {
+        return None;
+    }
+    let age = line.time_ms - t.time_ms;
+    let same_product = t.catalog_id == line.catalog_id && t.product_code == line.product_code;
+    let (credit, window) = match t.kind {
+        TouchKind::ProductClick if same_product => (Credit::Click, w.click_ms),
+        TouchKind::CreativeClick if line.names_ad(&t.ad_id) => (Credit::Click, w.click_ms),
+        TouchKind::ProductImpression if same_product => (Credit::View, w.view_ms),
+        _ => return None,
+    };
+    (age <= window).then_some(credit)
+}
+
+/// Whether credit `a` beats credit `b` (`None`: no credit yet): a click beats any
+/// impression; then the later touch; equal times fall to the dedup key, then to the
+/// ad and the shopper, so the choice never depends on the order the touches come in.
+/// (Touches of one dedup key are one event, so they name one ad; only the shopper id
+/// may differ, and either copy credits the same campaign and ad.) A total order: the
+/// credit of a line is the best of its touches, whatever order they are offered in.
+pub fn beats(a: (&Touch, Credit), b: Option<(&Touch, Credit)>) -> bool {
+    fn rank((t, c): (&Touch, Credit)) -> (bool, i64, u128, &str, &str) {
+        (
+            c == Credit::Click,
+            t.time_ms,
+            t.dedup_key,
+            t.ad_id.as_str(),
+            t.shopper.as_str(),
+        )
+    }
+    b.is_none_or(|b| rank(a) > rank(b))
 }
 
 /// The touch `line` is credited to, and how; `None` when unattributed. `touches` may
@@ -292,42 +334,15 @@ pub fn attribute<'a>(
     touches: impl IntoIterator<Item = &'a Touch>,
     w: &Windows,
 ) -> Option<(&'a Touch, Credit)> {
-    let shoppers = line.shoppers();
-    let mut click: Option<&Touch> = None;
-    let mut view: Option<&Touch> = None;
-    // Later wins; equal times fall to the dedup key, then to the ad and the shopper,
-    // so the choice never depends on the order the touches come in. (Touches of one
-    // dedup key are one event, so they name one ad; only the shopper id may differ,
-    // and either copy credits the same campaign and ad.)
-    let later = |a: &Touch, b: Option<&Touch>| {
-        b.is_none_or(|b| {
-            (a.time_ms, a.dedup_key, &a.ad_id, &a.shopper)
-                > (b.time_ms, b.dedup_key, &b.ad_id, &b.shopper)
-        })
-    };
-    let ns = line.namespace();
+    let mut best: Option<(&Touch, Credit)> = None;
     for t in touches {
-        // An order is credited only to its own namespace's ads, even when the same
-        // shopper saw another namespace's ads.
-        if t.time_ms > line.time_ms || !shoppers.contains(&t.shopper) || t.namespace() != ns {
-            continue;
-        }
-        let age = line.time_ms - t.time_ms;
-        let same_product = t.catalog_id == line.catalog_id && t.product_code == line.product_code;
-        let (slot, window) = match t.kind {
-            TouchKind::ProductClick if same_product => (&mut click, w.click_ms),
-            TouchKind::CreativeClick if line.names_ad(&t.ad_id) => (&mut click, w.click_ms),
-            TouchKind::ProductImpression if same_product => (&mut view, w.view_ms),
-            _ => continue,
-        };
-        if age <= window && later(t, *slot) {
-            *slot = Some(t);
+        if let Some(c) = eligible(line, t, w) {
+            if beats((t, c), best) {
+                best = Some((t, c));
+            }
         }
     }
-    debug_assert!(click.is_none_or(|t| t.kind.is_click()));
-    click
-        .map(|t| (t, Credit::Click))
-        .or(view.map(|t| (t, Credit::View)))
+    best
 }
 
 /// The span of touch times that can matter for `lines`: from the earliest order

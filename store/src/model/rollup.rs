@@ -110,7 +110,9 @@ impl Acc {
             Metric::Status(..)
             | Metric::View(_)
             | Metric::Cart(_)
+            | Metric::Sale(_)
             | Metric::Backfilled
+            | Metric::SalesBackfilled
             | Metric::Progress => {}
         }
     }

@@ -69,9 +69,11 @@ use super::traffic::Invalid;
 pub mod backfill;
 pub mod carts;
 pub mod moves;
+pub mod sales;
 pub mod views;
 
 use carts::CartField;
+use sales::SaleField;
 use views::ViewField;
 
 /// What kind of distinct event a tally counts.
@@ -121,6 +123,11 @@ pub enum Metric {
     View(ViewField),
     /// Cart lines' adds ([`carts`]).
     Cart(CartField),
+    /// Orders' sales by credited campaign ([`sales`]).
+    Sale(SaleField),
+    /// The marker of the sales' backfill: the store's earlier orders are attributed
+    /// and counted (one row, value 1, at [`Place::sales_marker`]).
+    SalesBackfilled,
     /// The offset of the last record of a partition folded (value and stamp), at
     /// [`Place::progress`]: how far the writers of the partition got.
     Progress,
@@ -132,8 +139,8 @@ impl Metric {
 
     /// The stored code: `kind * 16 + reason` (0 billable, 1.. the reasons in order)
     /// for events, `64 + kind * 16 + status` for statuses, `128 + field` for the
-    /// video funnel, `192 + field` for cart adds, 255 for the marker, 254 for a
-    /// partition's progress.
+    /// video funnel, `192 + field` for cart adds, `224 + field` for sales, 255 for
+    /// the marker, 254 for a partition's progress, 253 for the sales' marker.
     pub fn code(self) -> u16 {
         match self {
             Self::Events(kind, why) => {
@@ -145,6 +152,8 @@ impl Metric {
             Self::Status(kind, status) => 64 + kind as u16 * 16 + u16::from(status.rank()),
             Self::View(f) => 128 + f.index() as u16,
             Self::Cart(f) => 192 + f.index() as u16,
+            Self::Sale(f) => 224 + f.index() as u16,
+            Self::SalesBackfilled => 253,
             Self::Backfilled => 255,
             Self::Progress => 254,
         }
@@ -154,7 +163,7 @@ impl Metric {
     pub fn is_count(self) -> bool {
         matches!(
             self,
-            Self::Events(..) | Self::Status(..) | Self::View(..) | Self::Cart(..)
+            Self::Events(..) | Self::Status(..) | Self::View(..) | Self::Cart(..) | Self::Sale(..)
         )
     }
 
@@ -163,6 +172,12 @@ impl Metric {
         match code {
             255 => return Some(Self::Backfilled),
             254 => return Some(Self::Progress),
+            253 => return Some(Self::SalesBackfilled),
+            224.. => {
+                return SaleField::ALL
+                    .get(usize::from(code - 224))
+                    .map(|f| Self::Sale(*f))
+            }
             192.. => {
                 return CartField::ALL
                     .get(usize::from(code - 192))
@@ -199,7 +214,12 @@ impl Metric {
     pub fn kind(self) -> Option<Kind> {
         match self {
             Self::Events(k, _) | Self::Status(k, _) => Some(k),
-            Self::View(_) | Self::Cart(_) | Self::Backfilled | Self::Progress => None,
+            Self::View(_)
+            | Self::Cart(_)
+            | Self::Sale(_)
+            | Self::Backfilled
+            | Self::SalesBackfilled
+            | Self::Progress => None,
         }
     }
 }
@@ -218,14 +238,28 @@ pub enum Scope {
     /// A video creative's views (the creative is the view's video id, catalog and
     /// product empty): the video funnel.
     Video,
+    /// Sales of a product per credited campaign ("" unattributed): the catalog is
+    /// scoped by the order's namespace, the `creative` column holds the currency
+    /// ([`sales`]): the sales report.
+    Sales,
+    /// A campaign's attributed sales (the `creative` column holds the currency,
+    /// catalog and product empty): the campaign summary.
+    CampaignSales,
 }
 
 impl Scope {
     /// The scope of a stored code (`scope as u8`), `None` when unknown.
     pub fn from_code(code: u8) -> Option<Self> {
-        [Self::Campaign, Self::Creative, Self::Product, Self::Video]
-            .into_iter()
-            .find(|s| *s as u8 == code)
+        [
+            Self::Campaign,
+            Self::Creative,
+            Self::Product,
+            Self::Video,
+            Self::Sales,
+            Self::CampaignSales,
+        ]
+        .into_iter()
+        .find(|s| *s as u8 == code)
     }
 }
 
@@ -322,6 +356,22 @@ impl Place {
             ..Self::marker()
         }
     }
+
+    /// Where a partition of the orders topic keeps its progress.
+    pub fn order_progress(partition: i32) -> Self {
+        Self {
+            scope: Scope::Sales,
+            ..Self::progress(partition)
+        }
+    }
+
+    /// The sales' backfill marker's place.
+    pub fn sales_marker() -> Self {
+        Self {
+            scope: Scope::Sales,
+            ..Self::marker()
+        }
+    }
 }
 
 /// One tally: a metric at a place.
@@ -347,6 +397,14 @@ impl TallyKey {
         Self {
             place: Place::progress(partition),
             metric: Metric::Progress,
+        }
+    }
+
+    /// The sales' backfill marker's key.
+    pub fn sales_marker() -> Self {
+        Self {
+            place: Place::sales_marker(),
+            metric: Metric::SalesBackfilled,
         }
     }
 }
@@ -472,6 +530,15 @@ impl TallyQuery {
         }
     }
 
+    /// The marker whose presence says the query's tallies are complete: the sales'
+    /// for sales, else the backfill's.
+    pub fn marker(&self) -> TallyKey {
+        match self.scope {
+            Scope::Sales | Scope::CampaignSales => TallyKey::sales_marker(),
+            _ => TallyKey::marker(),
+        }
+    }
+
     /// Whether a stored tally is one the query wants.
     pub fn wants(&self, k: &TallyKey) -> bool {
         let p = &k.place;
@@ -515,6 +582,7 @@ impl TallyQuery {
         if self.kinds.is_empty() {
             codes.extend(ViewField::ALL.iter().map(|f| Metric::View(*f).code()));
             codes.extend(CartField::ALL.iter().map(|f| Metric::Cart(*f).code()));
+            codes.extend(SaleField::ALL.iter().map(|f| Metric::Sale(*f).code()));
         }
         codes
     }
@@ -641,7 +709,12 @@ mod tests {
 
     #[test]
     fn metric_codes_round_trip_and_are_distinct() {
-        let mut all = vec![Metric::Backfilled, Metric::Progress];
+        let mut all = vec![
+            Metric::Backfilled,
+            Metric::Progress,
+            Metric::SalesBackfilled,
+        ];
+        all.extend(SaleField::ALL.iter().map(|f| Metric::Sale(*f)));
         all.extend(ViewField::ALL.iter().map(|f| Metric::View(*f)));
         all.extend(CartField::ALL.iter().map(|f| Metric::Cart(*f)));
         for kind in Kind::ALL {
@@ -666,14 +739,16 @@ mod tests {
             "a verified status is no metric"
         );
         assert_eq!(Metric::from_code(9 + 16 * 3 + 1), None);
-        assert_eq!(Metric::from_code(253), None);
+        assert_eq!(Metric::from_code(252), None);
+        assert_eq!(Metric::from_code(224 + 6), None);
         for s in [Scope::Campaign, Scope::Creative, Scope::Product] {
             assert_eq!(Scope::from_code(s as u8), Some(s));
         }
         for g in [Grain::Day, Grain::Quarter] {
             assert_eq!(Grain::from_code(g as u8), Some(g));
         }
-        assert_eq!((Scope::from_code(4), Grain::from_code(2)), (None, None));
+        assert_eq!((Scope::from_code(6), Grain::from_code(2)), (None, None));
+        assert_eq!(Scope::from_code(5), Some(Scope::CampaignSales));
         assert_eq!(Scope::from_code(3), Some(Scope::Video));
         assert_eq!(Metric::from_code(128 + 19), None);
         assert_eq!(Metric::from_code(192 + 2), None);
