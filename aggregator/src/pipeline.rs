@@ -755,7 +755,7 @@ async fn prepare<T: WriteStore>(
     write.order_states = sold.states;
     write.tallies.extend(sold.tallies);
     let lookups = Lookups {
-        new_orders: sold.new_orders,
+        orders: sold.orders,
         touches: write.touches.clone(),
     };
     // Only the views the batch re-derived can have changed; fold already derived them.
@@ -855,9 +855,7 @@ async fn offer<T: WriteStore>(
         .await
         {
             None => return false,
-            Some(Ok(touches)) => {
-                offers.extend(sales_t::offers_for_orders(&l.new_orders, &touches, w))
-            }
+            Some(Ok(touches)) => offers.extend(sales_t::offers_for_orders(&l.orders, &touches, w)),
             Some(Err(e)) => {
                 tracing::error!(error = %e, "store refused a touch lookup; stopping the pipeline");
                 shutdown.cancel();

@@ -10,10 +10,12 @@
 //! with the record's offset like any tally, and the state is written after the
 //! tallies, so the crash argument of `rm_store::model::tallies` holds as is.
 //!
-//! **The lookups after the write** ([`lookups`]): the offers for the batch's new
-//! orders (their shoppers' stored touches) and for its new touches (their shoppers'
-//! stored orders), appended to the orders topic before the batch's offsets are
-//! committed (the pipeline's write stage).
+//! **The lookups after the write** ([`Lookups`]): the offers for the batch's orders
+//! (their shoppers' stored touches) and for its touches (their shoppers' stored
+//! orders), appended to the orders topic before the batch's offsets are committed
+//! (the pipeline's write stage). A replayed batch looks again: copies of orders and
+//! touches are looked up too, so a crash between the write and the append loses no
+//! offer.
 
 use std::collections::BTreeSet;
 
@@ -85,9 +87,10 @@ pub struct OrderStats {
 pub struct SalesFold {
     /// Lines of the new orders.
     pub lines: Vec<OrderLine>,
-    /// States of the new orders: their shoppers' touches are looked up once the
-    /// batch is written.
-    pub new_orders: Vec<OrderCredits>,
+    /// States of the orders the batch holds a record of, new or copies: their
+    /// shoppers' touches are looked up once the batch is written (a copy too: it may
+    /// be the replay of a batch whose lookup a crash cut short).
+    pub orders: Vec<OrderCredits>,
     /// Every state the batch changed.
     pub states: Vec<OrderCredits>,
     /// The moved tallies, absolute and stamped.
@@ -137,12 +140,13 @@ pub fn fold(
     let mut out = SalesFold::default();
     let mut dirty: FastSet<TallyKey> = FastSet::default();
     let mut changed: BTreeSet<String> = BTreeSet::new();
-    let mut new: BTreeSet<String> = BTreeSet::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
     for o in orders {
         let (partition, offset) = o.at;
         let id = o.msg.order_id();
         match &o.msg {
             OrderMsg::Order(r) => {
+                seen.insert(id.clone());
                 if states.contains_key(&id) {
                     out.stats.duplicates += 1;
                 } else {
@@ -159,8 +163,7 @@ pub fn fold(
                     moves::apply(m, offset, tallies, &mut dirty);
                     out.lines.extend(lines);
                     states.insert(id.clone(), state);
-                    changed.insert(id.clone());
-                    new.insert(id);
+                    changed.insert(id);
                     out.stats.new += 1;
                 }
             }
@@ -194,7 +197,7 @@ pub fn fold(
         .iter()
         .filter_map(|id| states.get(id).cloned())
         .collect();
-    out.new_orders = new
+    out.orders = seen
         .iter()
         .filter_map(|id| states.get(id).cloned())
         .collect();
@@ -202,12 +205,12 @@ pub fn fold(
     out
 }
 
-/// What a written batch looks up to offer touches to orders: its new orders and its
-/// new touches.
+/// What a written batch looks up to offer touches to orders: its orders and its
+/// touches.
 #[derive(Debug, Default, Clone)]
 pub struct Lookups {
-    /// The batch's new orders.
-    pub new_orders: Vec<OrderCredits>,
+    /// The orders the batch holds a record of ([`SalesFold::orders`]).
+    pub orders: Vec<OrderCredits>,
     /// The batch's touches.
     pub touches: Vec<Touch>,
 }
@@ -216,12 +219,12 @@ pub struct Lookups {
 pub type Lookup = (BTreeSet<String>, i64, i64);
 
 impl Lookups {
-    /// The new orders' shoppers and the span of touch times that can credit them.
+    /// The orders' shoppers and the span of touch times that can credit them.
     pub fn for_orders(&self, w: &Windows) -> Option<Lookup> {
         let span = w.click_ms.max(w.view_ms);
         let mut shoppers = BTreeSet::new();
         let (mut from, mut to) = (i64::MAX, i64::MIN);
-        for l in self.new_orders.iter().flat_map(|o| &o.lines) {
+        for l in self.orders.iter().flat_map(|o| &o.lines) {
             shoppers.extend(l.line.shoppers());
             from = from.min(l.line.time_ms.saturating_sub(span));
             to = to.max(l.line.time_ms);
@@ -229,7 +232,7 @@ impl Lookups {
         (!shoppers.is_empty()).then_some((shoppers, from, to))
     }
 
-    /// The new touches' shoppers and the span of order times they can credit.
+    /// The touches' shoppers and the span of order times they can credit.
     pub fn for_touches(&self, w: &Windows) -> Option<Lookup> {
         let span = w.click_ms.max(w.view_ms);
         let shoppers: BTreeSet<String> = self.touches.iter().map(|t| t.shopper.clone()).collect();

@@ -268,6 +268,11 @@ impl Running {
         }
     }
 
+    async fn drained_then_stop(self) {
+        self.drained().await;
+        self.stop().await;
+    }
+
     async fn stop(self) {
         self.stop.cancel();
         self.task
@@ -362,6 +367,91 @@ async fn embedded_log_and_store() {
         group.to_owned()
     };
     story(&log, (events, orders), store, source, crash).await;
+}
+
+/// A source that cannot append to the orders topic: an aggregator whose every batch
+/// is written and whose offers are never appended (the crash the next run replays).
+struct NoOffers(EmbeddedSource);
+
+impl Source for NoOffers {
+    async fn poll(
+        &mut self,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<rm_aggregator::source::Raw>, rm_eventlog::LogError> {
+        self.0.poll(max, wait).await
+    }
+    fn checkpoint(&mut self) -> rm_aggregator::source::Checkpoint {
+        self.0.checkpoint()
+    }
+    async fn commit_to(
+        &mut self,
+        c: rm_aggregator::source::Checkpoint,
+    ) -> Result<(), rm_eventlog::LogError> {
+        self.0.commit_to(c).await
+    }
+    fn take_rebalanced(&mut self) -> bool {
+        self.0.take_rebalanced()
+    }
+    fn lag_probe(&self) -> LagProbe {
+        self.0.lag_probe()
+    }
+}
+
+/// A crash after a batch's write and before its offers reach the log (and so before
+/// its offsets are committed) loses no credit: the replay looks its orders up again
+/// and sends the offers. The touches are stored and committed first, so only the
+/// orders' side of the lookup can find them.
+#[tokio::test]
+async fn offers_lost_in_a_crash_are_sent_by_the_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = EmbeddedLog::open(
+        &EmbeddedLogConfig::path(dir.path()),
+        &EmbeddedLogConfig::default(),
+    )
+    .expect("open log");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open store");
+    let store = Arc::new(AnyStore::Embedded(store));
+    let (events, orders) = ("ad-interactions", rm_schemas::topics::ORDERS);
+    let group = "rm-aggregator-test";
+    let run_losing_offers = || async {
+        let lost = NoOffers(EmbeddedSource::new(log.clone(), group, events).expect("source"));
+        let probe = lost.lag_probe();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(pipeline::run(
+            lost,
+            Arc::clone(&store),
+            "test",
+            options(),
+            stop.clone(),
+        ));
+        Running { stop, task, probe }.drained_then_stop().await;
+    };
+    // The touches, stored and committed before any order.
+    append_all(&log, events, late_events()).await;
+    append_all(&log, orders, Vec::new()).await;
+    run_losing_offers().await;
+    // The orders, stored; their offers lost with the crash.
+    append_all(&log, orders, orders_first()).await;
+    run_losing_offers().await;
+    let f = ReportFilter::default();
+    let tallied = rm_store::sums::sales_report(&*store, &f, &Windows::default())
+        .await
+        .expect("sales");
+    assert_eq!(tallied, unattributed(), "every offer was lost");
+    // The crash came before the orders' commit: the next run reads them again.
+    log.commit(group, orders, 0).expect("reset offset");
+    let running = start(
+        AnySource::Embedded(EmbeddedSource::new(log.clone(), group, events).expect("source")),
+        &store,
+    );
+    running.drained().await;
+    assert_eq!(
+        sales(&store).await,
+        attributed(),
+        "the replay sent the offers"
+    );
+    running.stop().await;
 }
 
 fn service(var: &str) -> Option<String> {

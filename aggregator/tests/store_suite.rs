@@ -1006,6 +1006,20 @@ async fn sales_stores_of_the_previous_version_are_converted() {
     assert_eq!(sales::transcript(&store).await, before);
 }
 
+/// A store the previous version wrote (orders and touches, no orders' states, no
+/// indexes by shopper, no rollups) has its orders indexed when opened and attributed
+/// by the aggregator's first start.
+#[tokio::test]
+async fn embedded_sales_of_the_previous_version_are_attributed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = EmbeddedStore::path(dir.path());
+    sales::suite(&EmbeddedStore::open(&path).expect("open")).await;
+    migration::drop_tallies(&path);
+    migration::drop_sales_state(&path);
+    let store = EmbeddedStore::open(&path).expect("open the previous version's store");
+    sales::backfilled_as_the_report_attributes(&store).await;
+}
+
 async fn drop_database(url: &str, db: &str) {
     let client = clickhouse::Client::default()
         .with_url(url)
@@ -1202,8 +1216,12 @@ async fn same_reports_as_embedded(url: String) {
 
         // The ads suite wrote facts without tallies, as the previous version did.
         drop_table(&config, "rollups").await;
+        // And orders without states or an index by shopper, as it did.
+        drop_table(&config, "order_credits").await;
+        drop_table(&config, "order_shoppers").await;
         let reopened = ClickHouseStore::connect(&config).await.expect("connect");
         tallies::backfilled_as_the_report_counts(&reopened).await;
+        sales::backfilled_as_the_report_attributes(&reopened).await;
         let fresh = fresh_database(&url, "tallies");
         let tallied = ClickHouseStore::connect(&fresh).await.expect("connect");
         let tallies_clickhouse = tallies::suite(&tallied).await;

@@ -78,7 +78,7 @@ fn orders_count_once_and_offers_move_them_to_the_best_touch() {
         (1, 1, 2, 1, 1)
     );
     assert_eq!(f.lines.len(), 1);
-    assert_eq!(f.new_orders.len(), 1);
+    assert_eq!(f.orders.len(), 1, "the order and its copy: one lookup");
     assert_eq!(orders_of(&tallies, "b"), 1, "the later click wins");
     assert_eq!(orders_of(&tallies, "a"), 0);
     assert_eq!(orders_of(&tallies, ""), 0, "no longer unattributed");
@@ -129,7 +129,7 @@ fn lookups_span_the_windows() {
     let mut tallies = FastMap::default();
     let f = fold(&at(vec![order("o-1")]), &mut states, &mut tallies, &w);
     let l = Lookups {
-        new_orders: f.new_orders,
+        orders: f.orders,
         touches: Vec::new(),
     };
     let (shoppers, from, to) = l.for_orders(&w).expect("a lookup");

@@ -190,6 +190,17 @@ pub fn tables(path: &Path) -> Vec<String> {
 }
 
 /// Deletes the `rollups` table: the store as a version before tallies left it.
+/// Deletes what this version keeps of orders beside their lines (their states and the
+/// indexes by shopper), as the previous version's store lacks them.
+pub fn drop_sales_state(path: &Path) {
+    let db = Database::create(path).expect("open redb");
+    let w = db.begin_write().expect("write");
+    for t in ["order_credits", "order_shoppers", "touches_by_shopper"] {
+        assert!(w.delete_table(New::new(t)).expect("delete"), "{t}");
+    }
+    w.commit().expect("commit");
+}
+
 pub fn drop_tallies(path: &Path) {
     let db = Database::create(path).expect("open redb");
     let w = db.begin_write().expect("write");
