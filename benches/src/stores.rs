@@ -115,6 +115,69 @@ impl Partitions {
     }
 }
 
+/// The orders topic's partitions, as the api keys orders (by order id): its records
+/// folded as the aggregator folds them ([`rm_aggregator::sales`]), each written
+/// batch's orders offered their shoppers' stored touches, and the offers folded in
+/// turn, as the pipeline's lookups after a write do.
+impl Partitions {
+    /// Folds `orders` into `store`, then the offers they make, until none is left.
+    pub async fn fold_orders_into(
+        &mut self,
+        store: &AnyStore,
+        orders: Vec<rm_aggregator::sales::OrderMsg>,
+        w: &rm_store::model::attribution::Windows,
+    ) -> anyhow::Result<()> {
+        use rm_aggregator::sales::{self, Lookups, OrderIn, OrderMsg};
+        use rm_store::model::tallies::sales::offers_for_orders;
+        use rm_store::{BatchWrite, WriteStore};
+        let mut msgs = orders;
+        while !msgs.is_empty() {
+            let ins: Vec<OrderIn> = msgs
+                .into_iter()
+                .map(|msg| {
+                    let id = msg.order_id();
+                    let bare = rm_schemas::namespace::split(&id).1;
+                    let n = self.0.len() as u64;
+                    let p = (xxhash_rust::xxh3::xxh3_64(bare.as_bytes()) % n) as usize;
+                    self.0[p] += 1;
+                    OrderIn {
+                        msg,
+                        at: (p as i32, self.0[p] - 1),
+                    }
+                })
+                .collect();
+            let mut states = store.load_orders(&sales::order_ids(&ins)).await?;
+            let mut places = sales::places(&ins, &states, w);
+            places.extend(sales::progress_places(&ins));
+            let mut tallies = store.load_tallies(&places).await?;
+            let fold = sales::fold(&ins, &mut states, &mut tallies, w);
+            store
+                .write(&BatchWrite {
+                    order_lines: fold.lines,
+                    order_states: fold.states,
+                    tallies: fold.tallies,
+                    ..BatchWrite::default()
+                })
+                .await?;
+            let lookups = Lookups {
+                orders: fold.orders,
+                touches: Vec::new(),
+            };
+            msgs = match lookups.for_orders(w) {
+                Some((shoppers, from, to)) => {
+                    let touches = store.touches_of(&shoppers, from, to).await?;
+                    offers_for_orders(&lookups.orders, &touches, w)
+                        .into_iter()
+                        .map(OrderMsg::Offer)
+                        .collect()
+                }
+                None => Vec::new(),
+            };
+        }
+        Ok(())
+    }
+}
+
 /// The median of `v` (the upper one of an even count).
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -12,7 +12,9 @@
 //!
 //! A session: one shopper, one video ad watched to the end (six milestones), a
 //! product ad's impressions of ten products and a click on one, a banner's impression
-//! and click, one cart add. Every served ad is its own realised ad id, minted as the
+//! and click, one cart add, and an order of one of four products (attributed as the
+//! aggregator attributes orders as they arrive: folded after the events, offered
+//! their shoppers' touches). Every served ad is its own realised ad id, minted as the
 //! api mints them (naming its campaign and creative), as in production.
 //!
 //! The products and ads reports and the campaign summary are read as the api reads
@@ -92,7 +94,7 @@ fn session(s: usize, a: &Args, today: i64) -> Vec<InteractionEvent> {
     let product_ad = mint("carousel");
     let banner = mint("banner");
     let product = |k: usize| format!("sku-{}", (s * 13 + k) % a.products);
-    let mut out = Vec::with_capacity(21);
+    let mut out = Vec::with_capacity(22);
     for (i, kind) in rm_schemas::video_funnel::MILESTONES.iter().enumerate() {
         out.push(InteractionEvent {
             video_id: Some(format!("video-{}", campaign % 3)),
@@ -123,6 +125,20 @@ fn session(s: usize, a: &Args, today: i64) -> Vec<InteractionEvent> {
     out
 }
 
+/// The order of session `s`: one of four products, ten minutes after its events.
+fn order_of(s: usize, a: &Args, today: i64) -> rm_aggregator::sales::OrderMsg {
+    let day = (s / a.campaigns) % a.days;
+    let base = (today - 1 - day as i64) * 86_400_000 + ((s * 7919) % 80_000_000) as i64;
+    let at = chrono::DateTime::from_timestamp_millis(base + 600_000)
+        .expect("time")
+        .to_rfc3339();
+    let json = format!(
+        r#"{{"v":1,"receivedAt":"{at}","id":"order-{s}","orderDate":"{at}","catalogId":"catalog","sessionId":"shopper-{s}","currency":"USD","orderItems":[{{"productCode":"sku-{}","quantity":1,"totalOrderItemPriceAfterDiscounts":19.99}}]}}"#,
+        s % 4
+    );
+    rm_aggregator::sales::OrderMsg::decode(json.as_bytes()).expect("an order record")
+}
+
 /// Fills `store` with `n` sessions as the aggregator would; returns the records.
 async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Duration)> {
     let started = Instant::now();
@@ -132,16 +148,23 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
         ..Policy::default()
     };
     store.backfill_tallies().await?;
+    store.backfill_sales(&policy.windows).await?;
     let mut log = Partitions::new(6);
+    let mut orders_log = Partitions::new(6);
     let mut pending: Vec<EventRecord> = Vec::with_capacity(a.batch);
+    let mut orders = Vec::new();
     let mut total = 0;
     for s in 0..n {
         pending.extend(session(s, a, today).into_iter().map(|e| {
             let received = e.timestamp.to_utc() + chrono::Duration::seconds(2);
             EventRecord::new(e, uuid::Uuid::now_v7(), received)
         }));
+        orders.push(order_of(s, a, today));
         if pending.len() >= a.batch || s + 1 == n {
             log.fold_into(store, &pending, &policy).await?;
+            orders_log
+                .fold_orders_into(store, std::mem::take(&mut orders), &policy.windows)
+                .await?;
             total += pending.len();
             pending.clear();
         }

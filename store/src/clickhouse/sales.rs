@@ -21,7 +21,7 @@ use super::error::ch;
 use super::query::{chunks, placeholders};
 use super::rows::{corrupt, insert_rows, OrderLineCh, TouchCh};
 use super::ClickHouseStore;
-use crate::model::attribution::{OrderLine, Touch, Windows};
+use crate::model::attribution::{OrderLine, ShopperId, Touch, Windows};
 use crate::model::tallies::sales::{self, OrderCredits, ShopperOrder};
 use crate::model::tallies::{Tally, TallyKey, BACKFILL_PARTITION};
 use crate::write::{FastMap, FastSet};
@@ -219,11 +219,15 @@ impl ClickHouseStore {
             return Ok(false);
         }
         let fail = ch("backfill sales");
-        for (kind, column) in [("customer", "customer_id"), ("session", "session_id")] {
+        for (kind, column) in [
+            (ShopperId::Customer, "customer_id"),
+            (ShopperId::Session, "session_id"),
+        ] {
             let sql = format!(
                 "INSERT INTO order_shoppers (shopper, time_ms, order_id) \
-                 SELECT concat('{kind}:', {column}), time_ms, order_id FROM order_lines \
-                 WHERE {column} != ''"
+                 SELECT concat('{}', {column}), time_ms, order_id FROM order_lines \
+                 WHERE {column} != ''",
+                kind.prefix()
             );
             self.client().query(&sql).execute().await.map_err(&fail)?;
         }

@@ -119,10 +119,7 @@ impl TouchKind {
 
 /// The namespaced shopper id a touch or an order line is matched by.
 pub fn shopper(kind: ShopperId, id: &str) -> String {
-    match kind {
-        ShopperId::Customer => format!("customer:{id}"),
-        ShopperId::Session => format!("session:{id}"),
-    }
+    format!("{}{id}", kind.prefix())
 }
 
 /// Which id of a shopper.
@@ -132,6 +129,16 @@ pub enum ShopperId {
     Customer,
     /// `sessionId`.
     Session,
+}
+
+impl ShopperId {
+    /// What starts a namespaced shopper id of this kind ([`shopper`]).
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            Self::Customer => "customer:",
+            Self::Session => "session:",
+        }
+    }
 }
 
 /// One touch of one shopper: a distinct product impression, product click or creative
@@ -291,10 +298,11 @@ pub fn eligible(line: &OrderLine, t: &Touch, w: &Windows) -> Option<Credit> {
     if t.time_ms > line.time_ms || t.namespace() != line.namespace() {
         return None;
     }
-    let shopper = |k, id: &str| !id.is_empty() && t.shopper == shopper(k, id);
-    if !shopper(ShopperId::Customer, &line.customer_id)
-        && !shopper(ShopperId::Session, &line.session_id)
-    {
+    // `shopper(kind, id)`, compared without building it.
+    let is = |kind: ShopperId, id: &str| {
+        !id.is_empty() && t.shopper.strip_prefix(kind.prefix()) == Some(id)
+    };
+    if !is(ShopperId::Customer, &line.customer_id) && !is(ShopperId::Session, &line.session_id) {
         return None;
     }
     let age = line.time_ms - t.time_ms;

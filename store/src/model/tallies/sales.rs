@@ -334,11 +334,21 @@ pub fn offers_for_orders<'a>(
     touches: &[Touch],
     w: &Windows,
 ) -> Vec<Offer> {
+    let mut by: BTreeMap<&str, Vec<&Touch>> = BTreeMap::new();
+    for t in touches {
+        by.entry(&t.shopper).or_default().push(t);
+    }
     let mut out = Vec::new();
     for o in orders {
         let mut sent = std::collections::HashSet::new();
         for l in &o.lines {
-            if let Some((t, _)) = attribution::attribute(&l.line, touches, w) {
+            let shoppers = l.line.shoppers();
+            let mine = shoppers
+                .iter()
+                .filter_map(|s| by.get(s.as_str()))
+                .flatten()
+                .copied();
+            if let Some((t, _)) = attribution::attribute(&l.line, mine, w) {
                 if sent.insert((t.shopper.as_str(), t.dedup_key)) {
                     out.push(Offer {
                         order_id: o.order_id().to_owned(),
