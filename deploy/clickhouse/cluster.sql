@@ -199,3 +199,27 @@ ORDER BY (campaign_id, scope, grain, bucket, creative, catalog_id, product_code,
 
 CREATE TABLE IF NOT EXISTS retail_media.rollups ON CLUSTER '{cluster}' AS retail_media.rollups_local
 ENGINE = Distributed('{cluster}', retail_media, rollups_local, cityHash64(campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric));
+
+-- order_credits: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.order_credits_local ON CLUSTER '{cluster}' (
+    order_id String,
+    state String,
+    version UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/order_credits', '{replica}', version)
+ORDER BY order_id;
+
+CREATE TABLE IF NOT EXISTS retail_media.order_credits ON CLUSTER '{cluster}' AS retail_media.order_credits_local
+ENGINE = Distributed('{cluster}', retail_media, order_credits_local, cityHash64(order_id));
+
+-- order_shoppers: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.order_shoppers_local ON CLUSTER '{cluster}' (
+    shopper String,
+    time_ms Int64,
+    order_id String
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/order_shoppers', '{replica}')
+ORDER BY (shopper, time_ms, order_id);
+
+CREATE TABLE IF NOT EXISTS retail_media.order_shoppers ON CLUSTER '{cluster}' AS retail_media.order_shoppers_local
+ENGINE = Distributed('{cluster}', retail_media, order_shoppers_local, cityHash64(shopper, time_ms, order_id));
