@@ -40,6 +40,8 @@ impl<T: WriteStore + ReportStore> Store for T {}
 mod ads;
 #[path = "store_suite/migration.rs"]
 mod migration;
+#[path = "store_suite/offers.rs"]
+mod offers;
 #[path = "store_suite/rollups.rs"]
 mod rollups;
 #[path = "store_suite/sales.rs"]
@@ -977,6 +979,20 @@ async fn rollups_embedded() {
     }
 }
 
+/// Sales attributed as orders arrive equal the read-time attribution (see
+/// [`offers`]), for many interleavings and crashes.
+#[tokio::test]
+async fn sales_rollups_embedded() {
+    let mut attributed = 0;
+    for seed in 1..=16 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+        let t = offers::attributed_as_the_reports_attribute(&store, seed).await;
+        attributed += t.len();
+    }
+    assert!(attributed > 16, "the streams make sales");
+}
+
 #[tokio::test]
 async fn tallies_embedded() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1250,6 +1266,12 @@ async fn same_reports_as_embedded(url: String) {
                 on_clickhouse, on_embedded,
                 "the backends disagree on rollups"
             );
+        }
+        for seed in [1, 2] {
+            let fresh = fresh_database(&url, "offers");
+            let store = ClickHouseStore::connect(&fresh).await.expect("connect");
+            offers::attributed_as_the_reports_attribute(&store, seed).await;
+            drop_database(&url, &fresh.database).await;
         }
         let raced = fresh_database(&url, "backfills");
         let store2 = ClickHouseStore::connect(&raced).await.expect("connect");

@@ -33,7 +33,7 @@ use rm_store::BatchWrite;
 use super::{all, at, t, Store, D0, TEN};
 
 /// A small deterministic generator (xorshift64*).
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -43,11 +43,11 @@ impl Rng {
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 }
@@ -88,7 +88,7 @@ fn record(
 
 /// A stream of records in log order, and their positions (3 partitions, records
 /// keyed by ad id).
-fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
+pub(crate) fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let keys = AdIdKeys::new(vec![b"0123456789abcdef-rollups".to_vec()]).expect("key");
     let other = AdIdKeys::new(vec![b"another deployment's key".to_vec()]).expect("key");
@@ -209,7 +209,7 @@ fn stream(seed: u64) -> (Vec<EventRecord>, Vec<Position>) {
     (records, positions)
 }
 
-async fn fold_loaded(
+pub(crate) async fn fold_loaded(
     store: &impl Store,
     records: &[EventRecord],
     positions: &[Position],
