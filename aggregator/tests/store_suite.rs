@@ -983,14 +983,19 @@ async fn rollups_embedded() {
 /// [`offers`]), for many interleavings and crashes.
 #[tokio::test]
 async fn sales_rollups_embedded() {
-    let mut attributed = 0;
+    let mut credited = 0;
     for seed in 1..=16 {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
         let t = offers::attributed_as_the_reports_attribute(&store, seed).await;
-        attributed += t.len();
+        if t.last().is_some_and(|l| l != "attributed rows 0") {
+            credited += 1;
+        }
     }
-    assert!(attributed > 16, "the streams make sales");
+    assert!(
+        credited >= 4,
+        "streams whose orders are credited: {credited}"
+    );
 }
 
 #[tokio::test]

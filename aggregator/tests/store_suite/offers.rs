@@ -27,7 +27,12 @@ fn orders(seed: u64, events: &[EventRecord]) -> Vec<OrderMsg> {
     let mut rng = Rng(seed.wrapping_mul(0x2545_F491) | 1);
     let times: Vec<i64> = events
         .iter()
-        .filter(|r| matches!(r.event.interaction_type, T::ProductClick | T::ProductImpression))
+        .filter(|r| {
+            matches!(
+                r.event.interaction_type,
+                T::ProductClick | T::ProductImpression
+            )
+        })
         .map(|r| r.event.timestamp.timestamp_millis())
         .collect();
     let (lo, hi) = (
@@ -36,8 +41,9 @@ fn orders(seed: u64, events: &[EventRecord]) -> Vec<OrderMsg> {
     );
     let mut out = Vec::new();
     for i in 0..8u64 {
-        let ms = lo + i64::try_from(rng.below(u64::try_from(hi - lo + 1).unwrap_or(1) + 600_000))
-            .unwrap_or(0);
+        let ms = lo
+            + i64::try_from(rng.below(u64::try_from(hi - lo + 1).unwrap_or(1) + 600_000))
+                .unwrap_or(0);
         let at = chrono::DateTime::from_timestamp_millis(ms)
             .expect("time")
             .to_rfc3339();
@@ -105,7 +111,10 @@ async fn fold_orders(store: &impl Store, batch: &[OrderIn], w: &Windows) -> sale
 async fn offers(store: &impl Store, l: &Lookups, w: &Windows) -> Vec<OrderMsg> {
     let mut out = Vec::new();
     if let Some((shoppers, from, to)) = l.for_orders(w) {
-        let touches = store.touches_of(&shoppers, from, to).await.expect("touches");
+        let touches = store
+            .touches_of(&shoppers, from, to)
+            .await
+            .expect("touches");
         out.extend(offers_for_orders(&l.orders, &touches, w));
     }
     if let Some((shoppers, from, to)) = l.for_touches(w) {
@@ -179,7 +188,10 @@ pub(crate) async fn attributed_as_the_reports_attribute(
                         orders: again.orders.clone(),
                         touches: Vec::new(),
                     };
-                    store.write(&written(again)).await.expect("write the replay");
+                    store
+                        .write(&written(again))
+                        .await
+                        .expect("write the replay");
                     for o in offers(store, &l, &w).await {
                         log.append(o);
                     }
@@ -191,15 +203,20 @@ pub(crate) async fn attributed_as_the_reports_attribute(
                     store.write(&written(f)).await.expect("write");
                     let again = fold_orders(store, &batch, &w).await;
                     assert!(
-                        again.tallies.iter().all(|(k, _)| k.metric
-                            == rm_store::model::tallies::Metric::Progress),
+                        again
+                            .tallies
+                            .iter()
+                            .all(|(k, _)| k.metric == rm_store::model::tallies::Metric::Progress),
                         "a replay moves no sales"
                     );
                     let l = Lookups {
                         orders: again.orders.clone(),
                         touches: Vec::new(),
                     };
-                    store.write(&written(again)).await.expect("write the replay");
+                    store
+                        .write(&written(again))
+                        .await
+                        .expect("write the replay");
                     for o in offers(store, &l, &w).await {
                         log.append(o);
                     }
@@ -218,7 +235,10 @@ pub(crate) async fn attributed_as_the_reports_attribute(
             log.read = end;
         }
     }
-    assert!(crashes > 0 || log.records.len() < 8, "seed {seed}: crashes happen");
+    assert!(
+        crashes > 0 || log.records.len() < 8,
+        "seed {seed}: crashes happen"
+    );
     let mut transcript = Vec::new();
     let mut attributed = 0;
     for (c, cat, from, to) in [
@@ -245,12 +265,20 @@ pub(crate) async fn attributed_as_the_reports_attribute(
         kinds: Vec::new(),
         catalog_id: None,
     };
-    let summed = store.tallies(&q).await.expect("tallies").expect("attributed");
+    let summed = store
+        .tallies(&q)
+        .await
+        .expect("tallies")
+        .expect("attributed");
     let facts = store
         .campaign_sales(&ReportFilter::default(), &w)
         .await
         .expect("campaign sales");
-    assert_eq!(sales_t::campaign_rows(&summed), facts, "seed {seed}: campaigns");
+    assert_eq!(
+        sales_t::campaign_rows(&summed),
+        facts,
+        "seed {seed}: campaigns"
+    );
     transcript.push(format!("attributed rows {attributed}"));
     transcript
 }
