@@ -49,9 +49,12 @@ impl ReportKind {
     }
 
     /// Whether an `adId` filter drills down to the stored facts of one served ad (the
-    /// other rows are per creative, from the rollups).
+    /// other rows are per creative, or for sales per campaign, from the rollups).
     pub const fn drills_down(self) -> bool {
-        matches!(self, Self::Products | Self::Ads | Self::VideoFunnel)
+        matches!(
+            self,
+            Self::Products | Self::Ads | Self::VideoFunnel | Self::Sales
+        )
     }
 
     /// Whether the report needs the campaigns' costs or bids (ROAS, spend).

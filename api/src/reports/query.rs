@@ -395,6 +395,7 @@ mod tests {
             ReportKind::Ads,
             ReportKind::Products,
             ReportKind::VideoFunnel,
+            ReportKind::Sales,
         ] {
             let f = at(kind, "adId=x").expect("the last 31 days").filter;
             assert_eq!(f.to_day.zip(f.from_day).map(|(t, fr)| t - fr + 1), Some(31));
