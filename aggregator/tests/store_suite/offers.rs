@@ -15,8 +15,7 @@ use rm_aggregator::sales::{self, Lookups, OrderIn, OrderMsg};
 use rm_schemas::{EventRecord, InteractionType as T};
 use rm_store::model::attribution::Windows;
 use rm_store::model::tallies::sales::{offers_for_orders, offers_for_touches};
-use rm_store::model::tallies::{sales as sales_t, Grain, Scope, TallyQuery};
-use rm_store::{BatchWrite, ReportFilter};
+use rm_store::BatchWrite;
 
 use super::rollups::{fold_loaded, stream, Rng};
 use super::{filter, Store, D0};
@@ -256,29 +255,8 @@ pub(crate) async fn attributed_as_the_reports_attribute(
         attributed += tallied.iter().filter(|r| !r.campaign_id.is_empty()).count();
         transcript.extend(tallied.iter().map(|r| format!("{f:?} {r:?}")));
     }
-    let q = TallyQuery {
-        campaigns: None,
-        scope: Scope::CampaignSales,
-        grain: Grain::Day,
-        from: i32::MIN,
-        to: i32::MAX,
-        kinds: Vec::new(),
-        catalog_id: None,
-    };
-    let summed = store
-        .tallies(&q)
-        .await
-        .expect("tallies")
-        .expect("attributed");
-    let facts = store
-        .campaign_sales(&ReportFilter::default(), &w)
-        .await
-        .expect("campaign sales");
-    assert_eq!(
-        sales_t::campaign_rows(&summed),
-        facts,
-        "seed {seed}: campaigns"
-    );
+    let (tallied, facts) = super::sales::campaign_sales_both_ways(store).await;
+    assert_eq!(tallied, facts, "seed {seed}: campaigns");
     transcript.push(format!("attributed rows {attributed}"));
     transcript
 }

@@ -441,7 +441,6 @@ pub async fn suite(store: &impl Store) -> Vec<String> {
 /// at read time from the stored orders and touches, for every campaign, catalog and
 /// day filter, as does the campaign summary's sales; a second start changes nothing.
 pub async fn backfilled_as_the_report_attributes(store: &impl Store) {
-    use rm_store::model::tallies::{sales as sales_t, Grain, Scope, TallyQuery};
     let w = Windows::default();
     assert!(
         rm_store::sums::sales_report(store, &ReportFilter::default(), &w)
@@ -466,28 +465,42 @@ pub async fn backfilled_as_the_report_attributes(store: &impl Store) {
             }
         }
         assert!(rows > 10, "the suite's store has sales: {rows}");
-        let q = TallyQuery {
-            campaigns: None,
-            scope: Scope::CampaignSales,
-            grain: Grain::Day,
-            from: i32::MIN,
-            to: i32::MAX,
-            kinds: Vec::new(),
-            catalog_id: None,
-        };
-        let summed = store
-            .tallies(&q)
-            .await
-            .expect("tallies")
-            .expect("attributed");
-        let facts = store
-            .campaign_sales(&ReportFilter::default(), &w)
-            .await
-            .expect("campaign sales");
+        let (tallied, facts) = campaign_sales_both_ways(store).await;
         assert!(!facts.is_empty());
-        assert_eq!(sales_t::campaign_rows(&summed), facts);
+        assert_eq!(tallied, facts);
     };
     check().await;
     assert!(!store.backfill_sales(&w).await.expect("once"));
     check().await;
+}
+
+/// The campaign summary's sales per campaign, UTC day and currency, as the rollups
+/// hold them and as the stored orders and touches attribute at read time (default
+/// windows).
+pub async fn campaign_sales_both_ways(
+    store: &impl Store,
+) -> (
+    Vec<rm_store::model::campaigns::CampaignSalesRow>,
+    Vec<rm_store::model::campaigns::CampaignSalesRow>,
+) {
+    use rm_store::model::tallies::{sales as sales_t, Grain, Scope, TallyQuery};
+    let q = TallyQuery {
+        campaigns: None,
+        scope: Scope::CampaignSales,
+        grain: Grain::Day,
+        from: i32::MIN,
+        to: i32::MAX,
+        kinds: Vec::new(),
+        catalog_id: None,
+    };
+    let summed = store
+        .tallies(&q)
+        .await
+        .expect("tallies")
+        .expect("attributed");
+    let facts = store
+        .campaign_sales(&ReportFilter::default(), &Windows::default())
+        .await
+        .expect("campaign sales");
+    (sales_t::campaign_rows(&summed), facts)
 }

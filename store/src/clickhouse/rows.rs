@@ -109,16 +109,9 @@ pub(crate) struct ServedCh {
 impl ServedCh {
     /// The row of one served ad's state.
     pub(crate) fn of(ad_id: &str, state: &crate::model::served::ServedAd) -> Self {
-        use std::fmt::Write as _;
-        let bytes = state.to_bytes();
-        let mut hex = String::with_capacity(STATE_V2.len() + bytes.len() * 2);
-        hex.push_str(STATE_V2);
-        for b in bytes {
-            let _ = write!(hex, "{b:02x}");
-        }
         Self {
             ad_id: ad_id.to_owned(),
-            state: hex,
+            state: format!("{STATE_V2}{}", hex(&state.to_bytes())),
             version: state.version(),
             expires_at: crate::model::served::expiry_of(ad_id).unwrap_or(i64::MAX),
         }
@@ -131,20 +124,33 @@ impl ServedCh {
             Some(rest) => (rest.as_bytes(), Encoding::V2),
             None => (self.state.as_bytes(), Encoding::V1),
         };
-        if s.len() % 2 != 0 {
-            return Err(corrupt("served ad state", &self.state));
-        }
-        let bytes: Option<Vec<u8>> = s
-            .chunks(2)
-            .map(|p| {
-                std::str::from_utf8(p)
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-            })
-            .collect();
-        let bytes = bytes.ok_or_else(|| corrupt("served ad state", &self.state))?;
+        let bytes = unhex(s).ok_or_else(|| corrupt("served ad state", &self.state))?;
         ServedAd::from_bytes(&bytes, encoding).map_err(|_| corrupt("served ad state", &self.state))
     }
+}
+
+/// Bytes as lowercase hex (a `String` column holds text only).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// The bytes of [`hex`]'s text; `None` when it is not.
+pub(crate) fn unhex(s: &[u8]) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    s.chunks(2)
+        .map(|p| {
+            std::str::from_utf8(p)
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect()
 }
 
 /// What starts a served ad's state written with the events its tallies count

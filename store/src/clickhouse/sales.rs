@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ch;
 use super::query::{chunks, placeholders};
-use super::rows::{corrupt, insert_rows, OrderLineCh, TouchCh};
+use super::rows::{corrupt, hex, insert_rows, unhex, OrderLineCh, TouchCh};
 use super::ClickHouseStore;
 use crate::model::attribution::{OrderLine, ShopperId, Touch, Windows};
 use crate::model::tallies::sales::{self, OrderCredits, ShopperOrder};
@@ -37,35 +37,17 @@ pub(crate) struct OrderCreditCh {
 
 impl OrderCreditCh {
     pub(crate) fn of(s: &OrderCredits) -> Self {
-        use std::fmt::Write as _;
-        let bytes = s.to_bytes();
-        let mut hex = String::with_capacity(bytes.len() * 2);
-        for b in bytes {
-            let _ = write!(hex, "{b:02x}");
-        }
         Self {
             order_id: s.order_id().to_owned(),
-            state: hex,
+            state: hex(&s.to_bytes()),
             version: s.version,
         }
     }
 
     fn state(&self) -> Result<OrderCredits, StoreError> {
         let bad = || corrupt("order state", &self.order_id);
-        if self.state.len() % 2 != 0 {
-            return Err(bad());
-        }
-        let bytes: Option<Vec<u8>> = self
-            .state
-            .as_bytes()
-            .chunks(2)
-            .map(|p| {
-                std::str::from_utf8(p)
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-            })
-            .collect();
-        OrderCredits::from_bytes(&bytes.ok_or_else(bad)?).map_err(|_| bad())
+        let bytes = unhex(self.state.as_bytes()).ok_or_else(bad)?;
+        OrderCredits::from_bytes(&bytes).map_err(|_| bad())
     }
 }
 

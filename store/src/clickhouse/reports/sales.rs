@@ -1,11 +1,11 @@
 //! The sales reports: the order lines of the filter and the touches of their
 //! shoppers, attributed in Rust.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 use crate::clickhouse::error::ch;
-use crate::clickhouse::query::{chunks, placeholders, Conds};
-use crate::clickhouse::rows::{OrderLineCh, TouchCh};
+use crate::clickhouse::query::Conds;
+use crate::clickhouse::rows::OrderLineCh;
 use crate::clickhouse::ClickHouseStore;
 use crate::model::attribution::{self, OrderLine, SalesReportRow, Touch, Windows};
 use crate::model::campaigns::CampaignSalesRow;
@@ -37,23 +37,8 @@ impl ClickHouseStore {
         let Some((from, to)) = attribution::touch_range(&lines, w) else {
             return Ok((Vec::new(), Vec::new()));
         };
-        let shoppers: HashSet<String> = lines.iter().flat_map(OrderLine::shoppers).collect();
-        let mut touches = Vec::new();
-        for chunk in chunks(&shoppers, String::len) {
-            let sql = format!(
-                "SELECT ?fields FROM attribution_touches \
-                 WHERE shopper IN ({}) AND time_ms >= ? AND time_ms <= ?",
-                placeholders(chunk.len())
-            );
-            let mut q = self.client().query(&sql);
-            for s in chunk {
-                q = q.bind(s);
-            }
-            let rows: Vec<TouchCh> = q.bind(from).bind(to).fetch_all().await.map_err(&fail)?;
-            for r in rows {
-                touches.push(r.into_touch()?);
-            }
-        }
+        let shoppers: BTreeSet<String> = lines.iter().flat_map(OrderLine::shoppers).collect();
+        let touches = self.shoppers_touches(&shoppers, from, to).await?;
         Ok((lines, touches))
     }
 
