@@ -60,10 +60,9 @@
 //! attribution touches (one per shopper id, keyed by shopper and dedup key; an
 //! unverified or expired ad id, a bot, a non-browser, a prefetch, an event dated
 //! before its ad was served, a product its ad did not carry or a served ad's repeat
-//! never credits an order), and the
-//! orders of the `orders` topic as order lines ([`fold_orders`]): sales are attributed
-//! from those two sets when the report is read (see
-//! [`rm_store::model::attribution`]).
+//! never credits an order). Orders and the touches offered to them are folded by
+//! [`crate::sales`]; [`fold_orders`] (the order lines of records not yet stored) is
+//! what the store suites write orders with.
 
 use std::collections::{HashMap, HashSet};
 

@@ -38,16 +38,20 @@
 //! batch whose write already completed. A batch's offsets ([`Source::checkpoint`],
 //! taken when it was polled) go back to the reader once its own write is done, and
 //! the reader commits them ([`Source::commit_to`]) in that order before its next poll;
-//! orders of the batch in flight count as known to the next one; on a rebalance the
+//! orders' states are cached like served ads' (an order the store does not hold is a
+//! new one); on a rebalance the
 //! write in flight is finished before the cache is dropped, so nothing is loaded from
 //! the store while it may still change it.
 //!
-//! **Orders** (the `orders` topic, read by the same source) follow the same rule: a
-//! batch's orders are looked up in the store by id, only the ones it does not hold are
-//! written (as order lines keyed by order id and line, in the same store write as the
-//! batch's events), so a replayed or re-sent order changes nothing. Attribution is
-//! computed at read time from the stored lines and touches, so it does not matter
-//! whether an order or its click is stored first.
+//! **Orders** (the `orders` topic, read by the same source) are entities too
+//! ([`crate::sales`]): an order whose id has a state is a copy (a replayed or re-sent
+//! order changes nothing), a new one is written as its lines and its state, and the
+//! touches offered to it move its lines' credits and the sales tallies. Once a batch's
+//! write lands, and before its offsets are committed, the write stage looks up the
+//! offers the batch makes (its orders' shoppers' stored touches, its touches'
+//! shoppers' stored orders) and appends them to the orders topic ([`Appender`]), so
+//! whether an order or its click is stored first, the second one's lookup finds the
+//! first, and a crash before the append replays the batch and looks again.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;

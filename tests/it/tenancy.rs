@@ -133,7 +133,10 @@ fn set_up(api: SocketAddr, operator: &str, ns: &'static str) -> Tenant {
         secret,
         key_id: key["keyId"].as_str().unwrap().to_owned(),
         key: key["apiKey"].as_str().unwrap().to_owned(),
-        campaign: format!("{ns}-camp"),
+        // Unique per run: the `orders` topic outlives a test on Kafka, and with it the
+        // touches offered to earlier runs' orders (a fresh store replays them; they
+        // credit those runs' campaigns, which this run's tenants do not own).
+        campaign: format!("{ns}-camp-{}", run_tag()),
         segment: format!("{ns}-seg"),
         product: format!("{ns}-p1"),
     };
@@ -236,6 +239,18 @@ fn fire(edge: SocketAddr, ad: &str, itype: &str, product: &str) {
         "{itype}: {}",
         String::from_utf8_lossy(&r.body)
     );
+}
+
+/// A tag of this test process, the same for every call.
+fn run_tag() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        format!("{}-{nanos}", std::process::id())
+    })
 }
 
 fn order(api: SocketAddr, t: &Tenant, id: &str) -> Value {
