@@ -46,6 +46,16 @@ impl BenchStore {
         })
     }
 
+    /// Merges every version of the rollups' tallies into one (`OPTIMIZE TABLE rollups
+    /// FINAL`), as ClickHouse's background merges eventually do; nothing for an
+    /// embedded store (it keeps one row per tally).
+    pub async fn optimize_rollups(&self) -> anyhow::Result<()> {
+        if let Some((url, db)) = &self.clickhouse {
+            statement(url, &format!("OPTIMIZE TABLE {db}.rollups FINAL")).await?;
+        }
+        Ok(())
+    }
+
     /// Drops the ClickHouse database (an embedded store goes with its directory).
     pub async fn drop_database(self) {
         let Some((url, db)) = self.clickhouse else {

@@ -59,6 +59,11 @@ struct Args {
     /// Records per folded batch.
     #[arg(long, default_value_t = 50_000)]
     batch: usize,
+    /// After the timed reads, merge the rollups' versions (ClickHouse: `OPTIMIZE TABLE
+    /// rollups FINAL`) and read every report again: what the reads cost once the
+    /// background merges caught up.
+    #[arg(long)]
+    optimize: bool,
     /// ClickHouse HTTP URL (the embedded store when unset).
     #[arg(long, env = "RM_CLICKHOUSE_URL")]
     clickhouse_url: Option<String>,
@@ -224,6 +229,43 @@ async fn read(store: &AnyStore, which: &str, f: &ReportFilter) -> anyhow::Result
     Ok((t.elapsed().as_secs_f64() * 1e3, rows))
 }
 
+/// Reads every report `a.runs` times from both stores, alternating, and prints the
+/// medians.
+async fn table(
+    stores: &[(usize, BenchStore)],
+    f: &ReportFilter,
+    a: &Args,
+    backend: &str,
+) -> anyhow::Result<()> {
+    let mut times = vec![vec![Vec::new(); REPORTS.len()]; 2];
+    let mut rows = vec![vec![0usize; REPORTS.len()]; 2];
+    for _ in 0..a.runs {
+        for (r, which) in REPORTS.iter().enumerate() {
+            for (s, (_, store)) in stores.iter().enumerate() {
+                let (ms, n) = read(&store.store, which, f).await?;
+                times[s][r].push(ms);
+                rows[s][r] = n;
+            }
+        }
+    }
+    println!();
+    println!(
+        "| backend | report (30 days) | ms at {} records | rows | ms at {} records | rows | large / small |",
+        stores[0].0, stores[1].0
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for (r, which) in REPORTS.iter().enumerate() {
+        let (small, large) = (median(times[0][r].clone()), median(times[1][r].clone()));
+        println!(
+            "| {backend} | {which} | {small:.1} | {} | {large:.1} | {} | {:.1}x |",
+            rows[0][r],
+            rows[1][r],
+            large / small
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
@@ -250,31 +292,14 @@ async fn main() -> anyhow::Result<()> {
         to_day: Some(i32::try_from(today).unwrap_or(0)),
         ..ReportFilter::default()
     };
-    let mut times = vec![vec![Vec::new(); REPORTS.len()]; 2];
-    let mut rows = vec![vec![0usize; REPORTS.len()]; 2];
-    for _ in 0..a.runs {
-        for (r, which) in REPORTS.iter().enumerate() {
-            for (s, (_, store)) in stores.iter().enumerate() {
-                let (ms, n) = read(&store.store, which, &f).await?;
-                times[s][r].push(ms);
-                rows[s][r] = n;
-            }
+    table(&stores, &f, &a, backend).await?;
+    if a.optimize {
+        for (_, store) in &stores {
+            store.optimize_rollups().await?;
         }
-    }
-    println!();
-    println!(
-        "| backend | report (30 days) | ms at {} records | rows | ms at {} records | rows | large / small |",
-        stores[0].0, stores[1].0
-    );
-    println!("|---|---|---:|---:|---:|---:|---:|");
-    for (r, which) in REPORTS.iter().enumerate() {
-        let (small, large) = (median(times[0][r].clone()), median(times[1][r].clone()));
-        println!(
-            "| {backend} | {which} | {small:.1} | {} | {large:.1} | {} | {:.1}x |",
-            rows[0][r],
-            rows[1][r],
-            large / small
-        );
+        println!();
+        println!("After merging the rollups' versions:");
+        table(&stores, &f, &a, backend).await?;
     }
     for (_, store) in stores {
         store.drop_database().await;
