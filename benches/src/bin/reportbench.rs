@@ -64,6 +64,10 @@ struct Args {
     /// background merges caught up.
     #[arg(long)]
     optimize: bool,
+    /// Read as a tenant owning every campaign (the reads name the campaigns, as a
+    /// tenant's do) instead of as an operator (every campaign, none named).
+    #[arg(long)]
+    as_tenant: bool,
     /// ClickHouse HTTP URL (the embedded store when unset).
     #[arg(long, env = "RM_CLICKHOUSE_URL")]
     clickhouse_url: Option<String>,
@@ -290,6 +294,10 @@ async fn main() -> anyhow::Result<()> {
     let f = ReportFilter {
         from_day: Some(i32::try_from(today - 30).unwrap_or(0)),
         to_day: Some(i32::try_from(today).unwrap_or(0)),
+        tenant: a.as_tenant.then(|| rm_store::Tenant {
+            namespace: rm_schemas::namespace::DEFAULT.to_owned(),
+            campaigns: std::sync::Arc::new((0..a.campaigns).map(|c| format!("camp-{c}")).collect()),
+        }),
         ..ReportFilter::default()
     };
     table(&stores, &f, &a, backend).await?;
