@@ -68,6 +68,10 @@ struct Args {
     /// tenant's do) instead of as an operator (every campaign, none named).
     #[arg(long)]
     as_tenant: bool,
+    /// Keep the ClickHouse databases (`rm_reportbench_small_<pid>`, `..._large_<pid>`)
+    /// for a look at their tables afterwards; drop them by hand.
+    #[arg(long)]
+    keep: bool,
     /// ClickHouse HTTP URL (the embedded store when unset).
     #[arg(long, env = "RM_CLICKHOUSE_URL")]
     clickhouse_url: Option<String>,
@@ -310,7 +314,9 @@ async fn main() -> anyhow::Result<()> {
         table(&stores, &f, &a, backend).await?;
     }
     for (_, store) in stores {
-        store.drop_database().await;
+        if !a.keep {
+            store.drop_database().await;
+        }
     }
     std::fs::remove_dir_all(&dir).ok();
     Ok(())
