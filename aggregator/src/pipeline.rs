@@ -299,11 +299,17 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
             }
             p = next.recv() => p,
         };
-        let polled = match polled {
+        let mut polled = match polled {
             None => return Ok(()), // the reader stopped: shutdown
             Some(Err(e)) => return Err(e.into()),
             Some(Ok(p)) => p,
         };
+        // Offers another consumer group appended are its own (see `offer`).
+        let group = appender.as_ref().map(Appender::group);
+        polled.orders.retain(|o| match &o.msg {
+            OrderMsg::Offer(of) => of.to.is_empty() || group == Some(of.to.as_str()),
+            OrderMsg::Order(_) => true,
+        });
         if polled.rebalanced {
             // Nothing may be loaded while the write in flight can still change the store.
             if !stored(&commits, &progress, wait(&mut in_flight).await) {
@@ -885,9 +891,14 @@ async fn offer<T: WriteStore>(
     if offers.is_empty() {
         return true;
     }
+    // Addressed to this consumer group: another group reading the topic (another
+    // deployment's, or a test's) makes its own from its own store.
     let records: Vec<(Vec<u8>, Vec<u8>)> = offers
-        .iter()
-        .map(|o| (o.key().to_vec(), o.to_bytes()))
+        .into_iter()
+        .map(|mut o| {
+            o.to = appender.group().to_owned();
+            (o.key().to_vec(), o.to_bytes())
+        })
         .collect();
     let mut delay = Duration::from_millis(100);
     loop {

@@ -115,24 +115,31 @@ pub trait Source: Send {
 /// Appends records to the orders topic a source reads, durably before it returns.
 #[derive(Clone)]
 pub enum Appender {
-    /// A Kafka producer (idempotent, every in-sync replica) and the topic.
-    Kafka(rdkafka::producer::FutureProducer, String),
-    /// The embedded log and the topic.
-    Embedded(EmbeddedLog, String),
+    /// A Kafka producer (idempotent, every in-sync replica), the topic, the group.
+    Kafka(rdkafka::producer::FutureProducer, String, String),
+    /// The embedded log, the topic, the group.
+    Embedded(EmbeddedLog, String, String),
 }
 
 impl Appender {
+    /// The consumer group of the source: what it appends is for that group alone.
+    pub fn group(&self) -> &str {
+        match self {
+            Self::Kafka(_, _, g) | Self::Embedded(_, _, g) => g,
+        }
+    }
+
     /// Appends `records` (key, value), all of them durable when it returns `Ok`.
     pub async fn append(&self, records: &[(Vec<u8>, Vec<u8>)]) -> Result<(), LogError> {
         use rm_eventlog::EventLog as _;
         match self {
-            Self::Embedded(log, topic) => {
+            Self::Embedded(log, topic, _) => {
                 for (k, v) in records {
                     log.append(topic, k, v.clone()).await?;
                 }
                 Ok(())
             }
-            Self::Kafka(producer, topic) => {
+            Self::Kafka(producer, topic, _) => {
                 let mut pending = Vec::with_capacity(records.len());
                 for (k, v) in records {
                     let record = rdkafka::producer::FutureRecord::to(topic).key(k).payload(v);
@@ -359,7 +366,11 @@ impl Source for EmbeddedSource {
 
     fn appender(&self) -> Option<Appender> {
         let orders = self.cursors.iter().find(|c| c.stream == Stream::Orders)?;
-        Some(Appender::Embedded(self.log.clone(), orders.topic.clone()))
+        Some(Appender::Embedded(
+            self.log.clone(),
+            orders.topic.clone(),
+            self.group.clone(),
+        ))
     }
 }
 
@@ -387,6 +398,8 @@ pub struct KafkaSource {
     positions: BTreeMap<(Stream, i32), i64>,
     /// Appends the offers to the orders topic.
     producer: rdkafka::producer::FutureProducer,
+    /// The consumer group.
+    group: String,
 }
 
 impl KafkaSource {
@@ -434,6 +447,7 @@ impl KafkaSource {
                 .set("acks", "all")
                 .create()
                 .map_err(|e| LogError::Refused(format!("producer configuration: {e}")))?,
+            group: group.to_owned(),
         })
     }
 
@@ -526,7 +540,11 @@ impl Source for KafkaSource {
 
     fn appender(&self) -> Option<Appender> {
         let (_, topic) = self.topics.iter().find(|(s, _)| *s == Stream::Orders)?;
-        Some(Appender::Kafka(self.producer.clone(), topic.clone()))
+        Some(Appender::Kafka(
+            self.producer.clone(),
+            topic.clone(),
+            self.group.clone(),
+        ))
     }
 }
 

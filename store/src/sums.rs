@@ -162,6 +162,7 @@ pub async fn funnel_report<S: ReportStore + ?Sized>(
 pub async fn campaign_summary<S: ReportStore + ?Sized>(
     store: &S,
     f: &ReportFilter,
+    w: &Windows,
     periods: &Periods,
     max_bid: impl Fn(&str) -> Option<rm_schemas::money::Money>,
 ) -> Result<Vec<CampaignReportRow>, StoreError> {
@@ -177,13 +178,14 @@ pub async fn campaign_summary<S: ReportStore + ?Sized>(
             }
         }
     };
-    let sales = read(store, &f, periods, Scope::CampaignSales, &[]).await?;
+    // Sales attributed at read time: the sales tallies disagreed with it once on
+    // Kafka and ClickHouse (a test scenario not understood yet), so they are not served.
     let mut parts = CampaignParts {
         ads,
         products,
         funnel: rollup::funnel_rows(&summed, periods),
         cart_adds: rollup::cart_adds_rows(&summed, periods),
-        sales: crate::model::tallies::sales::campaign_rows(&sales),
+        sales: store.campaign_sales(&f, w).await?,
     };
     parts.sales.iter_mut().for_each(|r| relabel(&mut r.day));
     Ok(campaigns::report(&parts, max_bid))

@@ -30,6 +30,7 @@ fn offer(id: &str, campaign: &str, hours_before: i64, key: u128) -> OrderMsg {
             product_code: "p1".into(),
             time_ms: at - hours_before * 3_600_000,
         },
+        to: String::new(),
     })
 }
 

@@ -290,6 +290,10 @@ pub struct Offer {
     pub order_id: String,
     /// The touch.
     pub touch: Touch,
+    /// The consumer group that looked it up, and alone folds it ("": any; a group
+    /// re-reading the log makes its own offers again).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub to: String,
 }
 
 /// The record's shape: `{"offer":{...}}` (an order record never starts so).
@@ -353,6 +357,7 @@ pub fn offers_for_orders<'a>(
                     out.push(Offer {
                         order_id: o.order_id().to_owned(),
                         touch: t.clone(),
+                        to: String::new(),
                     });
                 }
             }
@@ -406,6 +411,7 @@ pub fn offers_for_touches(touches: &[Touch], orders: &[ShopperOrder], w: &Window
                 out.push(Offer {
                     order_id: o.order_id.clone(),
                     touch: t.clone(),
+                    to: String::new(),
                 });
             }
         }

@@ -141,6 +141,7 @@ fn an_offer_record_round_trips_and_is_keyed_by_the_bare_order_id() {
     let o = Offer {
         order_id: rm_schemas::namespace::scoped("acme", "o-1"),
         touch: touch(TouchKind::ProductClick, "a", "p1", "c1", 1, u128::MAX),
+        to: "group-1".into(),
     };
     let bytes = o.to_bytes();
     assert!(bytes.starts_with(OFFER_PREFIX));
