@@ -280,16 +280,14 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
     Ok(match kind {
         ReportKind::Ads => render(sums::ad_report(store, &f, &q.periods).await?, &q),
         ReportKind::Campaigns => render(
-            sums::campaign_summary(store, &f, windows, &q.periods, |c| costs.max_bid(c)).await?,
+            sums::campaign_summary(store, &f, &q.periods, |c| costs.max_bid(c)).await?,
             &q,
         ),
         ReportKind::VideoFunnel => render(sums::funnel_report(store, &f, &q.periods).await?, &q),
         ReportKind::Products => render(sums::product_report(store, &f, &q.periods).await?, &q),
         ReportKind::Carts => render(store.carts(&f).await?, &q),
         ReportKind::Sales => {
-            // Attributed at read time while the sales tallies are checked against it
-            // on Kafka (see `sums::sales_report`).
-            let rows: Vec<SalesRow> = (store.sales(&f, windows).await?)
+            let rows: Vec<SalesRow> = (sums::sales_report(store, &f, windows).await?)
                 .into_iter()
                 .map(|r| SalesRow::new(r, costs))
                 .collect();

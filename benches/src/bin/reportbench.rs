@@ -212,7 +212,7 @@ async fn read(store: &AnyStore, which: &str, f: &ReportFilter) -> anyhow::Result
     let utc = Periods::utc_days(from, to);
     let t = Instant::now();
     let rows = match which {
-        "campaigns" => sums::campaign_summary(store, f, &w, &utc, |_| None)
+        "campaigns" => sums::campaign_summary(store, f, &utc, |_| None)
             .await?
             .len(),
         "campaigns (facts)" => rm_store::campaign_report(store, f, &w, |_| None)
