@@ -65,7 +65,7 @@ use rm_store::model::attribution::Windows;
 use rm_store::model::carts::{CartFact, CartKey};
 use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::served::ServedAd;
-use rm_store::model::tallies::sales::{self as sales_t, OrderCredits};
+use rm_store::model::tallies::sales::OrderCredits;
 use rm_store::model::tallies::{Metric, Place, PlaceTallies};
 use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
@@ -857,37 +857,15 @@ async fn offer<T: WriteStore>(
     let Some(appender) = appender else {
         return true;
     };
-    let mut offers = Vec::new();
-    if let Some((shoppers, from, to)) = l.for_orders(w) {
-        match retry("look up touches", shutdown, || {
-            store.touches_of(&shoppers, from, to)
-        })
-        .await
-        {
-            None => return false,
-            Some(Ok(touches)) => offers.extend(sales_t::offers_for_orders(&l.orders, &touches, w)),
-            Some(Err(e)) => {
-                tracing::error!(error = %e, "store refused a touch lookup; stopping the pipeline");
-                shutdown.cancel();
-                return false;
-            }
+    let offers = match retry("look up offers", shutdown, || l.offers(store, w)).await {
+        None => return false,
+        Some(Ok(offers)) => offers,
+        Some(Err(e)) => {
+            tracing::error!(error = %e, "store refused an offers lookup; stopping the pipeline");
+            shutdown.cancel();
+            return false;
         }
-    }
-    if let Some((shoppers, from, to)) = l.for_touches(w) {
-        match retry("look up orders", shutdown, || {
-            store.orders_of(&shoppers, from, to)
-        })
-        .await
-        {
-            None => return false,
-            Some(Ok(orders)) => offers.extend(sales_t::offers_for_touches(&l.touches, &orders, w)),
-            Some(Err(e)) => {
-                tracing::error!(error = %e, "store refused an order lookup; stopping the pipeline");
-                shutdown.cancel();
-                return false;
-            }
-        }
-    }
+    };
     if offers.is_empty() {
         return true;
     }

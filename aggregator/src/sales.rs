@@ -215,6 +215,28 @@ pub struct Lookups {
     pub touches: Vec<Touch>,
 }
 
+impl Lookups {
+    /// The offers the lookups make, read from `store`: the stored touches of the
+    /// orders' shoppers offered to the orders, and each touch offered to the stored
+    /// orders of its shoppers (both reads idempotent: retry the whole on failure).
+    pub async fn offers<T: rm_store::WriteStore>(
+        &self,
+        store: &T,
+        w: &Windows,
+    ) -> Result<Vec<Offer>, rm_store::StoreError> {
+        let mut out = Vec::new();
+        if let Some((shoppers, from, to)) = self.for_orders(w) {
+            let touches = store.touches_of(&shoppers, from, to).await?;
+            out.extend(sales_t::offers_for_orders(&self.orders, &touches, w));
+        }
+        if let Some((shoppers, from, to)) = self.for_touches(w) {
+            let orders = store.orders_of(&shoppers, from, to).await?;
+            out.extend(sales_t::offers_for_touches(&self.touches, &orders, w));
+        }
+        Ok(out)
+    }
+}
+
 /// A lookup: shoppers and a span of times, ms, inclusive.
 pub type Lookup = (BTreeSet<String>, i64, i64);
 

@@ -138,7 +138,6 @@ impl Partitions {
         w: &rm_store::model::attribution::Windows,
     ) -> anyhow::Result<()> {
         use rm_aggregator::sales::{self, Lookups, OrderIn, OrderMsg};
-        use rm_store::model::tallies::sales::offers_for_orders;
         use rm_store::{BatchWrite, WriteStore};
         let mut msgs = orders;
         while !msgs.is_empty() {
@@ -173,16 +172,12 @@ impl Partitions {
                 orders: fold.orders,
                 touches: Vec::new(),
             };
-            msgs = match lookups.for_orders(w) {
-                Some((shoppers, from, to)) => {
-                    let touches = store.touches_of(&shoppers, from, to).await?;
-                    offers_for_orders(&lookups.orders, &touches, w)
-                        .into_iter()
-                        .map(OrderMsg::Offer)
-                        .collect()
-                }
-                None => Vec::new(),
-            };
+            msgs = lookups
+                .offers(store, w)
+                .await?
+                .into_iter()
+                .map(OrderMsg::Offer)
+                .collect();
         }
         Ok(())
     }

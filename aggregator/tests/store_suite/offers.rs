@@ -14,7 +14,6 @@ use std::collections::VecDeque;
 use rm_aggregator::sales::{self, Lookups, OrderIn, OrderMsg};
 use rm_schemas::{EventRecord, InteractionType as T};
 use rm_store::model::attribution::Windows;
-use rm_store::model::tallies::sales::{offers_for_orders, offers_for_touches};
 use rm_store::BatchWrite;
 
 use super::rollups::{fold_loaded, stream, Rng};
@@ -106,21 +105,10 @@ async fn fold_orders(store: &impl Store, batch: &[OrderIn], w: &Windows) -> sale
     sales::fold(batch, &mut states, &mut tallies, w)
 }
 
-/// The offers a written batch's lookups make.
+/// The offers a written batch's lookups make (as the pipeline looks them up).
 async fn offers(store: &impl Store, l: &Lookups, w: &Windows) -> Vec<OrderMsg> {
-    let mut out = Vec::new();
-    if let Some((shoppers, from, to)) = l.for_orders(w) {
-        let touches = store
-            .touches_of(&shoppers, from, to)
-            .await
-            .expect("touches");
-        out.extend(offers_for_orders(&l.orders, &touches, w));
-    }
-    if let Some((shoppers, from, to)) = l.for_touches(w) {
-        let orders = store.orders_of(&shoppers, from, to).await.expect("orders");
-        out.extend(offers_for_touches(&l.touches, &orders, w));
-    }
-    out.into_iter().map(OrderMsg::Offer).collect()
+    let offers = l.offers(store, w).await.expect("offers");
+    offers.into_iter().map(OrderMsg::Offer).collect()
 }
 
 /// Ingests the stream and its orders, interleaved, through crashes; then checks the
