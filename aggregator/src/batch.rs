@@ -229,11 +229,14 @@ pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
             let e = tally_event(r, kind, &creative);
             t.places.extend(moves::places(&e, time_ms, *partition));
         } else if r.event.interaction_type == InteractionType::Cart {
-            t.places.insert(carts_t::place(
-                campaign_str(&r.event.ad_id),
-                day_of(time_ms),
-                *partition,
-            ));
+            if let Entity::Cart(line) = entity(r) {
+                t.places.extend(carts_t::places(
+                    &line,
+                    campaign_str(&r.event.ad_id),
+                    day_of(time_ms),
+                    *partition,
+                ));
+            }
         } else if is_view(r.event.interaction_type) {
             let e = &r.event;
             view_places.insert((
@@ -295,17 +298,17 @@ pub fn cart_places(
     let partition_of = partition_by(records, positions, |r| {
         (r.event.interaction_type == InteractionType::Cart).then(|| r.event.tracking_id())
     });
-    let mut at: FastSet<(&str, i32, i32)> = FastSet::default();
+    let mut at: FastSet<(&CartKey, &str, i32, i32)> = FastSet::default();
     for (k, facts) in carts {
         let Some(p) = partition_of.get(k.tracking_id.as_str()) else {
             continue;
         };
         for f in facts {
-            at.insert((f.campaign_id.as_str(), day_of(f.time_ms), *p));
+            at.insert((k, f.campaign_id.as_str(), day_of(f.time_ms), *p));
         }
     }
     at.into_iter()
-        .map(|(c, day, p)| carts_t::place(c, day, p))
+        .flat_map(|(k, c, day, p)| carts_t::places(k, c, day, p))
         .collect()
 }
 
@@ -749,7 +752,7 @@ pub fn fold_at(
                     let facts = sets.carts.get(&k).map_or(&[][..], Vec::as_slice);
                     let now = carts_t::adds(facts);
                     if let Some(old) = cart_adds.get(&k) {
-                        let m = carts_t::moves(old, &now, partition);
+                        let m = carts_t::moves(&k, old, &now, partition);
                         if moves::apply(m, offset, &mut sets.tallies, &mut dirty_tallies) {
                             stats.tallied += 1;
                         }

@@ -293,7 +293,7 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
                 .collect();
             render(rows, &q)
         }
-        ReportKind::CartCampaigns => render(store.cart_campaigns(&f).await?, &q),
+        ReportKind::CartCampaigns => render(sums::cart_campaign_report(store, &f).await?, &q),
     })
 }
 

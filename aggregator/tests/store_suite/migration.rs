@@ -210,3 +210,28 @@ pub fn drop_tallies(path: &Path) {
     );
     w.commit().expect("commit");
 }
+
+/// Deletes the cart lines' product tallies and their marker (what the version before
+/// them kept: its rollups counted cart adds per campaign only).
+pub fn drop_cart_products(path: &Path) {
+    let db = Database::create(path).expect("open redb");
+    let w = db.begin_write().expect("write");
+    {
+        let mut t = w.open_table(New::new("rollups")).expect("a rollups table");
+        let scope = rm_store::model::tallies::Scope::CartProduct as u8;
+        let doomed: Vec<Vec<u8>> = t
+            .iter()
+            .expect("iterate")
+            .map(|r| r.expect("row").0.value().to_vec())
+            .filter(|k| {
+                let len = u32::from_be_bytes(k[..4].try_into().expect("a length")) as usize;
+                k[4 + len] == scope
+            })
+            .collect();
+        assert!(!doomed.is_empty(), "the cart products' marker");
+        for k in doomed {
+            t.remove(k.as_slice()).expect("remove");
+        }
+    }
+    w.commit().expect("commit");
+}

@@ -535,6 +535,18 @@ pub(crate) async fn counted_as_the_reports_count(
         assert!(!want.is_empty(), "the stream adds to carts");
         assert_eq!(adds, want, "seed {seed}: cart adds");
     }
+    // Carts per campaign and product: the lines' tallies equal the facts' rollup.
+    let cart_campaigns = rm_store::sums::cart_campaign_report(store, &all())
+        .await
+        .expect("cart campaigns");
+    if reports {
+        let want = store.cart_campaigns(&all()).await.expect("cart campaigns");
+        assert!(
+            want.iter().any(|r| r.carts_added > 0),
+            "the stream adds to carts"
+        );
+        assert_eq!(cart_campaigns, want, "seed {seed}: carts per campaign");
+    }
     // Billable clicks as spend reads them.
     let spend = rm_store::billable_clicks(store, None)
         .await
@@ -550,6 +562,7 @@ pub(crate) async fn counted_as_the_reports_count(
         .map(|(k, c)| format!("{k:?} {} {} {:?}", c.valid, c.invalid.total(), c.worst))
         .chain(views.iter().map(|(k, r)| format!("{k:?} {r:?}")))
         .chain(adds.iter().map(|(k, n)| format!("{k:?} {n:?}")))
+        .chain(cart_campaigns.iter().map(|r| format!("{r:?}")))
         .collect()
 }
 

@@ -579,7 +579,10 @@ impl SummedTallyCh {
     /// The summed tally a row holds (`None` for the backfill's marker).
     pub(crate) fn summed(self) -> Result<Option<SummedTally>, StoreError> {
         let metric = metric_of(self.metric)?;
-        if matches!(metric, Metric::Backfilled | Metric::SalesBackfilled) {
+        if matches!(
+            metric,
+            Metric::Backfilled | Metric::SalesBackfilled | Metric::CartsBackfilled
+        ) {
             return Ok(None);
         }
         Ok(Some(SummedTally {

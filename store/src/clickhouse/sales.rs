@@ -167,17 +167,7 @@ impl ClickHouseStore {
     }
 
     pub(crate) async fn has_sales_marker(&self) -> Result<bool, StoreError> {
-        let m = TallyKey::sales_marker();
-        let n: u64 = self
-            .client()
-            .query("SELECT count() FROM rollups WHERE campaign_id = ? AND scope = ? AND metric = ?")
-            .bind(m.place.campaign_id.as_str())
-            .bind(m.place.scope as u8)
-            .bind(m.metric.code())
-            .fetch_one()
-            .await
-            .map_err(ch("read tallies"))?;
-        Ok(n > 0)
+        self.has(&TallyKey::sales_marker()).await
     }
 
     /// Marks a store without orders as attributed (nothing to backfill), at connect.

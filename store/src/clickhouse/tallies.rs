@@ -93,15 +93,31 @@ impl ClickHouseStore {
         if facts == [0] && !self.has_marker().await? {
             self.insert_tallies(&[tallies::marker_row()]).await?;
         }
+        let lines: Vec<u64> = self
+            .client()
+            .query("SELECT count() FROM (SELECT 1 FROM cart_events LIMIT 1)")
+            .fetch_all()
+            .await
+            .map_err(ch("read facts"))?;
+        let carts = TallyKey::carts_marker();
+        if lines == [0] && !self.has(&carts).await? {
+            self.insert_tallies(&[(carts, Tally { value: 1, stamp: 0 })])
+                .await?;
+        }
         self.mark_sales_if_new().await
     }
 
     async fn has_marker(&self) -> Result<bool, StoreError> {
-        let m = TallyKey::marker();
+        self.has(&TallyKey::marker()).await
+    }
+
+    /// Whether the marker `m` is stored.
+    pub(crate) async fn has(&self, m: &TallyKey) -> Result<bool, StoreError> {
         let n: u64 = self
             .client()
-            .query("SELECT count() FROM rollups WHERE campaign_id = ? AND metric = ?")
+            .query("SELECT count() FROM rollups WHERE campaign_id = ? AND scope = ? AND metric = ?")
             .bind(m.place.campaign_id.as_str())
+            .bind(m.place.scope as u8)
             .bind(m.metric.code())
             .fetch_one()
             .await
@@ -237,8 +253,9 @@ impl ClickHouseStore {
     /// first, the marker after them, so a crash in between writes the same counts
     /// again at the next start.
     pub(crate) async fn backfill(&self, window: ClickWindow) -> Result<bool, StoreError> {
+        let carts = self.backfill_carts().await?;
         if self.has_marker().await? {
-            return Ok(false);
+            return Ok(carts);
         }
         // A campaign at a time (every copy of a fact names its campaign), so the facts
         // held at once are one campaign's, not the whole store's.
@@ -279,6 +296,28 @@ impl ClickHouseStore {
         tracing::info!(
             tallies = written,
             "counted the store's earlier facts into tallies"
+        );
+        Ok(true)
+    }
+
+    /// The cart products' backfill, once: every stored line's counts at its
+    /// products' places (`tallies::carts::backfill_rows`), then their marker (a crash
+    /// in between writes the same counts again, equal rows of equal stamps). Reads
+    /// every cart line's newest rows at once (a store's first start on this version).
+    async fn backfill_carts(&self) -> Result<bool, StoreError> {
+        let marker = TallyKey::carts_marker();
+        if self.has(&marker).await? {
+            return Ok(false);
+        }
+        let lines = self.cart_rows(super::query::Conds::default()).await?;
+        let (marks, counts): (Vec<_>, Vec<_>) = tallies::carts::backfill_rows(&lines)
+            .into_iter()
+            .partition(|(k, _)| *k == marker);
+        self.insert_tallies(&counts).await?;
+        self.insert_tallies(&marks).await?;
+        tracing::info!(
+            tallies = counts.len(),
+            "counted the store's earlier cart lines into their products' tallies"
         );
         Ok(true)
     }

@@ -257,6 +257,35 @@ pub(super) fn backfill(
     Ok(Some(n))
 }
 
+/// Writes the cart products' backfill (`rows`, its marker among them) once: `None`
+/// when the marker was there.
+pub(super) fn backfill_carts(
+    db: &Database,
+    rows: Vec<(TallyKey, Tally)>,
+) -> Result<Option<usize>, StoreError> {
+    let w = db.begin_write().map_err(err)?;
+    let n = rows.len();
+    {
+        let mut t = w.open_table(ROLLUPS).map_err(err)?;
+        if has(&t, &TallyKey::carts_marker())? {
+            return Ok(None);
+        }
+        for (k, v) in rows {
+            t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
+                .map_err(err)?;
+        }
+    }
+    w.commit().map_err(err)?;
+    Ok(Some(n))
+}
+
+/// Whether the store still needs its cart products' backfill.
+pub(super) fn needs_carts_backfill(db: &Database) -> Result<bool, StoreError> {
+    let r = db.begin_read().map_err(err)?;
+    let t = r.open_table(ROLLUPS).map_err(err)?;
+    Ok(!has(&t, &TallyKey::carts_marker())?)
+}
+
 /// Marks a store that holds no facts as counted (nothing to backfill), in the
 /// transaction that opens it; a store with facts and no marker waits for the
 /// aggregator's backfill.
@@ -278,10 +307,12 @@ pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> 
         }
     }
     let mut t = w.open_table(ROLLUPS).map_err(err)?;
-    if !has_marker(&t)? {
-        let (k, v) = tallies::marker_row();
-        t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
-            .map_err(err)?;
+    for marker in [TallyKey::marker(), TallyKey::carts_marker()] {
+        if !has(&t, &marker)? {
+            let v = Tally { value: 1, stamp: 0 };
+            t.insert(tally_key(&marker).as_slice(), val(&v).as_slice())
+                .map_err(err)?;
+        }
     }
     Ok(())
 }

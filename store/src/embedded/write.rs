@@ -181,8 +181,9 @@ impl EmbeddedStore {
     /// The backfill (see [`WriteStore::backfill_tallies`]), counting clicks with
     /// `window`.
     async fn backfill_with(&self, window: ClickWindow) -> Result<bool, StoreError> {
+        let carts = self.backfill_carts().await?;
         if !self.blocking(super::tallies::needs_backfill).await? {
-            return Ok(false);
+            return Ok(carts);
         }
         // The whole history once; the aggregator calls this before its first write,
         // so no fact arrives while it is read.
@@ -199,6 +200,28 @@ impl EmbeddedStore {
             tracing::info!(
                 tallies = n,
                 "counted the store's earlier facts into tallies"
+            );
+        }
+        Ok(done.is_some())
+    }
+
+    /// The cart products' backfill (their places' counts of every stored line, with
+    /// their marker, in one transaction), once.
+    async fn backfill_carts(&self) -> Result<bool, StoreError> {
+        if !self.blocking(super::tallies::needs_carts_backfill).await? {
+            return Ok(false);
+        }
+        let done = self
+            .blocking(|db| {
+                let rows = super::reports::cart_rows(db)?;
+                let counts = crate::model::tallies::carts::backfill_rows(&rows);
+                super::tallies::backfill_carts(db, counts)
+            })
+            .await?;
+        if let Some(n) = done {
+            tracing::info!(
+                tallies = n,
+                "counted the store's earlier cart lines into their products' tallies"
             );
         }
         Ok(done.is_some())

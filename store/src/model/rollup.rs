@@ -113,6 +113,7 @@ impl Acc {
             | Metric::Sale(_)
             | Metric::Backfilled
             | Metric::SalesBackfilled
+            | Metric::CartsBackfilled
             | Metric::Progress => {}
         }
     }

@@ -128,6 +128,9 @@ pub enum Metric {
     /// The marker of the sales' backfill: the store's earlier orders are attributed
     /// and counted (one row, value 1, at [`Place::sales_marker`]).
     SalesBackfilled,
+    /// The marker of the cart products' backfill: the store's earlier cart lines are
+    /// counted at their product places (one row, value 1, at [`Place::carts_marker`]).
+    CartsBackfilled,
     /// The offset of the last record of a partition folded (value and stamp), at
     /// [`Place::progress`]: how far the writers of the partition got.
     Progress,
@@ -139,8 +142,9 @@ impl Metric {
 
     /// The stored code: `kind * 16 + reason` (0 billable, 1.. the reasons in order)
     /// for events, `64 + kind * 16 + status` for statuses, `128 + field` for the
-    /// video funnel, `192 + field` for cart adds, `224 + field` for sales, 255 for
-    /// the marker, 254 for a partition's progress, 253 for the sales' marker.
+    /// video funnel, `192 + field` for cart lines, `224 + field` for sales, 255 for
+    /// the marker, 254 for a partition's progress, 253 for the sales' marker, 252
+    /// for the cart products' marker.
     pub fn code(self) -> u16 {
         match self {
             Self::Events(kind, why) => {
@@ -154,6 +158,7 @@ impl Metric {
             Self::Cart(f) => 192 + f.index() as u16,
             Self::Sale(f) => 224 + f.index() as u16,
             Self::SalesBackfilled => 253,
+            Self::CartsBackfilled => 252,
             Self::Backfilled => 255,
             Self::Progress => 254,
         }
@@ -173,6 +178,7 @@ impl Metric {
             255 => return Some(Self::Backfilled),
             254 => return Some(Self::Progress),
             253 => return Some(Self::SalesBackfilled),
+            252 => return Some(Self::CartsBackfilled),
             224.. => {
                 return SaleField::ALL
                     .get(usize::from(code - 224))
@@ -219,6 +225,7 @@ impl Metric {
             | Self::Sale(_)
             | Self::Backfilled
             | Self::SalesBackfilled
+            | Self::CartsBackfilled
             | Self::Progress => None,
         }
     }
@@ -245,6 +252,9 @@ pub enum Scope {
     /// A campaign's attributed sales (the `creative` column holds the currency,
     /// catalog and product empty): the campaign summary.
     CampaignSales,
+    /// A campaign's cart lines of a product (the catalog scoped by the line's
+    /// namespace, [`carts`]): the carts-per-campaign report.
+    CartProduct,
 }
 
 impl Scope {
@@ -257,6 +267,7 @@ impl Scope {
             Self::Video,
             Self::Sales,
             Self::CampaignSales,
+            Self::CartProduct,
         ]
         .into_iter()
         .find(|s| *s as u8 == code)
@@ -372,6 +383,14 @@ impl Place {
             ..Self::marker()
         }
     }
+
+    /// The cart products' backfill marker's place.
+    pub fn carts_marker() -> Self {
+        Self {
+            scope: Scope::CartProduct,
+            ..Self::marker()
+        }
+    }
 }
 
 /// One tally: a metric at a place.
@@ -405,6 +424,14 @@ impl TallyKey {
         Self {
             place: Place::sales_marker(),
             metric: Metric::SalesBackfilled,
+        }
+    }
+
+    /// The cart products' backfill marker's key.
+    pub fn carts_marker() -> Self {
+        Self {
+            place: Place::carts_marker(),
+            metric: Metric::CartsBackfilled,
         }
     }
 }
@@ -535,6 +562,7 @@ impl TallyQuery {
     pub fn marker(&self) -> TallyKey {
         match self.scope {
             Scope::Sales | Scope::CampaignSales => TallyKey::sales_marker(),
+            Scope::CartProduct => TallyKey::carts_marker(),
             _ => TallyKey::marker(),
         }
     }
@@ -739,18 +767,35 @@ mod tests {
             "a verified status is no metric"
         );
         assert_eq!(Metric::from_code(9 + 16 * 3 + 1), None);
-        assert_eq!(Metric::from_code(252), None);
+        assert_eq!(Metric::from_code(251), None);
+        assert_eq!(Metric::from_code(192 + 7), None);
+        for m in [
+            Metric::Backfilled,
+            Metric::SalesBackfilled,
+            Metric::CartsBackfilled,
+            Metric::Progress,
+        ] {
+            assert_eq!(Metric::from_code(m.code()), Some(m));
+            assert!(!m.is_count());
+        }
         assert_eq!(Metric::from_code(224 + 6), None);
-        for s in [Scope::Campaign, Scope::Creative, Scope::Product] {
+        for s in [
+            Scope::Campaign,
+            Scope::Creative,
+            Scope::Product,
+            Scope::Video,
+            Scope::Sales,
+            Scope::CampaignSales,
+            Scope::CartProduct,
+        ] {
             assert_eq!(Scope::from_code(s as u8), Some(s));
         }
         for g in [Grain::Day, Grain::Quarter] {
             assert_eq!(Grain::from_code(g as u8), Some(g));
         }
-        assert_eq!((Scope::from_code(6), Grain::from_code(2)), (None, None));
+        assert_eq!((Scope::from_code(7), Grain::from_code(2)), (None, None));
         assert_eq!(Scope::from_code(5), Some(Scope::CampaignSales));
         assert_eq!(Scope::from_code(3), Some(Scope::Video));
         assert_eq!(Metric::from_code(128 + 19), None);
-        assert_eq!(Metric::from_code(192 + 2), None);
     }
 }

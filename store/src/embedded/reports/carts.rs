@@ -23,6 +23,11 @@ fn rows(db: &Database, f: &ReportFilter) -> Result<Vec<CartEventRow>, StoreError
         .collect())
 }
 
+/// The event rows of every cart.
+pub(super) fn all_rows(db: &Database) -> Result<Vec<CartEventRow>, StoreError> {
+    rows(db, &ReportFilter::default())
+}
+
 /// Cart states.
 pub(super) fn states(db: &Database, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
     Ok(cart_state_rows(&rows(db, f)?, f))

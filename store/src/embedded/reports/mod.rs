@@ -65,6 +65,13 @@ pub(super) fn cart_adds(
     carts::adds(db, &crate::ReportFilter::default())
 }
 
+/// Every cart line's event rows (the backfill of the cart products' tallies).
+pub(super) fn cart_rows(
+    db: &Database,
+) -> Result<Vec<crate::model::carts::CartEventRow>, StoreError> {
+    carts::all_rows(db)
+}
+
 /// Every view's row (the backfill of tallies).
 pub(super) fn view_rows(db: &Database) -> Result<Vec<crate::model::funnel::ViewRow>, StoreError> {
     scan_with(db, super::entities::VIEWS.rows, |v| {

@@ -1,60 +1,133 @@
-//! What a cart line adds to the tallies: its adds (an event that takes the line from
-//! no units to some, [`crate::model::carts::Transition::Add`]), each at the campaign of
-//! its event on the UTC day of its time, valid when its ad id verified (the campaign
-//! summary's `cartsAdded`) or beside (`invalidCartsAdded`). A line is an entity: an
-//! event arriving late can turn a later add into an increment, so each record moves
-//! the difference between the line's adds before and after it ([`moves`]), stamped
-//! like any tally. Pure: the aggregator's fold and the backfill both count through it.
+//! What a cart line adds to the tallies (issue 26). A line is an entity: an event
+//! arriving late can turn a later add into an increment, or a line's latest event
+//! into an earlier one, so each record moves the difference between the line's
+//! contributions before and after it ([`moves`]), stamped like any tally. Pure: the
+//! aggregator's fold and the backfill both count through it.
+//!
+//! A line's contributions, per campaign and UTC day ([`Adds`]):
+//! - at its campaign's place ([`place`], the campaign summary's `cartsAdded` and
+//!   `invalidCartsAdded`): its adds (an event that takes the line from no units to
+//!   some, [`crate::model::carts::Transition::Add`]) on the day of the add, valid when
+//!   the event's ad id verified, else beside;
+//! - at its campaign's product place ([`product_place`]: the line's scoped catalog
+//!   and product, [`Scope::CartProduct`]; the carts-per-campaign report), the events
+//!   of verified ad ids only, as [`crate::model::carts::campaign_rollup`] counts them:
+//!   those events, their adds and the units they added (the sum of rises) on the days
+//!   of the events; and the line's latest value (its latest event's campaign and day,
+//!   when that event verified and leaves units in the cart), exactly as two integers
+//!   (whole units and the 10^-8 remainder, [`sales::split_amount`]).
+//!
+//! So the report over a range that reaches today equals the facts' rollup; over a
+//! range that ends earlier, a line's value counts on the day of its latest event (not
+//! of its latest event in the range).
 
 use std::collections::BTreeMap;
 
-use super::{Grain, Metric, Place, Scope, TallyKey};
-use crate::model::carts::{CartFact, Transition};
+use super::{sales, Grain, Metric, Place, Scope, Tally, TallyKey, BACKFILL_PARTITION};
+use crate::model::carts::{CartCampaignRow, CartEventRow, CartFact, CartKey, Transition};
 use crate::model::day_of;
 
-/// A count of a line's adds (stored: [`Metric::Cart`] codes are `192 + index in`
+/// A count of cart lines (stored: [`Metric::Cart`] codes are `192 + index in`
 /// [`CartField::ALL`]; never reorder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CartField {
-    /// Adds by events whose ad id verified.
+    /// Adds by events whose ad id verified (campaign place).
     Added,
-    /// Adds by events whose ad id did not verify.
+    /// Adds by events whose ad id did not verify (campaign place).
     InvalidAdded,
+    /// Events whose ad id verified (product place: a report row exists).
+    Events,
+    /// Adds by events whose ad id verified (product place).
+    ProductAdded,
+    /// Units added by events whose ad id verified: adds' units and increments' rises
+    /// (product place).
+    UnitsAdded,
+    /// The whole units of the lines' latest values (product place).
+    ValueWhole,
+    /// The 10^-8 remainder of the lines' latest values (product place).
+    ValueE8,
 }
 
 impl CartField {
     /// Every field, in code order.
-    pub const ALL: [CartField; 2] = [Self::Added, Self::InvalidAdded];
+    pub const ALL: [CartField; 7] = [
+        Self::Added,
+        Self::InvalidAdded,
+        Self::Events,
+        Self::ProductAdded,
+        Self::UnitsAdded,
+        Self::ValueWhole,
+        Self::ValueE8,
+    ];
 
     /// Its index in [`Self::ALL`].
     pub fn index(self) -> usize {
         Self::ALL.iter().position(|f| *f == self).unwrap_or(0)
     }
+
+    /// Whether it counts at the line's product place (else its campaign's).
+    pub fn is_product(self) -> bool {
+        !matches!(self, Self::Added | Self::InvalidAdded)
+    }
 }
 
-/// A line's adds per (campaign, UTC day): (valid, invalid).
-pub type Adds = BTreeMap<(String, i32), [i64; 2]>;
+/// A line's contributions per (campaign, UTC day), by [`CartField::index`].
+pub type Adds = BTreeMap<(String, i32), [i64; 7]>;
 
-/// The adds of a line's facts, kept in order by `insert_fact` (time, then key).
+/// The contributions of a line's facts, kept in order by `insert_fact` (time, then
+/// key).
 pub fn adds(facts: &[CartFact]) -> Adds {
     let mut out = Adds::new();
     let mut prev = 0;
     for f in facts {
-        if Transition::of(prev, f.units) == Transition::Add {
-            let field = if f.status.is_billable() {
-                CartField::Added
-            } else {
-                CartField::InvalidAdded
-            };
-            out.entry((f.campaign_id.clone(), day_of(f.time_ms)))
-                .or_default()[field.index()] += 1;
+        let t = Transition::of(prev, f.units);
+        let at = out
+            .entry((f.campaign_id.clone(), day_of(f.time_ms)))
+            .or_default();
+        if f.status.is_billable() {
+            at[CartField::Events.index()] += 1;
+            match t {
+                Transition::Add => {
+                    at[CartField::Added.index()] += 1;
+                    at[CartField::ProductAdded.index()] += 1;
+                    at[CartField::UnitsAdded.index()] += units(f.units);
+                }
+                Transition::Increment => {
+                    at[CartField::UnitsAdded.index()] += units(f.units) - units(prev);
+                }
+                _ => {}
+            }
+        } else if t == Transition::Add {
+            at[CartField::InvalidAdded.index()] += 1;
         }
         prev = f.units;
     }
+    if let Some(last) = facts
+        .last()
+        .filter(|l| l.units > 0 && l.status.is_billable())
+    {
+        let value = facts
+            .iter()
+            .rev()
+            .find_map(|f| f.value)
+            .and_then(rm_schemas::money::decimal_of_f64)
+            .unwrap_or_default();
+        let (whole, e8) = sales::split_amount(value);
+        let at = out
+            .entry((last.campaign_id.clone(), day_of(last.time_ms)))
+            .or_default();
+        at[CartField::ValueWhole.index()] += whole;
+        at[CartField::ValueE8.index()] += e8;
+    }
+    out.retain(|_, v| v.iter().any(|n| *n != 0));
     out
 }
 
-/// The place a line's add counts in: its campaign's, on UTC `day`, in log `partition`.
+fn units(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The place a line's adds count in: its campaign's, on UTC `day`, in log `partition`.
 pub fn place(campaign: &str, day: i32, partition: i32) -> Place {
     Place {
         campaign_id: campaign.to_owned(),
@@ -68,10 +141,29 @@ pub fn place(campaign: &str, day: i32, partition: i32) -> Place {
     }
 }
 
-/// The net moves of a line whose adds were `old` and now are `new`.
-pub fn moves(old: &Adds, new: &Adds, partition: i32) -> Vec<(TallyKey, i64)> {
+/// The place a line's product counts in: its campaign's with the line's (scoped)
+/// catalog and product, on UTC `day`, in log `partition`.
+pub fn product_place(line: &CartKey, campaign: &str, day: i32, partition: i32) -> Place {
+    Place {
+        scope: Scope::CartProduct,
+        catalog_id: line.catalog_id.clone(),
+        product_code: line.product_code.clone(),
+        ..place(campaign, day, partition)
+    }
+}
+
+/// Both places a line's event at (`campaign`, `day`) may move.
+pub fn places(line: &CartKey, campaign: &str, day: i32, partition: i32) -> [Place; 2] {
+    [
+        place(campaign, day, partition),
+        product_place(line, campaign, day, partition),
+    ]
+}
+
+/// The net moves of `line` whose contributions were `old` and now are `new`.
+pub fn moves(line: &CartKey, old: &Adds, new: &Adds, partition: i32) -> Vec<(TallyKey, i64)> {
     let mut out = Vec::new();
-    let zero = [0; 2];
+    let zero = [0; 7];
     for key in old
         .keys()
         .chain(new.keys().filter(|k| !old.contains_key(*k)))
@@ -80,9 +172,14 @@ pub fn moves(old: &Adds, new: &Adds, partition: i32) -> Vec<(TallyKey, i64)> {
         for f in CartField::ALL {
             let d = after[f.index()] - before[f.index()];
             if d != 0 {
+                let place = if f.is_product() {
+                    product_place(line, &key.0, key.1, partition)
+                } else {
+                    place(&key.0, key.1, partition)
+                };
                 out.push((
                     TallyKey {
-                        place: place(&key.0, key.1, partition),
+                        place,
                         metric: Metric::Cart(f),
                     },
                     d,
@@ -93,41 +190,83 @@ pub fn moves(old: &Adds, new: &Adds, partition: i32) -> Vec<(TallyKey, i64)> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::status::AdIdStatus;
+/// The carts-per-campaign report's rows from summed product-place tallies, per
+/// campaign, bare catalog and product (every day of the read summed), keeping the
+/// places `keep` selects; a row exists where the campaign's verified events are.
+pub fn campaign_rows(
+    summed: &[super::SummedTally],
+    keep: impl Fn(&Place) -> bool,
+) -> Vec<CartCampaignRow> {
+    let mut groups: BTreeMap<(String, String, String), [i64; 7]> = BTreeMap::new();
+    for s in summed {
+        let (Metric::Cart(f), Scope::CartProduct) = (s.metric, s.place.scope) else {
+            continue;
+        };
+        if !keep(&s.place) {
+            continue;
+        }
+        let p = &s.place;
+        let key = (
+            p.campaign_id.clone(),
+            rm_schemas::namespace::bare(&p.catalog_id).to_owned(),
+            p.product_code.clone(),
+        );
+        groups.entry(key).or_default()[f.index()] += s.value;
+    }
+    groups
+        .into_iter()
+        .filter(|(_, v)| v[CartField::Events.index()] > 0)
+        .map(|((campaign_id, catalog_id, product_code), v)| {
+            let count = |f: CartField| u64::try_from(v[f.index()]).unwrap_or(0);
+            let currency = rm_schemas::money::DEFAULT_CURRENCY;
+            CartCampaignRow {
+                campaign_id,
+                catalog_id,
+                product_code,
+                carts_added: count(CartField::ProductAdded),
+                units_added: count(CartField::UnitsAdded),
+                value: rm_schemas::money::stable(
+                    sales::join_amount(
+                        v[CartField::ValueWhole.index()],
+                        v[CartField::ValueE8.index()],
+                    ),
+                    currency,
+                ),
+                currency,
+            }
+        })
+        .collect()
+}
 
-    fn fact(t: i64, units: u64, campaign: &str) -> CartFact {
-        CartFact {
-            dedup_key: t as u128,
-            time_ms: t,
-            units,
-            value: None,
-            campaign_id: campaign.into(),
-            ad_id: "ad".into(),
-            status: AdIdStatus::Verified,
+/// The product-place counts of stored lines (each line's newest rows), under the
+/// backfill's partition: what a store written before them needs.
+pub fn backfill_rows(rows: &[CartEventRow]) -> Vec<(TallyKey, Tally)> {
+    let mut lines: BTreeMap<&CartKey, (u32, Vec<CartFact>)> = BTreeMap::new();
+    for r in rows {
+        let e = lines.entry(&r.key).or_insert((r.version, Vec::new()));
+        if r.version > e.0 {
+            *e = (r.version, Vec::new());
+        }
+        if r.version == e.0 {
+            crate::model::carts::insert_fact(&mut e.1, r.fact.clone());
         }
     }
-
-    #[test]
-    fn a_late_event_turns_an_add_into_an_increment() {
-        let day = 86_400_000;
-        let before = adds(&[fact(day + 10, 2, "a")]);
-        assert_eq!(before.get(&("a".into(), 1)), Some(&[1, 0]));
-        // An add of campaign b earlier the same line: a's event is an increment now.
-        let after = adds(&[fact(day + 5, 1, "b"), fact(day + 10, 2, "a")]);
-        let m = moves(&before, &after, 0);
-        let by: Vec<(&str, i64)> = m
-            .iter()
-            .map(|(k, d)| (k.place.campaign_id.as_str(), *d))
-            .collect();
-        assert_eq!(by, vec![("a", -1), ("b", 1)]);
-        assert!(moves(&after, &after, 0).is_empty());
-        let mut unverified = fact(day + 20, 1, "a");
-        unverified.status = AdIdStatus::Foreign;
-        let removed_then_added =
-            adds(&[fact(day + 10, 2, "a"), fact(day + 15, 0, "a"), unverified]);
-        assert_eq!(removed_then_added.get(&("a".into(), 1)), Some(&[1, 1]));
+    let mut counts: BTreeMap<TallyKey, i64> = BTreeMap::new();
+    for (line, (_, facts)) in lines {
+        let moved = moves(line, &Adds::new(), &adds(&facts), BACKFILL_PARTITION);
+        for (k, d) in moved {
+            if k.place.scope == Scope::CartProduct {
+                *counts.entry(k).or_default() += d;
+            }
+        }
     }
+    counts
+        .into_iter()
+        .filter(|(_, v)| *v != 0)
+        .map(|(k, value)| (k, Tally { value, stamp: 0 }))
+        .chain([(TallyKey::carts_marker(), Tally { value: 1, stamp: 0 })])
+        .collect()
 }
+
+#[cfg(test)]
+mod tests;
