@@ -8,6 +8,7 @@
 //! their own port (default 127.0.0.1:8082).
 
 pub mod batch;
+pub mod compact;
 pub mod metrics;
 pub mod pipeline;
 pub mod sales;
@@ -94,6 +95,24 @@ pub struct AggregatorConfig {
         default_value_t = 1_000_000
     )]
     pub cache_max_entities: usize,
+    /// Seconds between compactions of the closed days' rollups (ClickHouse: their
+    /// sums over the log partitions, which keep reads at their answer's size); 0:
+    /// never.
+    #[arg(
+        long = "aggregator-compact-secs",
+        env = "RM_AGGREGATOR_COMPACT_SECS",
+        default_value_t = 600
+    )]
+    pub compact_secs: u64,
+    /// Seconds a writer may take between flagging a tally of a closed day and writing
+    /// it, plus the clock skew between aggregators (a compaction reads places flagged
+    /// that long before it as changed).
+    #[arg(
+        long = "aggregator-compact-margin-secs",
+        env = "RM_AGGREGATOR_COMPACT_MARGIN_SECS",
+        default_value_t = 300
+    )]
+    pub compact_margin_secs: u64,
 }
 
 /// Settings the aggregator shares with other services (the binary reads them once).
@@ -173,6 +192,7 @@ pub async fn run(
     let backend = store.backend();
     metrics::register(backend);
     let ready_store = Arc::clone(&store);
+    let store_for_compaction = Arc::clone(&store);
     let ops = Ops::until_shutdown(shutdown.clone(), move || ready_store.readiness());
     tracing::info!(addr = ?listener.local_addr().ok(), backend, topic = %config.topic, "aggregator listening");
     let server = rm_service::serve(listener, OpsHandler(ops), shutdown.clone(), serve);
@@ -183,12 +203,22 @@ pub async fn run(
         config.pipeline(shared),
         shutdown.clone(),
     );
-    let (served, worked) = tokio::join!(server, async {
-        let r = work.await;
-        // The pipeline ended (shutdown or a permanent error): stop serving too.
-        shutdown.cancel();
-        r
-    });
+    let compactor = compact::run(
+        Arc::clone(&store_for_compaction),
+        Duration::from_secs(config.compact_secs),
+        Duration::from_secs(config.compact_margin_secs),
+        shutdown.clone(),
+    );
+    let (served, worked, ()) = tokio::join!(
+        server,
+        async {
+            let r = work.await;
+            // The pipeline ended (shutdown or a permanent error): stop serving too.
+            shutdown.cancel();
+            r
+        },
+        compactor
+    );
     worked?;
     served?;
     Ok(())

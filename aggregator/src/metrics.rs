@@ -18,6 +18,8 @@
 //! | `aggregator_consumer_lag_records` | gauge | `topic` (events, orders), `partition` (`embedded` or the partition number) |
 //! | `aggregator_freshness_seconds` | gauge | |
 //! | `aggregator_overtaken_total` | counter | |
+//! | `aggregator_rollups_compactions_total` | counter | `outcome` (done, failed) |
+//! | `aggregator_rollups_open_from_day` | gauge | |
 
 use metrics::{counter, gauge, histogram};
 use rm_schemas::agent::InvalidReason;
@@ -62,6 +64,10 @@ pub const OFFERS: &str = "aggregator_order_offers_total";
 /// Offers of touches to orders appended to the orders topic (the lookups after each
 /// write: new orders' shoppers' touches, new touches' shoppers' orders).
 pub const OFFERS_SENT: &str = "aggregator_order_offers_sent_total";
+/// Compactions of the closed days' rollups, by outcome (`done`, `failed`).
+pub const COMPACTIONS: &str = "aggregator_rollups_compactions_total";
+/// The first day the last compaction left open (days since 1970-01-01 UTC).
+pub const OPEN_FROM_DAY: &str = "aggregator_rollups_open_from_day";
 /// Records behind the head of the log.
 pub const LAG: &str = "aggregator_consumer_lag_records";
 /// Now minus the event time of the newest stored event.

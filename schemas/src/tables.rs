@@ -28,6 +28,8 @@
 //! | [`AD_FACTS`] | campaign, ad, action, dedup key, event time, status | none (copies are equal) | one fact per dedup key: earliest time, best status |
 //! | [`SERVED_ADS`] | ad id | `version` (grows with every change) | `argMax(state, version)` |
 //! | [`ROLLUPS`] | place, log partition, metric | `stamp` (the record's offset + 1) | `argMax(value, stamp)`, summed over partitions |
+//! | [`ROLLUPS_CLOSED`] | place, metric | `generation` (the compaction's time) | `argMax(value, generation)`, for closed days of places not flagged late |
+//! | [`ROLLUPS_LATE`] | write time, place | none (copies are equal) | the places flagged since a compaction |
 //!
 //! An order id is written once: the aggregator looks the batch's order ids up first
 //! and writes only the orders the table does not hold, so a re-sent order (same id,
@@ -269,8 +271,45 @@ pub const ROLLUPS: &str = "CREATE TABLE IF NOT EXISTS rollups (
 ) ENGINE = ReplacingMergeTree(stamp)
 ORDER BY (campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric)";
 
+/// The rollups of closed days summed over the log partitions
+/// (`rm_store`'s compaction): one row per place (no partition) and metric, the
+/// newest `generation` (the compaction's time, ms) wins; one row with `scope` 255
+/// per compaction (`bucket`: the first day still open, `value`: the write time from
+/// which a flag in [`ROLLUPS_LATE`] makes a closed place dirty). Sorted by scope,
+/// grain and bucket first, in small granules: a read wants one scope and grain over
+/// a range of buckets, and a few thousand rows of it.
+pub const ROLLUPS_CLOSED: &str = "CREATE TABLE IF NOT EXISTS rollups_closed (
+    campaign_id String,
+    scope UInt8,
+    grain UInt8,
+    bucket Int32,
+    creative String,
+    catalog_id String,
+    product_code String,
+    metric UInt16,
+    value Int64,
+    generation UInt64
+) ENGINE = ReplacingMergeTree(generation)
+ORDER BY (scope, grain, bucket, campaign_id, creative, catalog_id, product_code, metric)
+SETTINGS index_granularity = 1024";
+
+/// A flag per place of a day that may be closed, written (at `written`, ms, the
+/// writer's clock) before the tallies that move it: a closed place flagged after its
+/// compaction is read from [`ROLLUPS`] until the next one sums it again.
+pub const ROLLUPS_LATE: &str = "CREATE TABLE IF NOT EXISTS rollups_late (
+    written Int64,
+    campaign_id String,
+    scope UInt8,
+    grain UInt8,
+    bucket Int32,
+    creative String,
+    catalog_id String,
+    product_code String
+) ENGINE = MergeTree()
+ORDER BY (written, campaign_id, scope, grain, bucket, creative, catalog_id, product_code)";
+
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 11] = [
+pub const ALL: [&str; 13] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
@@ -282,6 +321,8 @@ pub const ALL: [&str; 11] = [
     ROLLUPS,
     ORDER_CREDITS,
     ORDER_SHOPPERS,
+    ROLLUPS_CLOSED,
+    ROLLUPS_LATE,
 ];
 
 /// Columns added to a table after it first shipped: (table, column, type). Each is

@@ -120,6 +120,9 @@ impl WriteStore for AnyStore {
     async fn backfill_sales(&self, w: &Windows) -> Result<bool, StoreError> {
         dispatch!(self, s => s.backfill_sales(w).await)
     }
+    async fn compact_tallies(&self, margin_ms: i64) -> Result<Option<i32>, StoreError> {
+        dispatch!(self, s => s.compact_tallies(margin_ms).await)
+    }
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         dispatch!(self, s => s.write(batch).await)
     }

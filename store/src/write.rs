@@ -141,6 +141,19 @@ pub trait WriteStore: Backend {
     /// aggregator before its first write; true when it did it now.
     fn backfill_sales(&self, w: &Windows) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Sums the closed days' tallies over the log partitions, where the backend keeps
+    /// them apart (ClickHouse: `rollups_closed`; see its `compact` module), so reads
+    /// cost their answer's rows; `margin_ms` covers a writer's time between a late
+    /// day's flag and its tallies, and clock skew. The first day still open, or
+    /// `None` where there is nothing to compact (the embedded store).
+    fn compact_tallies(
+        &self,
+        margin_ms: i64,
+    ) -> impl Future<Output = Result<Option<i32>, StoreError>> + Send {
+        let _ = margin_ms;
+        std::future::ready(Ok(None))
+    }
+
     /// Writes a batch durably (idempotent).
     fn write(&self, batch: &BatchWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
 

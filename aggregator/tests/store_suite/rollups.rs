@@ -218,8 +218,10 @@ pub(crate) async fn fold_loaded(
     fold_at(records, Some(positions), &mut sets, &Policy::default()).0
 }
 
-/// Folds the stream in batches cut anywhere, with crashes and replays.
-async fn ingest(store: &impl Store, seed: u64) {
+/// Folds the stream in batches cut anywhere, with crashes and replays; `compact`:
+/// with compactions of the closed days' tallies between batches (every day of the
+/// stream is closed: it is over a week old), so later batches change closed days.
+async fn ingest(store: &impl Store, seed: u64, compact: bool) {
     let (records, positions) = stream(seed);
     let mut rng = Rng(seed ^ 0xABCD);
     let mut i = 0;
@@ -259,6 +261,11 @@ async fn ingest(store: &impl Store, seed: u64) {
                 }
             }
             _ => store.write(&w).await.expect("write"),
+        }
+        if compact && rng.chance(40) {
+            // No write is in flight: no margin is needed.
+            let open = store.compact_tallies(0).await.expect("compact");
+            assert!(open.is_some(), "this store compacts");
         }
         i = end;
     }
@@ -462,11 +469,24 @@ pub(crate) async fn counted_as_the_reports_count(
     seed: u64,
     reports: bool,
 ) -> Vec<String> {
+    counted(store, seed, reports, false).await
+}
+
+/// The property's transcript for one stream folded with compactions between its
+/// batches (see [`ingest`]), and once more after the last.
+pub(crate) async fn counted_with_compactions(store: &impl Store, seed: u64) -> Vec<String> {
+    counted(store, seed, false, true).await
+}
+
+async fn counted(store: &impl Store, seed: u64, reports: bool, compact: bool) -> Vec<String> {
     assert!(
         !store.backfill_tallies().await.expect("backfill"),
         "a new store is counted when opened"
     );
-    ingest(store, seed).await;
+    ingest(store, seed, compact).await;
+    if compact {
+        store.compact_tallies(0).await.expect("compact");
+    }
     let days = row_status(as_counts(&detail(store, Grain::Day).await));
     if reports {
         let reports = row_status(from_reports(store).await);

@@ -64,6 +64,11 @@ struct Args {
     /// background merges caught up.
     #[arg(long)]
     optimize: bool,
+    /// After the timed reads, compact the closed days' rollups (ClickHouse: their
+    /// sums over the log partitions, as the aggregator does every
+    /// `RM_AGGREGATOR_COMPACT_SECS`) and read every report again.
+    #[arg(long)]
+    compact: bool,
     /// Read as a tenant owning every campaign (the reads name the campaigns, as a
     /// tenant's do) instead of as an operator (every campaign, none named).
     #[arg(long)]
@@ -313,6 +318,19 @@ async fn main() -> anyhow::Result<()> {
         }
         println!();
         println!("After merging the rollups' versions:");
+        table(&stores, &f, &a, backend).await?;
+    }
+    if a.compact {
+        for (_, store) in &stores {
+            let t = Instant::now();
+            let open = store.store.compact_tallies(0).await?;
+            eprintln!(
+                "reportbench: compacted in {:.1?} (first open day {open:?})",
+                t.elapsed()
+            );
+        }
+        println!();
+        println!("After compacting the closed days' rollups:");
         table(&stores, &f, &a, backend).await?;
     }
     for (_, store) in stores {

@@ -561,9 +561,11 @@ fn metric_of(code: u16) -> Result<Metric, StoreError> {
     Metric::from_code(code).ok_or_else(|| corrupt("metric", &code.to_string()))
 }
 
-/// A tally summed over partitions, as the server sums it.
+/// A tally summed over partitions, as the server sums it, with the part of the
+/// read that found it (`compact.rs`: open days, closed days, dirty places).
 #[derive(Row, Deserialize)]
 pub(crate) struct SummedTallyCh {
+    pub(crate) part: u8,
     pub(crate) campaign_id: String,
     pub(crate) scope: u8,
     pub(crate) grain: u8,

@@ -2,16 +2,16 @@
 //! ([`rm_schemas::tables::ROLLUPS`], `ReplacingMergeTree(stamp)`). A key's value is
 //! its row with the highest stamp (`argMax`), so the answer is exact before any
 //! merge; a batch inserts its tallies before its served ads' states (`write.rs`).
-//! Reads sum the partitions on the server and read the backfill's marker in the same
-//! query.
+//! Reads sum the partitions on the server, or read a closed day's sums
+//! (`compact.rs`), and read the backfill's marker in the same query.
 
 use serde::Deserialize;
 
+use super::compact::{self, PartTallyCh};
 use super::error::ch;
 use super::query::{chunks, placeholders};
 use super::rows::{
-    corrupt, insert_rows, parse_dedup, parse_status, parse_traffic, SummedTallyCh, TallyCh, CLICK,
-    IMPRESSION,
+    corrupt, insert_rows, parse_dedup, parse_status, parse_traffic, TallyCh, CLICK, IMPRESSION,
 };
 use super::ClickHouseStore;
 use crate::model::ads::{AdAction, AdFact};
@@ -72,6 +72,8 @@ impl ClickHouseStore {
         &self,
         rows: &[(TallyKey, Tally)],
     ) -> Result<(), StoreError> {
+        // The flags of places of days a compaction may have closed, first.
+        self.flag_late(rows).await?;
         let rows: Vec<TallyCh> = rows.iter().map(|(k, t)| TallyCh::of(k, *t)).collect();
         insert_rows::<TallyCh>(self.client(), "rollups", &rows).await
     }
@@ -125,8 +127,9 @@ impl ClickHouseStore {
         Ok(n > 0)
     }
 
-    /// The tallies `q` wants, summed over partitions on the server; `None` before the
-    /// backfill (its marker is read by the same query: one round trip).
+    /// The tallies `q` wants, summed over partitions on the server (or read summed,
+    /// for the closed days of a compacted store: `compact.rs`); `None` before the
+    /// backfill (its marker is read by the same query).
     pub(crate) async fn read_tallies(
         &self,
         q: &TallyQuery,
@@ -134,6 +137,7 @@ impl ClickHouseStore {
         let fail = ch("read tallies");
         let marker = q.marker();
         let codes = q.metric_codes();
+        let snapshot = self.snapshot().await?;
         let lists: Vec<Vec<&String>> = match &q.campaigns {
             None => vec![Vec::new()],
             Some(c) if c.is_empty() => vec![Vec::new()],
@@ -153,34 +157,68 @@ impl ClickHouseStore {
             } else {
                 ""
             };
-            let sql = format!(
-                "SELECT {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
-                 SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
-                 WHERE (scope = ? AND grain = ? AND bucket >= ? AND bucket <= ? \
-                 AND metric IN ({}){campaigns}{catalog}) OR (campaign_id = ? AND metric = ?) \
-                 GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric",
-                placeholders(codes.len())
+            let places = format!(
+                "scope = ? AND grain = ? AND bucket >= ? AND bucket <= ?{campaigns}{catalog}"
             );
-            let mut query = self
-                .client()
-                .query(&sql)
-                .bind(q.scope as u8)
-                .bind(q.grain as u8)
-                .bind(q.from)
-                .bind(q.to);
-            for c in &codes {
-                query = query.bind(*c);
-            }
-            for c in list {
-                query = query.bind(c.as_str());
-            }
-            if let Some(c) = &q.catalog_id {
-                query = query.bind(c.as_str());
-            }
-            query = query
-                .bind(marker.place.campaign_id.as_str())
-                .bind(marker.metric.code());
-            for row in query.fetch_all::<SummedTallyCh>().await.map_err(&fail)? {
+            let cond = format!("{places} AND metric IN ({})", placeholders(codes.len()));
+            // The marker on its own branch, read by its whole key (an `OR` beside the
+            // range would keep the server from narrowing the range by the sorting key).
+            let marker_sql = format!(
+                "SELECT 0 AS part, {SUMMED}, metric, toInt64(any(value)) AS value FROM rollups \
+                 WHERE campaign_id = ? AND scope = ? AND grain = 0 AND bucket = 0 \
+                 AND creative = '' AND catalog_id = '' AND product_code = '' AND metric = ? \
+                 GROUP BY {SUMMED}, metric"
+            );
+            let bind_places = |query: clickhouse::query::Query| {
+                let mut query = query
+                    .bind(q.scope as u8)
+                    .bind(q.grain as u8)
+                    .bind(q.from)
+                    .bind(q.to);
+                for c in list {
+                    query = query.bind(c.as_str());
+                }
+                if let Some(c) = &q.catalog_id {
+                    query = query.bind(c.as_str());
+                }
+                query
+            };
+            let bind_cond = |query: clickhouse::query::Query| {
+                let mut query = bind_places(query);
+                for c in &codes {
+                    query = query.bind(*c);
+                }
+                query
+            };
+            let bind_marker = |query: clickhouse::query::Query| {
+                query
+                    .bind(marker.place.campaign_id.as_str())
+                    .bind(marker.place.scope as u8)
+                    .bind(marker.metric.code())
+            };
+            let rows = match snapshot {
+                None => {
+                    let sql = format!(
+                        "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+                         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+                         WHERE {cond} GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric \
+                         UNION ALL {marker_sql}"
+                    );
+                    let query = bind_marker(bind_cond(self.client().query(&sql)));
+                    query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
+                }
+                Some(snap) => {
+                    let sql = format!(
+                        "{} UNION ALL {marker_sql}",
+                        compact::read_sql(&cond, &places, q.grain, snap)
+                    );
+                    // Bound in the order `read_sql` names them, then the marker.
+                    let query = bind_cond(bind_cond(self.client().query(&sql)));
+                    let query = bind_marker(bind_places(bind_cond(query)));
+                    query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
+                }
+            };
+            for row in compact::merge(rows) {
                 match row.summed()? {
                     Some(s) => out.push(s),
                     None => found_marker = true,
@@ -351,6 +389,7 @@ impl ClickHouseStore {
             .execute()
             .await
             .map_err(ch("create tallies"))?;
+        self.clear_compaction().await?;
         self.backfill(window).await?;
         // Every order attributed again, with the windows given.
         self.backfill_order_sales(w).await.map(|_| ())

@@ -406,4 +406,11 @@ impl WriteStore for ClickHouseStore {
         self.inner.note(&r);
         r
     }
+
+    async fn compact_tallies(&self, margin_ms: i64) -> Result<Option<i32>, StoreError> {
+        // Not bounded by the operation timeout: the first one sums every closed day.
+        let r = self.compact(margin_ms).await;
+        self.inner.note(&r);
+        r.map(|c| Some(c.open_from))
+    }
 }

@@ -1,0 +1,385 @@
+//! Closed days' rollups summed over the log partitions (issue 26): what keeps a
+//! ClickHouse report's read at the rows of its answer, not at the rows times the log
+//! partitions times the unmerged versions behind them.
+//!
+//! A tally is kept per log partition, as an absolute value each partition's single
+//! writer owns (`crate::model::tallies`); the reads sum the partitions. A
+//! compaction ([`ClickHouseStore::compact`]) sums, for the days before
+//! `today - CLOSE_AFTER_DAYS` (closed days), every place's partitions into one row
+//! of `rollups_closed` (`argMax` of each partition's rows, summed; stamped with the
+//! compaction's time as its `generation`), then writes a snapshot row: the first
+//! open day `W` and a time `D` (the compaction's start less a margin). It deletes
+//! nothing: `rollups` stays the truth, the closed rows are a cache of its sums.
+//!
+//! **Why a read stays exact.** A closed day can still change: a view's milestone, a
+//! cart line's latest value, an order's credit or a better copy of an event may land
+//! on an old day. So every write of a tally of a day before the writer's yesterday
+//! first writes a *flag* of its place in `rollups_late`, stamped with the writer's
+//! clock ([`ClickHouseStore::flag_late`]; `insert_tallies` does it before the
+//! tallies, so no tally is ever visible without its flag). A read
+//! ([`read_sql`]) takes, per place of its range, either
+//! - the place's per-partition rows from `rollups`, when its day is open (`>= W`)
+//!   or it was flagged at or after `D` (dirty), or
+//! - the place's closed row, otherwise.
+//!
+//! A closed place not flagged since `D` changed last before the compaction read it
+//! (a change is flagged before its tally is written, and the margin covers the time
+//! between the two writes and the writers' clock skew), so its closed row is its
+//! current sum; a flagged one is summed from its partitions like an open one. The
+//! next compaction sums the places flagged since the previous `D` again, so the
+//! dirty set stays small. Compactions may run concurrently or crash anywhere: a
+//! closed row is an absolute sum (a newer generation wins), and the snapshot is
+//! written after every row it covers, so a read of the previous snapshot never
+//! uses a row it does not cover: its `W` is older, and a place it reads as closed
+//! changed after its `D` only if flagged.
+//!
+//! Both tables are new with this version: a store without them reads every day as
+//! open until the first compaction. `retail-media rebuild` drops them with the
+//! rollups. The embedded store keeps one log partition (the embedded log) and
+//! overwrites tallies in place: nothing to compact there.
+
+use clickhouse::Row;
+use serde::{Deserialize, Serialize};
+
+use super::error::ch;
+use super::rows::insert_rows;
+use super::ClickHouseStore;
+use crate::model::day_of;
+use crate::model::tallies::{Grain, Tally, TallyKey, QUARTERS_PER_DAY};
+use crate::write::FastSet;
+use crate::StoreError;
+
+/// A day closes once it is this many days before the compactor's today.
+pub const CLOSE_AFTER_DAYS: i32 = 2;
+
+/// A writer flags the places of the days before its yesterday: every day a
+/// compaction may have closed, with a day to spare for clock skew.
+const FLAG_BEFORE_DAYS: i32 = 1;
+
+/// The `scope` of a snapshot row (no place has it).
+const SNAPSHOT_SCOPE: u8 = 255;
+
+/// The columns that name a place without its partition.
+const SUMMED: &str = "campaign_id, scope, grain, bucket, creative, catalog_id, product_code";
+/// The columns that name a place.
+const PLACE: &str =
+    "campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition";
+
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compaction {
+    /// The first day still open.
+    pub open_from: i32,
+    /// The previous snapshot's first open day (`None`: the first compaction).
+    pub previous: Option<i32>,
+}
+
+/// A place flagged as moved on a day that may be closed.
+#[derive(Row, Serialize)]
+struct LateCh {
+    written: i64,
+    campaign_id: String,
+    scope: u8,
+    grain: u8,
+    bucket: i32,
+    creative: String,
+    catalog_id: String,
+    product_code: String,
+}
+
+/// A snapshot row.
+#[derive(Row, Serialize, Deserialize)]
+struct SnapshotCh {
+    campaign_id: String,
+    scope: u8,
+    grain: u8,
+    bucket: i32,
+    creative: String,
+    catalog_id: String,
+    product_code: String,
+    metric: u16,
+    value: i64,
+    generation: u64,
+}
+
+/// The latest snapshot as read.
+#[derive(Row, Deserialize)]
+struct LatestCh {
+    n: u64,
+    open_day: i32,
+    dirty_from: i64,
+}
+
+/// The UTC day of a bucket.
+fn day_of_bucket(grain: Grain, bucket: i32) -> i32 {
+    match grain {
+        Grain::Day => bucket,
+        Grain::Quarter => bucket.div_euclid(QUARTERS_PER_DAY),
+    }
+}
+
+/// The first quarter hour of `day`, within `Int32`.
+fn first_quarter(day: i32) -> i32 {
+    let q = i64::from(day) * i64::from(QUARTERS_PER_DAY);
+    i32::try_from(q.clamp(i64::from(i32::MIN), i64::from(i32::MAX))).unwrap_or(i32::MIN)
+}
+
+/// Milliseconds since the epoch, now.
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// A read's row: a summed tally and the part of the read that found it.
+pub(crate) type PartTallyCh = super::rows::SummedTallyCh;
+
+/// The part of a read that finds a place's open days' partitions.
+const OPEN: u8 = 0;
+/// The part of a read that finds a place's closed day's sum.
+const CLOSED: u8 = 1;
+/// The part of a read that finds a closed place's partitions, when it was flagged
+/// since the snapshot (dirty).
+const DIRTY: u8 = 2;
+
+/// The read of a compacted store with `snapshot` (first open day, dirty from), in one
+/// query (one view of the tables; the caller adds the marker's branch): `cond`
+/// selects the query's places and metrics, `places` its places (for the flags).
+/// Binds: `cond`, `cond`, `cond`, `places`. Each row is tagged with its part;
+/// [`merge`] keeps a closed place's sum unless it is dirty.
+pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: (i32, i64)) -> String {
+    let (open_day, dirty_from) = snapshot;
+    let open = match grain {
+        Grain::Day => open_day,
+        Grain::Quarter => first_quarter(open_day),
+    };
+    format!(
+        "SELECT {OPEN} AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+         WHERE ({cond}) AND bucket >= {open} \
+         GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric \
+         UNION ALL \
+         SELECT {CLOSED} AS part, {SUMMED}, metric, argMax(value, generation) AS value \
+         FROM rollups_closed WHERE ({cond}) AND bucket < {open} GROUP BY {SUMMED}, metric \
+         UNION ALL \
+         SELECT {DIRTY} AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+         WHERE ({cond}) AND bucket < {open} AND ({SUMMED}) IN (\
+         SELECT {SUMMED} FROM rollups_late WHERE written >= {dirty_from} \
+         AND ({places}) AND bucket < {open}) \
+         GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
+    )
+}
+
+/// The rows of a read: every open and dirty row, and the closed sums of the places
+/// without a dirty row. A flagged place has partitions' rows (its flag precedes its
+/// tallies; a flag whose tallies were never written leaves its sum as it was), and
+/// a closed sum comes from those rows, so a place is wholly summed one way or the
+/// other.
+pub(crate) fn merge(rows: Vec<PartTallyCh>) -> Vec<PartTallyCh> {
+    fn key(r: &PartTallyCh) -> (String, u8, u8, i32, String, String, String) {
+        (
+            r.campaign_id.clone(),
+            r.scope,
+            r.grain,
+            r.bucket,
+            r.creative.clone(),
+            r.catalog_id.clone(),
+            r.product_code.clone(),
+        )
+    }
+    if !rows.iter().any(|r| r.part == DIRTY) {
+        return rows;
+    }
+    let dirty: FastSet<_> = rows.iter().filter(|r| r.part == DIRTY).map(key).collect();
+    rows.into_iter()
+        .filter(|r| r.part != CLOSED || !dirty.contains(&key(r)))
+        .collect()
+}
+
+impl ClickHouseStore {
+    /// Flags the places of `rows` on days before the writer's yesterday (see the
+    /// module header); the caller writes the tallies after this returns.
+    pub(crate) async fn flag_late(&self, rows: &[(TallyKey, Tally)]) -> Result<(), StoreError> {
+        let now = now_ms();
+        let before = day_of(now) - FLAG_BEFORE_DAYS;
+        let mut seen: FastSet<(&str, u8, u8, i32, &str, &str, &str)> = FastSet::default();
+        let mut flags = Vec::new();
+        for (k, _) in rows {
+            let p = &k.place;
+            if !k.metric.is_count() || day_of_bucket(p.grain, p.bucket) >= before {
+                continue;
+            }
+            let key = (
+                p.campaign_id.as_str(),
+                p.scope as u8,
+                p.grain as u8,
+                p.bucket,
+                p.creative.as_str(),
+                p.catalog_id.as_str(),
+                p.product_code.as_str(),
+            );
+            if seen.insert(key) {
+                flags.push(LateCh {
+                    written: now,
+                    campaign_id: p.campaign_id.clone(),
+                    scope: key.1,
+                    grain: key.2,
+                    bucket: p.bucket,
+                    creative: p.creative.clone(),
+                    catalog_id: p.catalog_id.clone(),
+                    product_code: p.product_code.clone(),
+                });
+            }
+        }
+        insert_rows::<LateCh>(self.client(), "rollups_late", &flags).await
+    }
+
+    /// The latest snapshot: (first open day, dirty from), `None` before any.
+    pub(crate) async fn snapshot(&self) -> Result<Option<(i32, i64)>, StoreError> {
+        let r: LatestCh = self
+            .client()
+            .query(
+                "SELECT count() AS n, argMax(bucket, generation) AS open_day, \
+                 argMax(value, generation) AS dirty_from FROM rollups_closed WHERE scope = 255",
+            )
+            .fetch_one()
+            .await
+            .map_err(ch("read the rollups' snapshot"))?;
+        Ok((r.n > 0).then_some((r.open_day, r.dirty_from)))
+    }
+
+    /// Sums the closed days' places (and the closed places flagged since the last
+    /// snapshot) over their partitions into `rollups_closed`, then writes the
+    /// snapshot (see the module header). `margin_ms`: how long a writer may take
+    /// between a flag and its tallies, plus the writers' clock skew.
+    pub async fn compact(&self, margin_ms: i64) -> Result<Compaction, StoreError> {
+        let started = now_ms();
+        let previous = self.snapshot().await?;
+        let (old_open, since) = previous.unwrap_or((i32::MIN, i64::MIN));
+        let open = (day_of(started) - CLOSE_AFTER_DAYS).max(old_open);
+        let generation = u64::try_from(started).unwrap_or(0);
+        // Every count (not the markers nor the partitions' progress: codes 252..).
+        let sql = format!(
+            "INSERT INTO rollups_closed ({SUMMED}, metric, value, generation) \
+             SELECT {SUMMED}, metric, toInt64(sum(v)), toUInt64(?) FROM (\
+             SELECT {SUMMED}, log_partition, metric, argMax(value, stamp) AS v FROM rollups \
+             WHERE metric < 252 AND scope != {SNAPSHOT_SCOPE} AND (\
+             (grain = 0 AND bucket >= ? AND bucket < ?) \
+             OR (grain = 1 AND bucket >= ? AND bucket < ?) \
+             OR ({SUMMED}) IN (SELECT {SUMMED} FROM rollups_late WHERE written >= ? \
+             AND ((grain = 0 AND bucket < ?) OR (grain = 1 AND bucket < ?)))) \
+             GROUP BY {SUMMED}, log_partition, metric) \
+             GROUP BY {SUMMED}, metric"
+        );
+        self.client()
+            .query(&sql)
+            .bind(generation)
+            .bind(old_open)
+            .bind(open)
+            .bind(first_quarter(old_open))
+            .bind(first_quarter(open))
+            .bind(since)
+            .bind(old_open)
+            .bind(first_quarter(old_open))
+            .execute()
+            .await
+            .map_err(ch("compact the rollups"))?;
+        let snapshot = SnapshotCh {
+            campaign_id: String::new(),
+            scope: SNAPSHOT_SCOPE,
+            grain: 0,
+            bucket: open,
+            creative: String::new(),
+            catalog_id: String::new(),
+            product_code: String::new(),
+            metric: 0,
+            value: started.saturating_sub(margin_ms.max(0)),
+            generation,
+        };
+        insert_rows::<SnapshotCh>(self.client(), "rollups_closed", &[snapshot]).await?;
+        Ok(Compaction {
+            open_from: open,
+            previous: previous.map(|(w, _)| w),
+        })
+    }
+
+    /// Drops the compaction's tables and creates them empty (`retail-media rebuild`).
+    pub(crate) async fn clear_compaction(&self) -> Result<(), StoreError> {
+        for (table, ddl) in [
+            ("rollups_closed", rm_schemas::tables::ROLLUPS_CLOSED),
+            ("rollups_late", rm_schemas::tables::ROLLUPS_LATE),
+        ] {
+            self.client()
+                .query(&format!("DROP TABLE IF EXISTS {table}"))
+                .execute()
+                .await
+                .map_err(ch("drop the compaction's tables"))?;
+            self.client()
+                .query_raw(ddl)
+                .execute()
+                .await
+                .map_err(ch("create the compaction's tables"))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quarters_and_days_of_buckets() {
+        assert_eq!(day_of_bucket(Grain::Day, 20_000), 20_000);
+        assert_eq!(day_of_bucket(Grain::Quarter, 96 * 3 + 95), 3);
+        assert_eq!(day_of_bucket(Grain::Quarter, -1), -1);
+        assert_eq!(first_quarter(3), 288);
+        assert_eq!(first_quarter(i32::MIN), i32::MIN);
+        assert_eq!(first_quarter(i32::MAX), i32::MAX);
+    }
+
+    #[test]
+    fn a_read_names_its_condition_three_times_and_its_places_once() {
+        let sql = read_sql("C", "P", Grain::Quarter, (3, 77));
+        assert_eq!(sql.matches("(C)").count(), 3);
+        assert_eq!(sql.matches("(P)").count(), 1);
+        assert!(sql.contains("bucket >= 288") && sql.contains("written >= 77"));
+        assert!(read_sql("C", "P", Grain::Day, (3, 77)).contains("bucket < 3"));
+    }
+
+    fn row(part: u8, campaign: &str, value: i64) -> PartTallyCh {
+        PartTallyCh {
+            part,
+            campaign_id: campaign.into(),
+            scope: 0,
+            grain: 0,
+            bucket: 1,
+            creative: String::new(),
+            catalog_id: String::new(),
+            product_code: String::new(),
+            metric: 0,
+            value,
+        }
+    }
+
+    #[test]
+    fn a_dirty_place_is_read_from_its_partitions_only() {
+        let rows = vec![
+            row(CLOSED, "a", 5),
+            row(CLOSED, "b", 7),
+            row(DIRTY, "b", 9),
+            row(OPEN, "c", 1),
+        ];
+        let kept: Vec<(u8, String, i64)> = merge(rows)
+            .into_iter()
+            .map(|r| (r.part, r.campaign_id, r.value))
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                (CLOSED, "a".into(), 5),
+                (DIRTY, "b".into(), 9),
+                (OPEN, "c".into(), 1)
+            ]
+        );
+    }
+}
