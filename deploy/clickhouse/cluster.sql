@@ -223,3 +223,40 @@ ORDER BY (shopper, time_ms, order_id);
 
 CREATE TABLE IF NOT EXISTS retail_media.order_shoppers ON CLUSTER '{cluster}' AS retail_media.order_shoppers_local
 ENGINE = Distributed('{cluster}', retail_media, order_shoppers_local, cityHash64(shopper, time_ms, order_id));
+
+-- rollups_closed: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.rollups_closed_local ON CLUSTER '{cluster}' (
+    campaign_id String,
+    scope UInt8,
+    grain UInt8,
+    bucket Int32,
+    creative String,
+    catalog_id String,
+    product_code String,
+    metric UInt16,
+    value Int64,
+    generation UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/rollups_closed', '{replica}', generation)
+ORDER BY (scope, grain, bucket, campaign_id, creative, catalog_id, product_code, metric)
+SETTINGS index_granularity = 1024;
+
+CREATE TABLE IF NOT EXISTS retail_media.rollups_closed ON CLUSTER '{cluster}' AS retail_media.rollups_closed_local
+ENGINE = Distributed('{cluster}', retail_media, rollups_closed_local, cityHash64(scope, grain, bucket, campaign_id, creative, catalog_id, product_code, metric));
+
+-- rollups_late: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.rollups_late_local ON CLUSTER '{cluster}' (
+    written Int64,
+    campaign_id String,
+    scope UInt8,
+    grain UInt8,
+    bucket Int32,
+    creative String,
+    catalog_id String,
+    product_code String
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/retail_media/rollups_late', '{replica}')
+ORDER BY (written, campaign_id, scope, grain, bucket, creative, catalog_id, product_code);
+
+CREATE TABLE IF NOT EXISTS retail_media.rollups_late ON CLUSTER '{cluster}' AS retail_media.rollups_late_local
+ENGINE = Distributed('{cluster}', retail_media, rollups_late_local, cityHash64(written, campaign_id, scope, grain, bucket, creative, catalog_id, product_code));
