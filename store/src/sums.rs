@@ -49,22 +49,14 @@ pub async fn sales_report<S: ReportStore + ?Sized>(
             c
         }),
     };
-    let q = TallyQuery {
+    let summed = read_days(
+        store,
+        f,
         campaigns,
-        scope: Scope::Sales,
-        grain: crate::model::tallies::Grain::Day,
-        from: f.from_day.unwrap_or(i32::MIN),
-        to: f.to_day.unwrap_or(i32::MAX),
-        kinds: Vec::new(),
-        catalog_id: None,
-    };
-    let summed = store.tallies(&q).await?.ok_or_else(|| {
-        StoreError::Unavailable(
-            "the report store's earlier orders are being attributed into its rollups \
-             (the aggregator's first start on a store of an earlier version); try again shortly"
-                .into(),
-        )
-    })?;
+        Scope::Sales,
+        "orders are being attributed",
+    )
+    .await?;
     Ok(crate::model::tallies::sales::report_rows(&summed, |p| {
         let (ns, catalog) = rm_schemas::namespace::split(&p.catalog_id);
         f.catalog_id.as_deref().is_none_or(|c| c == catalog)
@@ -79,25 +71,37 @@ pub async fn cart_campaign_report<S: ReportStore + ?Sized>(
     store: &S,
     f: &ReportFilter,
 ) -> Result<Vec<CartCampaignRow>, StoreError> {
+    let lines = "cart lines are being counted";
+    let summed = read_days(store, f, campaigns(f), Scope::CartProduct, lines).await?;
+    Ok(crate::model::tallies::carts::campaign_rows(&summed, |p| {
+        f.selects_cart_catalog(&p.catalog_id) && f.allows_campaign(&p.campaign_id)
+    }))
+}
+
+/// Every tally of `scope` of `campaigns` on the filter's UTC days; unavailable (what
+/// is `being` done) before the store's backfill of them.
+async fn read_days<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    campaigns: Option<BTreeSet<String>>,
+    scope: Scope,
+    being: &str,
+) -> Result<Vec<SummedTally>, StoreError> {
     let q = TallyQuery {
-        campaigns: campaigns(f),
-        scope: Scope::CartProduct,
+        campaigns,
+        scope,
         grain: crate::model::tallies::Grain::Day,
         from: f.from_day.unwrap_or(i32::MIN),
         to: f.to_day.unwrap_or(i32::MAX),
         kinds: Vec::new(),
         catalog_id: None,
     };
-    let summed = store.tallies(&q).await?.ok_or_else(|| {
-        StoreError::Unavailable(
-            "the report store's earlier cart lines are being counted into its rollups \
-             (the aggregator's first start on a store of an earlier version); try again shortly"
-                .into(),
-        )
-    })?;
-    Ok(crate::model::tallies::carts::campaign_rows(&summed, |p| {
-        f.selects_cart_catalog(&p.catalog_id) && f.allows_campaign(&p.campaign_id)
-    }))
+    store.tallies(&q).await?.ok_or_else(|| {
+        StoreError::Unavailable(format!(
+            "the report store's earlier {being} into its rollups (the aggregator's first \
+             start on a store of an earlier version); try again shortly"
+        ))
+    })
 }
 
 /// The tallies of `scope` and `kinds` a report of `f` over `periods` reads.
