@@ -192,21 +192,20 @@ pub async fn run(
     let backend = store.backend();
     metrics::register(backend);
     let ready_store = Arc::clone(&store);
-    let store_for_compaction = Arc::clone(&store);
     let ops = Ops::until_shutdown(shutdown.clone(), move || ready_store.readiness());
     tracing::info!(addr = ?listener.local_addr().ok(), backend, topic = %config.topic, "aggregator listening");
     let server = rm_service::serve(listener, OpsHandler(ops), shutdown.clone(), serve);
+    let compactor = compact::run(
+        Arc::clone(&store),
+        Duration::from_secs(config.compact_secs),
+        Duration::from_secs(config.compact_margin_secs),
+        shutdown.clone(),
+    );
     let work = pipeline::run(
         source,
         store,
         backend,
         config.pipeline(shared),
-        shutdown.clone(),
-    );
-    let compactor = compact::run(
-        Arc::clone(&store_for_compaction),
-        Duration::from_secs(config.compact_secs),
-        Duration::from_secs(config.compact_margin_secs),
         shutdown.clone(),
     );
     let (served, worked, ()) = tokio::join!(

@@ -43,6 +43,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ch;
 use super::rows::insert_rows;
+use super::tallies::{PLACE, SUMMED};
 use super::ClickHouseStore;
 use crate::model::day_of;
 use crate::model::tallies::{Grain, Tally, TallyKey, QUARTERS_PER_DAY};
@@ -58,21 +59,6 @@ const FLAG_BEFORE_DAYS: i32 = 1;
 
 /// The `scope` of a snapshot row (no place has it).
 const SNAPSHOT_SCOPE: u8 = 255;
-
-/// The columns that name a place without its partition.
-const SUMMED: &str = "campaign_id, scope, grain, bucket, creative, catalog_id, product_code";
-/// The columns that name a place.
-const PLACE: &str =
-    "campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition";
-
-/// What a compaction did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compaction {
-    /// The first day still open.
-    pub open_from: i32,
-    /// The previous snapshot's first open day (`None`: the first compaction).
-    pub previous: Option<i32>,
-}
 
 /// A place flagged as moved on a day that may be closed.
 #[derive(Row, Serialize)]
@@ -250,8 +236,9 @@ impl ClickHouseStore {
     /// Sums the closed days' places (and the closed places flagged since the last
     /// snapshot) over their partitions into `rollups_closed`, then writes the
     /// snapshot (see the module header). `margin_ms`: how long a writer may take
-    /// between a flag and its tallies, plus the writers' clock skew.
-    pub async fn compact(&self, margin_ms: i64) -> Result<Compaction, StoreError> {
+    /// between a flag and its tallies, plus the writers' clock skew. Returns the first
+    /// day still open.
+    pub async fn compact(&self, margin_ms: i64) -> Result<i32, StoreError> {
         let started = now_ms();
         let previous = self.snapshot().await?;
         let (old_open, since) = previous.unwrap_or((i32::MIN, i64::MIN));
@@ -262,7 +249,7 @@ impl ClickHouseStore {
             "INSERT INTO rollups_closed ({SUMMED}, metric, value, generation) \
              SELECT {SUMMED}, metric, toInt64(sum(v)), toUInt64(?) FROM (\
              SELECT {SUMMED}, log_partition, metric, argMax(value, stamp) AS v FROM rollups \
-             WHERE metric < 252 AND scope != {SNAPSHOT_SCOPE} AND (\
+             WHERE metric < 252 AND (\
              (grain = 0 AND bucket >= ? AND bucket < ?) \
              OR (grain = 1 AND bucket >= ? AND bucket < ?) \
              OR ({SUMMED}) IN (SELECT {SUMMED} FROM rollups_late WHERE written >= ? \
@@ -296,10 +283,7 @@ impl ClickHouseStore {
             generation,
         };
         insert_rows::<SnapshotCh>(self.client(), "rollups_closed", &[snapshot]).await?;
-        Ok(Compaction {
-            open_from: open,
-            previous: previous.map(|(w, _)| w),
-        })
+        Ok(open)
     }
 
     /// Drops the compaction's tables and creates them empty (`retail-media rebuild`).

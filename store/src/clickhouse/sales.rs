@@ -179,7 +179,7 @@ impl ClickHouseStore {
             .await
             .map_err(ch("read orders"))?;
         if orders == 0 && !self.has_sales_marker().await? {
-            let row = (TallyKey::sales_marker(), Tally { value: 1, stamp: 0 });
+            let row = (TallyKey::sales_marker(), Tally::MARKED);
             self.insert_tallies(&[row]).await?;
         }
         Ok(())
@@ -260,7 +260,7 @@ impl ClickHouseStore {
         for chunk in states.chunks(10_000) {
             self.insert_order_rows(chunk, &[]).await?;
         }
-        let marker = (TallyKey::sales_marker(), Tally { value: 1, stamp: 0 });
+        let marker = (TallyKey::sales_marker(), Tally::MARKED);
         self.insert_tallies(&[marker]).await?;
         tracing::info!(
             orders = states.len(),

@@ -24,10 +24,11 @@ use crate::write::{FastMap, FastSet};
 use crate::StoreError;
 
 /// The columns that name a place.
-const PLACE: &str =
+pub(super) const PLACE: &str =
     "campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition";
 /// The columns of a summed place (no partition).
-const SUMMED: &str = "campaign_id, scope, grain, bucket, creative, catalog_id, product_code";
+pub(super) const SUMMED: &str =
+    "campaign_id, scope, grain, bucket, creative, catalog_id, product_code";
 
 impl ClickHouseStore {
     /// Every stored tally of `places` (absent places left out).
@@ -103,8 +104,7 @@ impl ClickHouseStore {
             .map_err(ch("read facts"))?;
         let carts = TallyKey::carts_marker();
         if lines == [0] && !self.has(&carts).await? {
-            self.insert_tallies(&[(carts, Tally { value: 1, stamp: 0 })])
-                .await?;
+            self.insert_tallies(&[(carts, Tally::MARKED)]).await?;
         }
         self.mark_sales_if_new().await
     }
@@ -348,11 +348,9 @@ impl ClickHouseStore {
             return Ok(false);
         }
         let lines = self.cart_rows(super::query::Conds::default()).await?;
-        let (marks, counts): (Vec<_>, Vec<_>) = tallies::carts::backfill_rows(&lines)
-            .into_iter()
-            .partition(|(k, _)| *k == marker);
+        let counts = tallies::carts::backfill_rows(&lines);
         self.insert_tallies(&counts).await?;
-        self.insert_tallies(&marks).await?;
+        self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
         tracing::info!(
             tallies = counts.len(),
             "counted the store's earlier cart lines into their products' tallies"

@@ -411,6 +411,6 @@ impl WriteStore for ClickHouseStore {
         // Not bounded by the operation timeout: the first one sums every closed day.
         let r = self.compact(margin_ms).await;
         self.inner.note(&r);
-        r.map(|c| Some(c.open_from))
+        r.map(Some)
     }
 }

@@ -254,7 +254,7 @@ pub(super) fn backfill(db: &Database, w: &Windows) -> Result<Option<usize>, Stor
                 .map_err(err)?;
         }
         let mut r = tx.open_table(super::tallies::ROLLUPS).map_err(err)?;
-        let marker_row = (TallyKey::sales_marker(), Tally { value: 1, stamp: 0 });
+        let marker_row = (TallyKey::sales_marker(), Tally::MARKED);
         let rows = counts
             .into_iter()
             .map(|(k, value)| (k, Tally { value, stamp: 0 }))
@@ -282,7 +282,7 @@ pub(super) fn mark_if_new(w: &WriteTransaction) -> Result<(), StoreError> {
     let mut t = w.open_table(super::tallies::ROLLUPS).map_err(err)?;
     let k = super::tallies::tally_key(&TallyKey::sales_marker());
     if t.get(k.as_slice()).map_err(err)?.is_none() {
-        t.insert(k.as_slice(), val(&Tally { value: 1, stamp: 0 }).as_slice())
+        t.insert(k.as_slice(), val(&Tally::MARKED).as_slice())
             .map_err(err)?;
     }
     Ok(())

@@ -257,8 +257,8 @@ pub(super) fn backfill(
     Ok(Some(n))
 }
 
-/// Writes the cart products' backfill (`rows`, its marker among them) once: `None`
-/// when the marker was there.
+/// Writes the cart products' backfill (`rows`, then its marker) once, in one
+/// transaction: `None` when the marker was there.
 pub(super) fn backfill_carts(
     db: &Database,
     rows: Vec<(TallyKey, Tally)>,
@@ -270,7 +270,10 @@ pub(super) fn backfill_carts(
         if has(&t, &TallyKey::carts_marker())? {
             return Ok(None);
         }
-        for (k, v) in rows {
+        for (k, v) in rows
+            .into_iter()
+            .chain([(TallyKey::carts_marker(), Tally::MARKED)])
+        {
             t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
                 .map_err(err)?;
         }
@@ -309,9 +312,11 @@ pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> 
     let mut t = w.open_table(ROLLUPS).map_err(err)?;
     for marker in [TallyKey::marker(), TallyKey::carts_marker()] {
         if !has(&t, &marker)? {
-            let v = Tally { value: 1, stamp: 0 };
-            t.insert(tally_key(&marker).as_slice(), val(&v).as_slice())
-                .map_err(err)?;
+            t.insert(
+                tally_key(&marker).as_slice(),
+                val(&Tally::MARKED).as_slice(),
+            )
+            .map_err(err)?;
         }
     }
     Ok(())

@@ -452,6 +452,9 @@ impl Tally {
         stamp: -1,
     };
 
+    /// A marker's tally (a backfill done: [`TallyKey::marker`] and its kin).
+    pub const MARKED: Self = Self { value: 1, stamp: 0 };
+
     /// Adds `delta` for the record at `offset`, unless a record at or after it was
     /// applied already (a replay); true when it moved.
     pub fn add(&mut self, offset: i64, delta: i64) -> bool {
@@ -661,7 +664,7 @@ pub fn billable_clicks(summed: &[SummedTally]) -> Vec<DayTally> {
 
 /// The backfill's marker row (written last, once the counts are).
 pub fn marker_row() -> (TallyKey, Tally) {
-    (TallyKey::marker(), Tally { value: 1, stamp: 0 })
+    (TallyKey::marker(), Tally::MARKED)
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use crate::read::{cart_campaign_rows, cart_state_rows};
 use crate::{ReportFilter, StoreError};
 
 /// The event rows of every cart of the filter's catalog.
-fn rows(db: &Database, f: &ReportFilter) -> Result<Vec<CartEventRow>, StoreError> {
+pub(super) fn rows(db: &Database, f: &ReportFilter) -> Result<Vec<CartEventRow>, StoreError> {
     let carts: Vec<Vec<CartEventRow>> = scan(db, CARTS.rows)?;
     Ok(carts
         .into_iter()
@@ -21,11 +21,6 @@ fn rows(db: &Database, f: &ReportFilter) -> Result<Vec<CartEventRow>, StoreError
         })
         .flatten()
         .collect())
-}
-
-/// The event rows of every cart.
-pub(super) fn all_rows(db: &Database) -> Result<Vec<CartEventRow>, StoreError> {
-    rows(db, &ReportFilter::default())
 }
 
 /// Cart states.

@@ -69,7 +69,7 @@ pub(super) fn cart_adds(
 pub(super) fn cart_rows(
     db: &Database,
 ) -> Result<Vec<crate::model::carts::CartEventRow>, StoreError> {
-    carts::all_rows(db)
+    carts::rows(db, &crate::ReportFilter::default())
 }
 
 /// Every view's row (the backfill of tallies).

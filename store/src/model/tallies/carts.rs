@@ -239,7 +239,8 @@ pub fn campaign_rows(
 }
 
 /// The product-place counts of stored lines (each line's newest rows), under the
-/// backfill's partition: what a store written before them needs.
+/// backfill's partition: what a store written before them needs (its writer adds
+/// the marker, [`TallyKey::carts_marker`], after them).
 pub fn backfill_rows(rows: &[CartEventRow]) -> Vec<(TallyKey, Tally)> {
     let mut lines: BTreeMap<&CartKey, (u32, Vec<CartFact>)> = BTreeMap::new();
     for r in rows {
@@ -264,7 +265,6 @@ pub fn backfill_rows(rows: &[CartEventRow]) -> Vec<(TallyKey, Tally)> {
         .into_iter()
         .filter(|(_, v)| *v != 0)
         .map(|(k, value)| (k, Tally { value, stamp: 0 }))
-        .chain([(TallyKey::carts_marker(), Tally { value: 1, stamp: 0 })])
         .collect()
 }
 
