@@ -1514,6 +1514,25 @@ async fn unflagged_writes_to_closed_days_are_not_read(
     // The next compaction sums it into the closed day.
     store.compact_tallies(0).await.expect("compact");
     assert_eq!(spend().await, after);
+    // Flags of days long before the snapshots are dropped by the next compaction.
+    client
+        .query(
+            "INSERT INTO rollups_late (written, campaign_id, scope, grain, bucket, creative, \
+             catalog_id, product_code) VALUES (86400000, ?, 0, 0, ?, '', '', '')",
+        )
+        .bind(day.campaign_id.as_str())
+        .bind(day.day)
+        .execute()
+        .await
+        .expect("an old flag");
+    store.compact_tallies(0).await.expect("compact");
+    let old: u64 = client
+        .query("SELECT count() FROM rollups_late WHERE written < 1000000000")
+        .fetch_one()
+        .await
+        .expect("count");
+    assert_eq!(old, 0, "old flags are dropped");
+    assert_eq!(spend().await, after);
 }
 
 async fn drop_table(config: &ClickHouseConfig, table: &str) {

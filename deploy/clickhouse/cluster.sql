@@ -256,6 +256,7 @@ CREATE TABLE IF NOT EXISTS retail_media.rollups_late_local ON CLUSTER '{cluster}
     product_code String
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/retail_media/rollups_late', '{replica}')
+PARTITION BY intDiv(written, 86400000)
 ORDER BY (written, campaign_id, scope, grain, bucket, creative, catalog_id, product_code);
 
 CREATE TABLE IF NOT EXISTS retail_media.rollups_late ON CLUSTER '{cluster}' AS retail_media.rollups_late_local

@@ -295,7 +295,8 @@ SETTINGS index_granularity = 1024";
 
 /// A flag per place of a day that may be closed, written (at `written`, ms, the
 /// writer's clock) before the tallies that move it: a closed place flagged after its
-/// compaction is read from [`ROLLUPS`] until the next one sums it again.
+/// compaction is read from [`ROLLUPS`] until the next one sums it again. Partitioned
+/// by the day written: a compaction drops the days no read or compaction needs.
 pub const ROLLUPS_LATE: &str = "CREATE TABLE IF NOT EXISTS rollups_late (
     written Int64,
     campaign_id String,
@@ -306,6 +307,7 @@ pub const ROLLUPS_LATE: &str = "CREATE TABLE IF NOT EXISTS rollups_late (
     catalog_id String,
     product_code String
 ) ENGINE = MergeTree()
+PARTITION BY intDiv(written, 86400000)
 ORDER BY (written, campaign_id, scope, grain, bucket, creative, catalog_id, product_code)";
 
 /// Every statement, in the order to apply them.

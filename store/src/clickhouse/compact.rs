@@ -283,7 +283,43 @@ impl ClickHouseStore {
             generation,
         };
         insert_rows::<SnapshotCh>(self.client(), "rollups_closed", &[snapshot]).await?;
+        if previous.is_some() {
+            self.drop_flags_before(day_of(since) - 1).await;
+        }
         Ok(open)
+    }
+
+    /// Drops the flags written before `day` (UTC): older than the day before the
+    /// previous snapshot's time, no compaction or read needs them (a read uses the
+    /// snapshot it has just read). Best effort: a failure (a cluster's Distributed
+    /// table takes no `DROP PARTITION`: drop them from `rollups_late_local` by hand)
+    /// is logged, and the flags only cost space.
+    async fn drop_flags_before(&self, day: i32) {
+        let parts: Result<Vec<String>, _> = self
+            .client()
+            .query(
+                "SELECT DISTINCT partition FROM system.parts \
+                 WHERE database = currentDatabase() AND table = 'rollups_late' AND active",
+            )
+            .fetch_all()
+            .await;
+        let old: Vec<i64> = match parts {
+            Ok(parts) => parts
+                .iter()
+                .filter_map(|p| p.parse::<i64>().ok())
+                .filter(|d| *d < i64::from(day))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the late flags' days");
+                return;
+            }
+        };
+        for d in old {
+            let drop = format!("ALTER TABLE rollups_late DROP PARTITION {d}");
+            if let Err(e) = self.client().query(&drop).execute().await {
+                tracing::warn!(error = %e, day = d, "could not drop a day of late flags");
+            }
+        }
     }
 
     /// Drops the compaction's tables and creates them empty (`retail-media rebuild`).
