@@ -1204,6 +1204,90 @@ async fn clickhouse_served_states_are_forgotten() {
     drop_database(&url, &config.database).await;
 }
 
+/// The `rollups` table as the previous version created it: sorted by campaign first.
+const PREVIOUS_ROLLUPS: &str = "CREATE TABLE IF NOT EXISTS rollups (
+    campaign_id String, scope UInt8, grain UInt8, bucket Int32, creative String,
+    catalog_id String, product_code String, log_partition Int32, metric UInt16,
+    value Int64, stamp UInt64
+) ENGINE = ReplacingMergeTree(stamp)
+ORDER BY (campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric)";
+
+/// A `rollups` table of the previous version, written to as that version wrote, is
+/// re-sorted at the aggregator's start with every tally kept (the same transcript as
+/// the embedded store's for the stream); a table an interrupted conversion left is
+/// copied back and dropped without changing a count.
+async fn rollups_of_the_previous_order_are_re_sorted(url: &str) {
+    let config = fresh_database(url, "resort");
+    let server = clickhouse::Client::default()
+        .with_url(url.to_owned())
+        .with_validation(false);
+    server
+        .query("CREATE DATABASE IF NOT EXISTS ?")
+        .bind(clickhouse::sql::Identifier(&config.database))
+        .execute()
+        .await
+        .expect("create database");
+    let client = server.with_database(config.database.clone());
+    client
+        .query_raw(PREVIOUS_ROLLUPS)
+        .execute()
+        .await
+        .expect("the previous table");
+    let sorting_key = || async {
+        client
+            .query(
+                "SELECT sorting_key FROM system.tables \
+                 WHERE database = currentDatabase() AND name = 'rollups'",
+            )
+            .fetch_one::<String>()
+            .await
+            .expect("sorting key")
+    };
+    assert!(sorting_key().await.starts_with("campaign_id"));
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    let converted = rollups::counted_across_a_resort(&store, 1).await;
+    assert!(
+        sorting_key()
+            .await
+            .replace(' ', "")
+            .starts_with("scope,grain,bucket"),
+        "{}",
+        sorting_key().await
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let embedded = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    let want = rollups::counted_as_the_reports_count(&embedded, 1, true).await;
+    assert_eq!(converted, want, "the re-sorted rollups count as before");
+    // A conversion stopped after its rename: the earlier table, renamed away, still
+    // holds (copies of) the rows.
+    client
+        .query_raw(&PREVIOUS_ROLLUPS.replacen("rollups (", "rollups_presort (", 1))
+        .execute()
+        .await
+        .expect("a leftover table");
+    client
+        .query_raw("INSERT INTO rollups_presort SELECT * FROM rollups")
+        .execute()
+        .await
+        .expect("its rows");
+    store.backfill_tallies().await.expect("backfill");
+    let left: u64 = client
+        .query(
+            "SELECT count() FROM system.tables WHERE database = currentDatabase() \
+             AND name IN ('rollups_presort', 'rollups_sorted')",
+        )
+        .fetch_one()
+        .await
+        .expect("tables");
+    assert_eq!(left, 0, "the leftover is dropped");
+    assert_eq!(
+        rollups::transcript(&store, 1, false).await,
+        want,
+        "copies of tallies change no count"
+    );
+    drop_database(url, &config.database).await;
+}
+
 /// ClickHouse 18.16 (Debian's `clickhouse-server`).
 #[tokio::test]
 async fn clickhouse() {
@@ -1337,6 +1421,7 @@ async fn same_reports_as_embedded(url: String) {
             unflagged_writes_to_closed_days_are_not_read(&fresh, &store).await;
             drop_database(&url, &fresh.database).await;
         }
+        rollups_of_the_previous_order_are_re_sorted(&url).await;
         let raced = fresh_database(&url, "backfills");
         let store2 = ClickHouseStore::connect(&raced).await.expect("connect");
         tallies::the_first_of_two_backfills_wins(&store2).await;

@@ -195,10 +195,11 @@ CREATE TABLE IF NOT EXISTS retail_media.rollups_local ON CLUSTER '{cluster}' (
     stamp UInt64
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/rollups', '{replica}', stamp)
-ORDER BY (campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric);
+ORDER BY (scope, grain, bucket, campaign_id, creative, catalog_id, product_code, log_partition, metric)
+SETTINGS index_granularity = 1024;
 
 CREATE TABLE IF NOT EXISTS retail_media.rollups ON CLUSTER '{cluster}' AS retail_media.rollups_local
-ENGINE = Distributed('{cluster}', retail_media, rollups_local, cityHash64(campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric));
+ENGINE = Distributed('{cluster}', retail_media, rollups_local, cityHash64(scope, grain, bucket, campaign_id, creative, catalog_id, product_code, log_partition, metric));
 
 -- order_credits: replicated on every shard, distributed over the cluster.
 CREATE TABLE IF NOT EXISTS retail_media.order_credits_local ON CLUSTER '{cluster}' (

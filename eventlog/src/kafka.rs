@@ -6,7 +6,8 @@
 //! [`LogError::Unavailable`] (retry later; the producer itself retries within
 //! `message.timeout.ms`); an oversized record or unknown topic is
 //! [`LogError::Refused`]. Readiness comes from a background metadata probe of the
-//! configured topics, so `/readyz` turns 503 while the brokers are away and back to
+//! configured topics (every partition must have a leader; not ready until the first
+//! probe passes), so `/readyz` turns 503 while the brokers are away and back to
 //! 200 when they return. Topics are created at start (many production clusters, and
 //! the local test cluster, do not auto-create them) with the configured replication
 //! factor (3 by default) capped by the brokers the metadata shows, with
@@ -228,8 +229,10 @@ impl KafkaLog {
             .create()
             .map_err(|e| LogError::Refused(format!("producer configuration: {e}")))?;
         let health = Arc::new(Health {
-            ready: AtomicBool::new(true),
-            last_error: Mutex::new(String::new()),
+            // Not ready until the first probe has seen a leader for every partition:
+            // a topic created a moment ago takes writes only once they are elected.
+            ready: AtomicBool::new(false),
+            last_error: Mutex::new("not probed yet".to_owned()),
         });
         let log = Self { producer, health };
         log.spawn_probe(topics.to_vec());
@@ -240,8 +243,11 @@ impl KafkaLog {
         let producer = self.producer.clone();
         let health = Arc::downgrade(&self.health);
         tokio::spawn(async move {
+            let mut first = true;
             loop {
-                tokio::time::sleep(PROBE_INTERVAL).await;
+                if !std::mem::take(&mut first) {
+                    tokio::time::sleep(PROBE_INTERVAL).await;
+                }
                 let Some(h) = health.upgrade() else { break };
                 let p = producer.clone();
                 let ts = topics.clone();
@@ -251,13 +257,22 @@ impl KafkaLog {
                             .client()
                             .fetch_metadata(Some(t), Duration::from_secs(2))
                             .map_err(|e| e.to_string())?;
-                        let ok = md.topics().iter().any(|mt| {
-                            mt.name() == t.as_str()
-                                && mt.error().is_none()
-                                && !mt.partitions().is_empty()
-                        });
-                        if !ok {
+                        let Some(mt) = md
+                            .topics()
+                            .iter()
+                            .find(|mt| mt.name() == t.as_str() && mt.error().is_none())
+                        else {
                             return Err(format!("topic {t} has no metadata"));
+                        };
+                        if mt.partitions().is_empty() {
+                            return Err(format!("topic {t} has no partitions"));
+                        }
+                        if let Some(p) = mt
+                            .partitions()
+                            .iter()
+                            .find(|p| p.leader() < 0 || p.error().is_some())
+                        {
+                            return Err(format!("topic {t} partition {} has no leader", p.id()));
                         }
                     }
                     Ok(())
@@ -267,7 +282,7 @@ impl KafkaLog {
                 match probe {
                     Ok(()) => {
                         if !h.ready.swap(true, Ordering::Relaxed) {
-                            tracing::info!("kafka reachable again");
+                            tracing::info!("kafka reachable: every partition has a leader");
                         }
                     }
                     Err(e) => {

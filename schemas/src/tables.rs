@@ -254,8 +254,10 @@ ORDER BY (shopper, time_ms, order_id)";
 /// moved it. The highest stamp of a key is its value (`argMax(value, stamp)`); a
 /// replayed write inserts a row equal to one already there. Readers sum those over
 /// partitions: a report reads its rows' buckets, whatever the volume behind them. The
-/// sorting key starts with (campaign, scope, grain, bucket), so a report's range is
-/// one slice of the index per campaign.
+/// sorting key starts with (scope, grain, bucket), in small granules, so a report's
+/// range is one slice of the index whatever the table's history holds (a table of an
+/// earlier version, sorted by campaign first, is re-sorted at the aggregator's start:
+/// `rm_store`'s `clickhouse/resort.rs`).
 pub const ROLLUPS: &str = "CREATE TABLE IF NOT EXISTS rollups (
     campaign_id String,
     scope UInt8,
@@ -269,7 +271,8 @@ pub const ROLLUPS: &str = "CREATE TABLE IF NOT EXISTS rollups (
     value Int64,
     stamp UInt64
 ) ENGINE = ReplacingMergeTree(stamp)
-ORDER BY (campaign_id, scope, grain, bucket, creative, catalog_id, product_code, log_partition, metric)";
+ORDER BY (scope, grain, bucket, campaign_id, creative, catalog_id, product_code, log_partition, metric)
+SETTINGS index_granularity = 1024";
 
 /// The rollups of closed days summed over the log partitions
 /// (`rm_store`'s compaction): one row per place (no partition) and metric, the

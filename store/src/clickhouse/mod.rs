@@ -53,6 +53,7 @@ mod compact;
 mod error;
 mod query;
 mod reports;
+mod resort;
 mod rows;
 mod sales;
 mod schema;

@@ -291,6 +291,9 @@ impl ClickHouseStore {
     /// first, the marker after them, so a crash in between writes the same counts
     /// again at the next start.
     pub(crate) async fn backfill(&self, window: ClickWindow) -> Result<bool, StoreError> {
+        // An earlier version's table sorted as reads want it, before anything is
+        // written to it.
+        super::resort::sort_rollups(self.client()).await?;
         let carts = self.backfill_carts().await?;
         if self.has_marker().await? {
             return Ok(carts);
