@@ -99,6 +99,7 @@ async fn billable_impressions(store: &EmbeddedStore) -> i64 {
         to: i32::MAX,
         kinds: vec![Kind::ProductImpression],
         catalog_id: None,
+        page: None,
     };
     store
         .tallies(&q)

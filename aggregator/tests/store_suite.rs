@@ -42,6 +42,8 @@ mod ads;
 mod migration;
 #[path = "store_suite/offers.rs"]
 mod offers;
+#[path = "store_suite/pages.rs"]
+mod pages;
 #[path = "store_suite/rollups.rs"]
 mod rollups;
 #[path = "store_suite/sales.rs"]

@@ -177,8 +177,26 @@ impl SalesRow {
 const CSV_CHUNK_BYTES: usize = 64 * 1024;
 const CSV_CHUNKS_WAITING: usize = 4;
 
-fn render<T: Serialize + Send + 'static>(rows: Vec<T>, q: &ReportQuery) -> Response {
-    let (rows, next) = q.page.apply(rows);
+/// Renders a page by offset of a report's rows.
+fn render<T: Serialize + Send + 'static>(
+    rows: Vec<T>,
+    q: &ReportQuery,
+) -> Result<Response, ApiError> {
+    let (rows, next) = q.page.apply(rows)?;
+    Ok(render_rows(rows, next, q))
+}
+
+/// Renders a page by key of a report.
+fn render_page<T: Serialize + Send + 'static>(page: sums::Page<T>, q: &ReportQuery) -> Response {
+    let next = page.next.as_ref().map(|c| q.page.token_at(c));
+    render_rows(page.rows, next, q)
+}
+
+fn render_rows<T: Serialize + Send + 'static>(
+    rows: Vec<T>,
+    next: Option<String>,
+    q: &ReportQuery,
+) -> Response {
     match q.format {
         Format::Json => {
             let mut v = serde_json::json!({ "rows": rows });
@@ -277,14 +295,29 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
             }
         }
     }
-    Ok(match kind {
+    // The rollups' reports page by key; a drill-down (its range bounded) and the
+    // others by offset.
+    let by_key = f.ad_id.is_none();
+    match kind {
+        ReportKind::Ads if by_key => Ok(render_page(
+            sums::ad_page(store, &f, &q.periods, q.page.at()?).await?,
+            &q,
+        )),
+        ReportKind::VideoFunnel if by_key => Ok(render_page(
+            sums::funnel_page(store, &f, &q.periods, q.page.at()?).await?,
+            &q,
+        )),
+        ReportKind::Products if by_key => Ok(render_page(
+            sums::product_page(store, &f, &q.periods, q.page.at()?).await?,
+            &q,
+        )),
         ReportKind::Ads => render(sums::ad_report(store, &f, &q.periods).await?, &q),
+        ReportKind::VideoFunnel => render(sums::funnel_report(store, &f, &q.periods).await?, &q),
+        ReportKind::Products => render(sums::product_report(store, &f, &q.periods).await?, &q),
         ReportKind::Campaigns => render(
             sums::campaign_summary(store, &f, &q.periods, |c| costs.max_bid(c)).await?,
             &q,
         ),
-        ReportKind::VideoFunnel => render(sums::funnel_report(store, &f, &q.periods).await?, &q),
-        ReportKind::Products => render(sums::product_report(store, &f, &q.periods).await?, &q),
         ReportKind::Carts => render(store.carts(&f).await?, &q),
         ReportKind::Sales => {
             let rows: Vec<SalesRow> = (sums::sales_report(store, &f, windows).await?)
@@ -294,7 +327,7 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
             render(rows, &q)
         }
         ReportKind::CartCampaigns => render(sums::cart_campaign_report(store, &f).await?, &q),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,11 @@
 //! stored facts (the caller bounds its range). Before a store's earlier facts are
 //! counted (the aggregator's first start on a store of an earlier version) these
 //! reports are unavailable (a 503 to retry), never answered from half the counts.
+//!
+//! The products, ads and video funnel reports are read whole or a page at a time
+//! ([`PageAt`]): a page reads the tallies of its places only
+//! ([`crate::model::tallies::page`]) and says where the next starts ([`Page`]).
+//! A report that reads two scopes reads them at once.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -14,6 +19,7 @@ use crate::model::carts::CartCampaignRow;
 use crate::model::funnel::FunnelReportRow;
 use crate::model::periods::Periods;
 use crate::model::rollup::{self, AdRow, ProductRow};
+use crate::model::tallies::page::{self, PageCursor, PageRead, PlaceKey, PlacePage};
 use crate::model::tallies::{Kind, Scope, SummedTally, TallyQuery};
 use crate::{ReportFilter, ReportStore, StoreError};
 
@@ -95,6 +101,7 @@ async fn read_days<S: ReportStore + ?Sized>(
         to: f.to_day.unwrap_or(i32::MAX),
         kinds: Vec::new(),
         catalog_id: None,
+        page: None,
     };
     store.tallies(&q).await?.ok_or_else(|| {
         StoreError::Unavailable(format!(
@@ -104,16 +111,17 @@ async fn read_days<S: ReportStore + ?Sized>(
     })
 }
 
-/// The tallies of `scope` and `kinds` a report of `f` over `periods` reads.
-async fn read<S: ReportStore + ?Sized>(
-    store: &S,
+/// The query of the tallies of `scope` and `kinds` a report of `f` over `periods`
+/// reads (of the places of `page` only, when given).
+fn query_of(
     f: &ReportFilter,
     periods: &Periods,
     scope: Scope,
     kinds: &[Kind],
-) -> Result<Vec<SummedTally>, StoreError> {
+    page: Option<&PlacePage>,
+) -> TallyQuery {
     let (grain, from, to) = periods.plan();
-    let q = TallyQuery {
+    TallyQuery {
         campaigns: campaigns(f),
         scope,
         grain,
@@ -121,14 +129,99 @@ async fn read<S: ReportStore + ?Sized>(
         to,
         kinds: kinds.to_vec(),
         catalog_id: f.catalog_id.clone().filter(|_| scope == Scope::Product),
-    };
-    store.tallies(&q).await?.ok_or_else(|| {
+        page: page.cloned(),
+    }
+}
+
+/// The tallies `q` reads; unavailable before the store's backfill of them.
+async fn fetch<S: ReportStore + ?Sized>(
+    store: &S,
+    q: &TallyQuery,
+) -> Result<Vec<SummedTally>, StoreError> {
+    store.tallies(q).await?.ok_or_else(|| {
         StoreError::Unavailable(
             "the report store's earlier events are being counted into its rollups \
              (the aggregator's first start on a store of an earlier version); try again shortly"
                 .into(),
         )
     })
+}
+
+/// The tallies of `scope` and `kinds` a report of `f` over `periods` reads (of the
+/// places of `page` only, when given).
+async fn read<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    periods: &Periods,
+    scope: Scope,
+    kinds: &[Kind],
+    page: Option<&PlacePage>,
+) -> Result<Vec<SummedTally>, StoreError> {
+    fetch(store, &query_of(f, periods, scope, kinds, page)).await
+}
+
+/// A page of a report read by key ([`crate::model::tallies::page`]): its rows and
+/// where the next page starts (`None` on the last).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<R> {
+    /// At most the page size's rows.
+    pub rows: Vec<R>,
+    /// The next page's start.
+    pub next: Option<PageCursor>,
+}
+
+/// Which page: `None` is the whole report.
+#[derive(Debug, Clone, Copy)]
+pub struct PageAt<'a> {
+    /// Where the page starts.
+    pub cursor: &'a PageCursor,
+    /// Most rows (at least 1).
+    pub size: usize,
+}
+
+impl PageAt<'_> {
+    /// The places to read: one more than rows, so a page whose places have no row
+    /// still moves on.
+    fn places(&self) -> PlacePage {
+        PlacePage {
+            from: self.cursor.place.clone(),
+            places: self.size.max(1) + 1,
+        }
+    }
+
+    /// The page of `rows` (made from `summed`, read for [`Self::places`]).
+    fn cut<R>(
+        &self,
+        rows: Vec<R>,
+        key: impl Fn(&R) -> PlaceKey,
+        summed: &[SummedTally],
+    ) -> Page<R> {
+        let read = PageRead::of(summed, &self.places());
+        let (rows, next) = page::cut(rows, key, self.cursor, self.size.max(1), &read);
+        Page { rows, next }
+    }
+}
+
+fn key(campaign: &str, creative: &str, catalog: &str, product: &str) -> PlaceKey {
+    PlaceKey {
+        campaign_id: campaign.to_owned(),
+        creative: creative.to_owned(),
+        catalog_id: catalog.to_owned(),
+        product_code: product.to_owned(),
+    }
+}
+
+/// The whole report (`None`) or one page of it.
+fn paged<R>(
+    at: Option<PageAt<'_>>,
+    rows: Vec<R>,
+    key: impl Fn(&R) -> PlaceKey,
+    summed: &[SummedTally],
+) -> Page<R> {
+    match at {
+        None => Page { rows, next: None },
+        Some(at) => at.cut(rows, key, summed),
+    }
 }
 
 /// The products report: rows per campaign, creative, catalog, product and period; or,
@@ -142,9 +235,33 @@ pub async fn product_report<S: ReportStore + ?Sized>(
         let rows = store.products(f).await?;
         return Ok(rows.into_iter().map(ProductRow::served).collect());
     }
+    Ok(product_page(store, f, periods, None).await?.rows)
+}
+
+/// The products report from the rollups, whole (`at`: `None`) or a page of it.
+pub async fn product_page<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    periods: &Periods,
+    at: Option<PageAt<'_>>,
+) -> Result<Page<ProductRow>, StoreError> {
     let kinds = [Kind::ProductImpression, Kind::ProductClick];
-    let summed = read(store, f, periods, Scope::Product, &kinds).await?;
-    Ok(rollup::product_rows(&summed, periods))
+    let places = at.map(|a| a.places());
+    let summed = read(store, f, periods, Scope::Product, &kinds, places.as_ref()).await?;
+    let rows = rollup::product_rows(&summed, periods);
+    Ok(paged(
+        at,
+        rows,
+        |r| {
+            key(
+                &r.campaign_id,
+                &r.creative_id,
+                &r.catalog_id,
+                &r.product_code,
+            )
+        },
+        &summed,
+    ))
 }
 
 /// The ads report: rows per campaign, creative and period; or, with the filter's
@@ -158,9 +275,26 @@ pub async fn ad_report<S: ReportStore + ?Sized>(
         let rows = store.ads(f).await?;
         return Ok(rows.into_iter().map(AdRow::served).collect());
     }
+    Ok(ad_page(store, f, periods, None).await?.rows)
+}
+
+/// The ads report from the rollups, whole (`at`: `None`) or a page of it.
+pub async fn ad_page<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    periods: &Periods,
+    at: Option<PageAt<'_>>,
+) -> Result<Page<AdRow>, StoreError> {
     let kinds = [Kind::AdImpression, Kind::AdClick];
-    let summed = read(store, f, periods, Scope::Creative, &kinds).await?;
-    Ok(rollup::ad_rows(&summed, periods))
+    let places = at.map(|a| a.places());
+    let summed = read(store, f, periods, Scope::Creative, &kinds, places.as_ref()).await?;
+    let rows = rollup::ad_rows(&summed, periods);
+    Ok(paged(
+        at,
+        rows,
+        |r| key(&r.campaign_id, &r.creative_id, "", ""),
+        &summed,
+    ))
 }
 
 /// The video funnel: rows per campaign, creative (the video id) and period (UTC days,
@@ -175,18 +309,50 @@ pub async fn funnel_report<S: ReportStore + ?Sized>(
     if f.ad_id.is_some() {
         return store.funnel(f).await;
     }
-    let views = read(store, f, periods, Scope::Video, &[]).await?;
-    let mut rows = rollup::funnel_rows(&views, periods);
-    let ads = read(store, f, periods, Scope::Creative, &[Kind::AdImpression]).await?;
+    Ok(funnel_page(store, f, periods, None).await?.rows)
+}
+
+/// The video funnel from the rollups, whole (`at`: `None`) or a page of it (its
+/// impressions read for the page's campaigns only).
+pub async fn funnel_page<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    periods: &Periods,
+    at: Option<PageAt<'_>>,
+) -> Result<Page<FunnelReportRow>, StoreError> {
+    let places = at.map(|a| a.places());
+    let views_query = query_of(f, periods, Scope::Video, &[], places.as_ref());
+    let mut ads_query = query_of(f, periods, Scope::Creative, &[Kind::AdImpression], None);
+    let (mut page, ads) = match at {
+        // The whole report: both reads at once.
+        None => {
+            let (views, ads) = futures_util::future::try_join(
+                fetch(store, &views_query),
+                fetch(store, &ads_query),
+            )
+            .await?;
+            let rows = rollup::funnel_rows(&views, periods);
+            (Page { rows, next: None }, ads)
+        }
+        // A page: the impressions of its campaigns only (each one the filter allows:
+        // its rows are).
+        Some(at) => {
+            let views = fetch(store, &views_query).await?;
+            let rows = rollup::funnel_rows(&views, periods);
+            let page = at.cut(rows, |r| key(&r.campaign_id, &r.video_id, "", ""), &views);
+            ads_query.campaigns = Some(page.rows.iter().map(|r| r.campaign_id.clone()).collect());
+            (page, fetch(store, &ads_query).await?)
+        }
+    };
     let impressions: HashMap<(String, String, String), u64> = rollup::ad_rows(&ads, periods)
         .into_iter()
         .map(|r| ((r.campaign_id, r.creative_id, r.day), r.impressions))
         .collect();
-    for r in &mut rows {
+    for r in &mut page.rows {
         let k = (r.campaign_id.clone(), r.video_id.clone(), r.day.clone());
         r.impressions = impressions.get(&k).copied().unwrap_or(0);
     }
-    Ok(rows)
+    Ok(page)
 }
 
 /// The campaign summary per campaign and period (UTC: its sales are kept per UTC
@@ -199,7 +365,12 @@ pub async fn campaign_summary<S: ReportStore + ?Sized>(
     max_bid: impl Fn(&str) -> Option<rm_schemas::money::Money>,
 ) -> Result<Vec<CampaignReportRow>, StoreError> {
     let f = f.campaign_wide();
-    let summed = read(store, &f, periods, Scope::Campaign, &[]).await?;
+    // Both reads at once (each a round trip to a server).
+    let (summed, sales) = futures_util::future::try_join(
+        read(store, &f, periods, Scope::Campaign, &[], None),
+        read(store, &f, periods, Scope::CampaignSales, &[], None),
+    )
+    .await?;
     let (ads, products) = rollup::campaign_parts(&summed, periods);
     // A UTC day's label in its period.
     let relabel = |day: &mut String| {
@@ -210,7 +381,6 @@ pub async fn campaign_summary<S: ReportStore + ?Sized>(
             }
         }
     };
-    let sales = read(store, &f, periods, Scope::CampaignSales, &[]).await?;
     let mut parts = CampaignParts {
         ads,
         products,

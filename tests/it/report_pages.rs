@@ -1,6 +1,7 @@
 //! Bounded report answers against the real binary on its embedded backends: 2,500
 //! product rows read in pages of 1,000 (the default) and of 700, every row once and
-//! in the order of the whole CSV download (streamed, chunked); a range longer than
+//! in the order of the whole CSV download (streamed, chunked); a row counted between
+//! two pages does not shift the next (pages by key); a range longer than
 //! 400 days, a bad `pageSize` and a token of another query are 400s naming the
 //! parameter.
 
@@ -110,6 +111,47 @@ fn reports_page_through_every_row_once_and_bound_their_range() {
         assert_eq!(codes, want, "pages of {size:?}: every row once, in order");
         assert_eq!(pages, ROWS.div_ceil(size.unwrap_or(1000)));
     }
+    // Pages by key: a row counted between two pages does not shift the next one
+    // (an offset would repeat the first page's last row).
+    let first = report(svc.api, &token, &format!("{base}&pageSize=700")).json();
+    let next = first["nextPageToken"].as_str().unwrap().to_owned();
+    let r = get(
+        svc.ingest,
+        &beacon(&[
+            ("adId", "rm1.camp-pages.x"),
+            ("interactionType", "productImpression"),
+            ("timestamp", &ts),
+            ("sessionId", "s-pages"),
+            ("catalogId", "cat-pages"),
+            ("productCode", "p00001a"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(r.status, 200);
+    let t = Instant::now();
+    while report(svc.api, &token, &format!("{base}&format=csv"))
+        .body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count()
+        < ROWS + 2
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the new row is counted"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let second = report(
+        svc.api,
+        &token,
+        &format!("{base}&pageSize=700&pageToken={next}"),
+    )
+    .json();
+    assert_eq!(
+        second["rows"][0]["productCode"], want[700],
+        "the second page starts where it did"
+    );
     // Bounds, each a 400 naming its parameter.
     let first = report(svc.api, &token, &format!("{base}&pageSize=10")).json();
     let next = first["nextPageToken"].as_str().unwrap();

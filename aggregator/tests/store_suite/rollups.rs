@@ -368,6 +368,7 @@ async fn read(store: &impl Store, scope: Scope, grain: Grain) -> Vec<SummedTally
         to: i32::MAX,
         kinds: Vec::new(),
         catalog_id: None,
+        page: None,
     };
     store.tallies(&q).await.expect("tallies").expect("counted")
 }
@@ -521,6 +522,14 @@ pub(crate) async fn transcript(store: &impl Store, seed: u64, reports: bool) -> 
     }
     let quarters = row_status(as_counts(&detail(store, Grain::Quarter).await));
     assert_eq!(quarters, days, "seed {seed}: quarters add up to days");
+    // Pages by key give the whole reports.
+    let buckets: Vec<i32> = read(store, Scope::Campaign, Grain::Day)
+        .await
+        .iter()
+        .map(|s| s.place.bucket)
+        .collect();
+    let (from, to) = (buckets.iter().min(), buckets.iter().max());
+    super::pages::read_by_pages_as_whole(store, *from.expect("days"), *to.expect("days")).await;
     // Creatives add up to their campaign, reason by reason.
     let mut by_campaign: BTreeMap<(String, i32, Kind), Counts> = BTreeMap::new();
     for ((c, _, _, _, day, kind), n) in &as_counts(&detail(store, Grain::Day).await) {

@@ -492,6 +492,7 @@ pub async fn campaign_sales_both_ways(
         to: i32::MAX,
         kinds: Vec::new(),
         catalog_id: None,
+        page: None,
     };
     let summed = store
         .tallies(&q)

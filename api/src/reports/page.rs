@@ -2,17 +2,24 @@
 //! [`DEFAULT_PAGE_SIZE`]) and an opaque `pageToken` from the previous answer's
 //! `nextPageToken` (JSON; absent on the last page).
 //!
-//! The token is base64url of `v1.<offset>.<fingerprint>`: the offset of the page's
-//! first row and a hash of the request it continues (path, filter, format; the
-//! namespace is the caller's, so a token carries nothing of another's). A token
-//! used with another request, or one that does not decode, is a 400 naming
-//! `pageToken`. Rows come from the store in a stable order, so pages of an unchanged
-//! report are disjoint and complete; rows written between two pages may shift them
-//! (ask again from the first page for a consistent copy). CSV answers every row of
-//! the (date-bounded) range unless `pageSize` is given.
+//! The reports read from the rollups (products, ads, the video funnel) page **by
+//! key**: the token is base64url of `v2.<fingerprint>.<skip>.<place>`, the place
+//! (campaign, creative, catalog, product, as JSON) of the page's first row and how
+//! many of that place's rows earlier pages gave; the store reads only the page's
+//! places (`rm_store::model::tallies::page`), so a page costs its rows, never the
+//! report again, and rows written between two pages never shift them (a place
+//! counted meanwhile shows with its new counts if it is after the key). The others
+//! (smaller answers, or a drill-down's bounded range) page by offset: base64url of
+//! `v1.<offset>.<fingerprint>`. The fingerprint is a hash of the request a token
+//! continues (path, filter, format, cut; the namespace is the caller's, so a token
+//! carries nothing of another's). A token used with another request, one of the other
+//! kind, or one that does not decode, is a 400 naming `pageToken`. CSV answers every
+//! row of the (date-bounded) range unless `pageSize` is given.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use rm_store::model::tallies::page::{PageCursor, PlaceKey};
+use rm_store::sums::PageAt;
 use rm_store::ReportFilter;
 
 use super::query::Format;
@@ -28,8 +35,10 @@ pub const DEFAULT_PAGE_SIZE: usize = 1_000;
 pub struct PageRequest {
     /// Rows per page (`None`: all, for a CSV download without `pageSize`).
     pub size: Option<usize>,
-    /// The first row.
+    /// The first row (a page by offset).
     pub offset: usize,
+    /// Where the page starts (a page by key: `None` before the first).
+    pub cursor: Option<PageCursor>,
     fingerprint: u64,
 }
 
@@ -75,44 +84,89 @@ impl PageRequest {
             None => None,
         };
         let fp = fingerprint(path, f, cut, format);
-        let offset = match token {
-            None | Some("") => 0,
-            Some(t) => {
-                let raw = URL_SAFE_NO_PAD.decode(t).map_err(|_| bad_token())?;
-                let text = String::from_utf8(raw).map_err(|_| bad_token())?;
-                let mut parts = text.split('.');
-                let (Some("v1"), Some(o), Some(h), None) =
-                    (parts.next(), parts.next(), parts.next(), parts.next())
-                else {
-                    return Err(bad_token());
-                };
-                if h.parse::<u64>().ok() != Some(fp) {
-                    return Err(bad_token());
-                }
-                o.parse().map_err(|_| bad_token())?
-            }
-        };
-        Ok(PageRequest {
+        let mut page = PageRequest {
             size,
-            offset,
+            offset: 0,
+            cursor: None,
             fingerprint: fp,
-        })
+        };
+        let Some(t) = token.filter(|t| !t.is_empty()) else {
+            return Ok(page);
+        };
+        let raw = URL_SAFE_NO_PAD.decode(t).map_err(|_| bad_token())?;
+        let text = String::from_utf8(raw).map_err(|_| bad_token())?;
+        if let Some(rest) = text.strip_prefix("v2.") {
+            let mut parts = rest.splitn(3, '.');
+            let (Some(h), Some(skip), Some(place)) = (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(bad_token());
+            };
+            if h.parse::<u64>().ok() != Some(fp) {
+                return Err(bad_token());
+            }
+            page.cursor = Some(PageCursor {
+                place: serde_json::from_str::<PlaceKey>(place).map_err(|_| bad_token())?,
+                skip: skip.parse().map_err(|_| bad_token())?,
+            });
+            return Ok(page);
+        }
+        let mut parts = text.split('.');
+        let (Some("v1"), Some(o), Some(h), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad_token());
+        };
+        if h.parse::<u64>().ok() != Some(fp) {
+            return Err(bad_token());
+        }
+        page.offset = o.parse().map_err(|_| bad_token())?;
+        Ok(page)
+    }
+
+    /// The page of a report paged by key (`None`: the whole report, a CSV download
+    /// without `pageSize`); a token by offset is not one of its tokens.
+    pub fn at(&self) -> Result<Option<PageAt<'_>>, ApiError> {
+        if self.offset > 0 {
+            return Err(bad_token());
+        }
+        const FIRST: &PageCursor = &PageCursor {
+            place: PlaceKey {
+                campaign_id: String::new(),
+                creative: String::new(),
+                catalog_id: String::new(),
+                product_code: String::new(),
+            },
+            skip: 0,
+        };
+        Ok(self.size.map(|size| PageAt {
+            cursor: self.cursor.as_ref().unwrap_or(FIRST),
+            size,
+        }))
+    }
+
+    /// The token of the page at `next`.
+    pub fn token_at(&self, next: &PageCursor) -> String {
+        let place = serde_json::to_string(&next.place).unwrap_or_default();
+        URL_SAFE_NO_PAD.encode(format!("v2.{}.{}.{place}", self.fingerprint, next.skip))
     }
 
     /// The requested page of `rows`, and the token of the next one when there are
     /// more rows.
-    pub fn apply<T>(&self, mut rows: Vec<T>) -> (Vec<T>, Option<String>) {
+    pub fn apply<T>(&self, mut rows: Vec<T>) -> Result<(Vec<T>, Option<String>), ApiError> {
+        if self.cursor.is_some() {
+            return Err(bad_token());
+        }
         let start = self.offset.min(rows.len());
         rows.drain(..start);
         let Some(size) = self.size else {
-            return (rows, None);
+            return Ok((rows, None));
         };
         if rows.len() <= size {
-            return (rows, None);
+            return Ok((rows, None));
         }
         rows.truncate(size);
         let next = format!("v1.{}.{}", self.offset + size, self.fingerprint);
-        (rows, Some(URL_SAFE_NO_PAD.encode(next)))
+        Ok((rows, Some(URL_SAFE_NO_PAD.encode(next))))
     }
 }
 
@@ -140,7 +194,7 @@ mod tests {
         assert_eq!(req(None, None).unwrap().size, Some(DEFAULT_PAGE_SIZE));
         let csv = PageRequest::parse("/p", &ReportFilter::default(), "", Format::Csv, None, None);
         assert_eq!(csv.unwrap().size, None, "a CSV download is whole");
-        let (_, next) = req(Some("2"), None).unwrap().apply(vec![1, 2, 3]);
+        let (_, next) = req(Some("2"), None).unwrap().apply(vec![1, 2, 3]).unwrap();
         let next = next.expect("more rows");
         assert_eq!(req(Some("2"), Some(&next)).unwrap().offset, 2);
         let other = ReportFilter {
@@ -162,6 +216,49 @@ mod tests {
         assert!(req(None, Some(&URL_SAFE_NO_PAD.encode("v2.1.1"))).is_err());
     }
 
+    #[test]
+    fn key_tokens_round_trip_and_are_not_offsets() {
+        let p = req(Some("2"), None).unwrap();
+        let at = p.at().unwrap().expect("a page");
+        assert_eq!(at.cursor, &PageCursor::default());
+        assert_eq!(at.size, 2);
+        let next = PageCursor {
+            place: PlaceKey {
+                campaign_id: "c.1".into(),
+                creative: "a\"b.".into(),
+                ..PlaceKey::default()
+            },
+            skip: 3,
+        };
+        let t = p.token_at(&next);
+        let back = req(Some("2"), Some(&t)).unwrap();
+        assert_eq!(back.cursor.as_ref(), Some(&next));
+        assert_eq!(back.at().unwrap().expect("a page").cursor, &next);
+        assert!(
+            back.apply(vec![1]).is_err(),
+            "a key token on a report by offset"
+        );
+        let (_, offset) = req(Some("1"), None).unwrap().apply(vec![1, 2]).unwrap();
+        let by_offset = req(Some("1"), offset.as_deref()).unwrap();
+        assert!(
+            by_offset.at().is_err(),
+            "an offset token on a report by key"
+        );
+        let other = ReportFilter {
+            campaign_id: Some("c".into()),
+            ..ReportFilter::default()
+        };
+        let e = PageRequest::parse("/p", &other, "", Format::Json, Some("2"), Some(&t));
+        assert!(e.is_err(), "a key token of another query");
+        let forged = URL_SAFE_NO_PAD.encode(format!("v2.{}.1.not json", p.fingerprint));
+        assert!(req(Some("2"), Some(&forged)).is_err());
+        let csv = PageRequest::parse("/p", &ReportFilter::default(), "", Format::Csv, None, None);
+        assert!(
+            csv.unwrap().at().unwrap().is_none(),
+            "a CSV download is whole"
+        );
+    }
+
     proptest! {
         #[test]
         fn pages_cover_every_row_once(n in 0usize..300, size in 1usize..50) {
@@ -171,7 +268,7 @@ mod tests {
             let mut token: Option<String> = None;
             loop {
                 let p = req(Some(&s), token.as_deref()).unwrap();
-                let (page, next) = p.apply(rows.clone());
+                let (page, next) = p.apply(rows.clone()).unwrap();
                 prop_assert!(page.len() <= size);
                 seen.extend(page);
                 match next {

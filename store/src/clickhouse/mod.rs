@@ -51,6 +51,7 @@
 
 mod compact;
 mod error;
+mod page;
 mod query;
 mod reports;
 mod resort;

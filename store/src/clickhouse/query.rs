@@ -4,6 +4,7 @@
 use clickhouse::query::Query;
 
 use super::rows::day_start_ms;
+use crate::model::tallies::TallyQuery;
 use crate::model::DAY_MS;
 use crate::ReportFilter;
 
@@ -137,6 +138,40 @@ pub(crate) fn chunks<'a, K: Ord + 'a>(
 /// `?,?,...` for `n` values.
 pub(crate) fn placeholders(n: usize) -> String {
     vec!["?"; n].join(",")
+}
+
+/// The `WHERE` condition of the places of `rollups` a tally query reads, for the
+/// campaigns of `list` (one chunk of the query's; none: every campaign, or when the
+/// query names campaigns, none but the marker's), its metrics aside; bound by
+/// [`bind_tally_places`].
+pub(crate) fn tally_places(q: &TallyQuery, list: &[&String]) -> String {
+    let campaigns = match (&q.campaigns, list.is_empty()) {
+        (None, _) => String::new(),
+        (Some(_), true) => " AND 0".to_owned(),
+        (Some(_), false) => format!(" AND campaign_id IN ({})", placeholders(list.len())),
+    };
+    let catalog = if q.catalog_id.is_some() {
+        " AND catalog_id = ?"
+    } else {
+        ""
+    };
+    format!("scope = ? AND grain = ? AND bucket >= ? AND bucket <= ?{campaigns}{catalog}")
+}
+
+/// Binds the values of [`tally_places`].
+pub(crate) fn bind_tally_places(mut query: Query, q: &TallyQuery, list: &[&String]) -> Query {
+    query = query
+        .bind(q.scope as u8)
+        .bind(q.grain as u8)
+        .bind(q.from)
+        .bind(q.to);
+    for c in list {
+        query = query.bind(c.as_str());
+    }
+    if let Some(c) = &q.catalog_id {
+        query = query.bind(c.as_str());
+    }
+    query
 }
 
 #[cfg(test)]

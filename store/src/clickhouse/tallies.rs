@@ -9,7 +9,8 @@ use serde::Deserialize;
 
 use super::compact::{self, PartTallyCh};
 use super::error::ch;
-use super::query::{chunks, placeholders};
+use super::page;
+use super::query::{bind_tally_places, chunks, placeholders, tally_places};
 use super::rows::{
     corrupt, insert_rows, parse_dedup, parse_status, parse_traffic, TallyCh, CLICK, IMPRESSION,
 };
@@ -117,9 +118,12 @@ impl ClickHouseStore {
     pub(crate) async fn has(&self, m: &TallyKey) -> Result<bool, StoreError> {
         let n: u64 = self
             .client()
-            .query("SELECT count() FROM rollups WHERE campaign_id = ? AND scope = ? AND metric = ?")
-            .bind(m.place.campaign_id.as_str())
+            .query(
+                "SELECT count() FROM rollups WHERE scope = ? AND grain = 0 AND bucket = 0 \
+                 AND campaign_id = ? AND metric = ?",
+            )
             .bind(m.place.scope as u8)
+            .bind(m.place.campaign_id.as_str())
             .bind(m.metric.code())
             .fetch_one()
             .await
@@ -143,23 +147,26 @@ impl ClickHouseStore {
             Some(c) if c.is_empty() => vec![Vec::new()],
             Some(c) => chunks(c, String::len),
         };
+        // A page: its last place first, then the places from its first to its last.
+        let range = match &q.page {
+            None => None,
+            Some(page) => {
+                let mut keys = Vec::new();
+                for list in &lists {
+                    keys.extend(page::first_places(self.client(), q, list, &codes, page).await?);
+                }
+                Some(page.last(keys).unwrap_or_else(|| page.from.clone()))
+            }
+        };
         let mut found_marker = false;
         let mut out = Vec::new();
         for list in &lists {
-            let campaigns = match (&q.campaigns, list.is_empty()) {
-                (None, _) => String::new(),
-                // No campaign asked for: only the marker is read.
-                (Some(_), true) => " AND 0".to_owned(),
-                (Some(_), false) => format!(" AND campaign_id IN ({})", placeholders(list.len())),
-            };
-            let catalog = if q.catalog_id.is_some() {
-                " AND catalog_id = ?"
+            let within = if range.is_some() {
+                format!(" AND {} AND {}", page::AT_LEAST, page::AT_MOST)
             } else {
-                ""
+                String::new()
             };
-            let places = format!(
-                "scope = ? AND grain = ? AND bucket >= ? AND bucket <= ?{campaigns}{catalog}"
-            );
+            let places = format!("{}{within}", tally_places(q, list));
             let cond = format!("{places} AND metric IN ({})", placeholders(codes.len()));
             // The marker on its own branch, read by its whole key (an `OR` beside the
             // range would keep the server from narrowing the range by the sorting key).
@@ -170,16 +177,9 @@ impl ClickHouseStore {
                  GROUP BY {SUMMED}, metric"
             );
             let bind_places = |query: clickhouse::query::Query| {
-                let mut query = query
-                    .bind(q.scope as u8)
-                    .bind(q.grain as u8)
-                    .bind(q.from)
-                    .bind(q.to);
-                for c in list {
-                    query = query.bind(c.as_str());
-                }
-                if let Some(c) = &q.catalog_id {
-                    query = query.bind(c.as_str());
+                let mut query = bind_tally_places(query, q, list);
+                if let (Some(page), Some(last)) = (&q.page, &range) {
+                    query = page::bind_between(query, &page.from, last);
                 }
                 query
             };
@@ -229,7 +229,11 @@ impl ClickHouseStore {
             return Ok(None);
         }
         out.sort();
-        Ok(Some(out))
+        Ok(Some(match &q.page {
+            // Exactly the page's places already; the rule applied again is a no-op.
+            Some(page) => page.select(out),
+            None => out,
+        }))
     }
 
     /// The stored facts of one campaign, every copy.

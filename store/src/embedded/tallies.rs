@@ -15,7 +15,8 @@ use crate::model::funnel::ViewRow;
 use crate::model::products::ProductFact;
 use crate::model::tallies::backfill::Counts;
 use crate::model::tallies::{
-    self, Grain, Metric, Place, PlaceTallies, Scope, SummedTally, Tally, TallyKey, TallyQuery,
+    self, page::PlaceKey, Grain, Metric, Place, PlaceTallies, Scope, SummedTally, Tally, TallyKey,
+    TallyQuery,
 };
 use crate::model::traffic::ClickWindow;
 use crate::write::FastMap;
@@ -181,7 +182,7 @@ pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTal
         return Ok(None);
     }
     let mut rows: Vec<(TallyKey, Tally)> = Vec::new();
-    let mut campaign = |c: &str| -> Result<(), StoreError> {
+    let campaign = |c: &str, rows: &mut Vec<(TallyKey, Tally)>| -> Result<(), StoreError> {
         let prefix = slice_prefix(c, q.scope, q.grain);
         let mut from = prefix.clone();
         from.extend(flip(q.from));
@@ -197,13 +198,10 @@ pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTal
         }
         Ok(())
     };
-    match &q.campaigns {
-        Some(campaigns) => {
-            for c in campaigns {
-                campaign(c)?;
-            }
-        }
+    let mut campaigns: Vec<String> = match &q.campaigns {
+        Some(campaigns) => campaigns.iter().cloned().collect(),
         None => {
+            let mut found = Vec::new();
             let mut cursor: Vec<u8> = Vec::new();
             loop {
                 let next = t
@@ -214,14 +212,43 @@ pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTal
                     .map_err(err)?;
                 let Some((k, _)) = next else { break };
                 let c = decode(k.value())?.place.campaign_id;
-                campaign(&c)?;
                 // Past every key of `c`: its scope byte is at most 1.
                 cursor = campaign_prefix(&c);
                 cursor.push(0xFF);
+                found.push(c);
             }
+            found
+        }
+    };
+    let Some(page) = &q.page else {
+        for c in &campaigns {
+            campaign(c, &mut rows)?;
+        }
+        return Ok(Some(tallies::sum(rows.iter().map(|(k, t)| (k, t)))));
+    };
+    // A page: its campaigns in key order, from the page's first, until a campaign
+    // ends with the page's places found (a later campaign's places all follow).
+    campaigns.sort_unstable();
+    let mut places: std::collections::BTreeSet<PlaceKey> = std::collections::BTreeSet::new();
+    for c in campaigns
+        .iter()
+        .filter(|c| c.as_str() >= page.from.campaign_id.as_str())
+    {
+        let before = rows.len();
+        campaign(c, &mut rows)?;
+        places.extend(
+            rows[before..]
+                .iter()
+                .map(|(k, _)| PlaceKey::of(&k.place))
+                .filter(|k| k >= &page.from),
+        );
+        if places.len() >= page.places {
+            break;
         }
     }
-    Ok(Some(tallies::sum(rows.iter().map(|(k, t)| (k, t)))))
+    Ok(Some(
+        page.select(tallies::sum(rows.iter().map(|(k, t)| (k, t)))),
+    ))
 }
 
 /// Writes the backfill once: the store's facts, read by the caller when

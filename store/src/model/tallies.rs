@@ -69,6 +69,7 @@ use super::traffic::Invalid;
 pub mod backfill;
 pub mod carts;
 pub mod moves;
+pub mod page;
 pub mod sales;
 pub mod views;
 
@@ -543,6 +544,8 @@ pub struct TallyQuery {
     pub kinds: Vec<Kind>,
     /// Only this catalog (product events).
     pub catalog_id: Option<String>,
+    /// Only the places of this page ([`page`]; `None`: every place).
+    pub page: Option<page::PlacePage>,
 }
 
 impl TallyQuery {
@@ -557,6 +560,7 @@ impl TallyQuery {
             to: i32::MAX,
             kinds: vec![Kind::AdClick],
             catalog_id: None,
+            page: None,
         }
     }
 
