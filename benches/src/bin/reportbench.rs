@@ -77,6 +77,10 @@ struct Args {
     /// for a look at their tables afterwards; drop them by hand.
     #[arg(long)]
     keep: bool,
+    /// Read only the reports the api serves (leave out the "(facts)" baselines, which
+    /// take minutes each at ten million records).
+    #[arg(long)]
+    skip_facts: bool,
     /// ClickHouse HTTP URL (the embedded store when unset).
     #[arg(long, env = "RM_CLICKHOUSE_URL")]
     clickhouse_url: Option<String>,
@@ -193,10 +197,12 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
 /// The reports, by name: each read once, (ms, rows). "(facts)": the same report
 /// counted from the stored facts, as every report was before the rollups (the
 /// products and ads rows then per served ad id); the others are what the api serves.
-const REPORTS: [&str; 14] = [
+const REPORTS: [&str; 16] = [
     "campaigns",
     "campaigns (facts)",
     "products",
+    "products, first page",
+    "products, page at camp-5",
     "products, Asia/Kolkata",
     "products (facts)",
     "ads",
@@ -210,38 +216,80 @@ const REPORTS: [&str; 14] = [
     "sales (facts)",
 ];
 
-async fn read(store: &AnyStore, which: &str, f: &ReportFilter) -> anyhow::Result<(f64, usize)> {
+async fn read(
+    store: &AnyStore,
+    which: &str,
+    f: &ReportFilter,
+) -> anyhow::Result<(f64, usize, usize)> {
     use rm_store::model::periods::{zone, Granularity, Periods};
     use rm_store::sums;
     let w = Windows::default();
     let (from, to) = (f.from_day.unwrap_or(0), f.to_day.unwrap_or(0));
     let utc = Periods::utc_days(from, to);
     let t = Instant::now();
-    let rows = match which {
-        "campaigns" => sums::campaign_summary(store, f, &utc, |_| None)
-            .await?
-            .len(),
-        "campaigns (facts)" => rm_store::campaign_report(store, f, &w, |_| None)
-            .await?
-            .len(),
-        "products" => sums::product_report(store, f, &utc).await?.len(),
+    // The time to the rows, then their JSON's size (what the api would send).
+    let sized = |rows: &dyn erased::Rows| {
+        (
+            t.elapsed().as_secs_f64() * 1e3,
+            rows.count(),
+            rows.json_bytes(),
+        )
+    };
+    let (ms, rows, bytes) = match which {
+        "campaigns" => sized(&sums::campaign_summary(store, f, &utc, |_| None).await?),
+        "campaigns (facts)" => sized(&rm_store::campaign_report(store, f, &w, |_| None).await?),
+        "products" => sized(&sums::product_report(store, f, &utc).await?),
+        // A page of 1,000 rows by key (the api's default), from the first place or
+        // from a campaign in the middle of the report.
+        "products, first page" | "products, page at camp-5" => {
+            let mut cursor = rm_store::model::tallies::page::PageCursor::default();
+            if which.ends_with("camp-5") {
+                cursor.place.campaign_id = "camp-5".into();
+            }
+            let at = sums::PageAt {
+                cursor: &cursor,
+                size: 1_000,
+            };
+            sized(&sums::product_page(store, f, &utc, Some(at)).await?.rows)
+        }
         "products, Asia/Kolkata" => {
             let tz = zone("Asia/Kolkata").expect("a zone");
             let p = Periods::new(tz, Granularity::Day, from, to);
-            sums::product_report(store, f, &p).await?.len()
+            sized(&sums::product_report(store, f, &p).await?)
         }
-        "products (facts)" => store.products(f).await?.len(),
-        "ads" => sums::ad_report(store, f, &utc).await?.len(),
-        "ads (facts)" => store.ads(f).await?.len(),
-        "video-funnel" => sums::funnel_report(store, f, &utc).await?.len(),
-        "video-funnel (facts)" => store.funnel(f).await?.len(),
-        "carts" => store.carts(f).await?.len(),
-        "carts/campaigns" => sums::cart_campaign_report(store, f).await?.len(),
-        "carts/campaigns (facts)" => store.cart_campaigns(f).await?.len(),
-        "sales" => sums::sales_report(store, f, &w).await?.len(),
-        _ => store.sales(f, &w).await?.len(),
+        "products (facts)" => sized(&store.products(f).await?),
+        "ads" => sized(&sums::ad_report(store, f, &utc).await?),
+        "ads (facts)" => sized(&store.ads(f).await?),
+        "video-funnel" => sized(&sums::funnel_report(store, f, &utc).await?),
+        "video-funnel (facts)" => sized(&store.funnel(f).await?),
+        "carts" => sized(&store.carts(f).await?),
+        "carts/campaigns" => sized(&sums::cart_campaign_report(store, f).await?),
+        "carts/campaigns (facts)" => sized(&store.cart_campaigns(f).await?),
+        "sales" => sized(&sums::sales_report(store, f, &w).await?),
+        _ => sized(&store.sales(f, &w).await?),
     };
-    Ok((t.elapsed().as_secs_f64() * 1e3, rows))
+    Ok((ms, rows, bytes))
+}
+
+/// Rows of any report, counted and measured as JSON.
+mod erased {
+    /// A report's rows.
+    pub trait Rows {
+        /// How many.
+        fn count(&self) -> usize;
+        /// Their JSON's bytes.
+        fn json_bytes(&self) -> usize;
+    }
+
+    impl<T: serde::Serialize> Rows for Vec<T> {
+        fn count(&self) -> usize {
+            self.len()
+        }
+
+        fn json_bytes(&self) -> usize {
+            serde_json::to_vec(self).map_or(0, |v| v.len())
+        }
+    }
 }
 
 /// Reads every report `a.runs` times from both stores, alternating, and prints the
@@ -254,27 +302,31 @@ async fn table(
 ) -> anyhow::Result<()> {
     let mut times = vec![vec![Vec::new(); REPORTS.len()]; 2];
     let mut rows = vec![vec![0usize; REPORTS.len()]; 2];
+    let mut bytes = vec![vec![0usize; REPORTS.len()]; 2];
+    let wanted = |which: &str| !(a.skip_facts && which.ends_with("(facts)"));
     for _ in 0..a.runs {
-        for (r, which) in REPORTS.iter().enumerate() {
+        for (r, which) in REPORTS.iter().enumerate().filter(|(_, w)| wanted(w)) {
             for (s, (_, store)) in stores.iter().enumerate() {
-                let (ms, n) = read(&store.store, which, f).await?;
+                let (ms, n, b) = read(&store.store, which, f).await?;
                 times[s][r].push(ms);
                 rows[s][r] = n;
+                bytes[s][r] = b;
             }
         }
     }
     println!();
     println!(
-        "| backend | report (30 days) | ms at {} records | rows | ms at {} records | rows | large / small |",
+        "| backend | report (30 days) | ms at {} records | rows | ms at {} records | rows | JSON bytes (large) | large / small |",
         stores[0].0, stores[1].0
     );
-    println!("|---|---|---:|---:|---:|---:|---:|");
-    for (r, which) in REPORTS.iter().enumerate() {
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for (r, which) in REPORTS.iter().enumerate().filter(|(_, w)| wanted(w)) {
         let (small, large) = (median(times[0][r].clone()), median(times[1][r].clone()));
         println!(
-            "| {backend} | {which} | {small:.1} | {} | {large:.1} | {} | {:.1}x |",
+            "| {backend} | {which} | {small:.1} | {} | {large:.1} | {} | {} | {:.1}x |",
             rows[0][r],
             rows[1][r],
+            bytes[1][r],
             large / small
         );
     }

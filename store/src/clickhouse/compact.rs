@@ -133,10 +133,7 @@ const DIRTY: u8 = 2;
 /// [`merge`] keeps a closed place's sum unless it is dirty.
 pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: (i32, i64)) -> String {
     let (open_day, dirty_from) = snapshot;
-    let open = match grain {
-        Grain::Day => open_day,
-        Grain::Quarter => first_quarter(open_day),
-    };
+    let open = open_bucket(grain, open_day);
     format!(
         "SELECT {OPEN} AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
          SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
@@ -152,6 +149,38 @@ pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: (i32, i
          SELECT {SUMMED} FROM rollups_late WHERE written >= {dirty_from} \
          AND ({places}) AND bucket < {open}) \
          GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
+    )
+}
+
+/// The bucket of `grain` where a snapshot's first open day starts.
+fn open_bucket(grain: Grain, open_day: i32) -> i32 {
+    match grain {
+        Grain::Day => open_day,
+        Grain::Quarter => first_quarter(open_day),
+    }
+}
+
+/// The places (`keys`: columns of [`SUMMED`]) of a compacted store's read, part by
+/// part as [`read_sql`] reads them (copies across parts; the caller groups): the open
+/// days' from `rollups`, the closed days' sums, and the flagged places' rows. Binds
+/// as [`read_sql`].
+pub(crate) fn places_sql(
+    keys: &str,
+    cond: &str,
+    places: &str,
+    grain: Grain,
+    snapshot: (i32, i64),
+) -> String {
+    let (open_day, dirty_from) = snapshot;
+    let open = open_bucket(grain, open_day);
+    format!(
+        "SELECT DISTINCT {keys} FROM rollups WHERE ({cond}) AND bucket >= {open} \
+         UNION ALL \
+         SELECT DISTINCT {keys} FROM rollups_closed WHERE ({cond}) AND bucket < {open} \
+         UNION ALL \
+         SELECT DISTINCT {keys} FROM rollups WHERE ({cond}) AND bucket < {open} \
+         AND ({SUMMED}) IN (SELECT {SUMMED} FROM rollups_late WHERE written >= {dirty_from} \
+         AND ({places}) AND bucket < {open})"
     )
 }
 

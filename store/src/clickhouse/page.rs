@@ -1,9 +1,8 @@
 //! A page of places on ClickHouse ([`crate::model::tallies::page`]): the server
-//! finds the page's first places (`DISTINCT` keys of `rollups` at or after the page's
-//! key, sorted, `LIMIT`), and the read then takes the places between the page's first
-//! key and its last, a condition of constant size whatever the page holds. `rollups`
-//! holds a row of every place ever counted (compaction copies, never moves), so its
-//! places are every part's.
+//! finds the page's first places (`DISTINCT` keys at or after the page's key, sorted,
+//! `LIMIT`) in the parts a read reads (a compacted store's closed days from their
+//! sums), and the read then takes the places between the page's first key and its
+//! last, a condition of constant size whatever the page holds.
 //!
 //! Keys compare as the model's [`PlaceKey`] does: byte-wise, field by field (a
 //! ClickHouse `String` compares as `memcmp`, as Rust's `String` does).
@@ -50,27 +49,41 @@ pub(crate) fn bind_between(query: Query, from: &PlaceKey, last: &PlaceKey) -> Qu
 }
 
 /// The first `page.places` places of `q` (campaigns of `list`, metrics `codes`) at or
-/// after the page's key.
+/// after the page's key: of `rollups`, or of a compacted store's parts (`snapshot`:
+/// its closed days' sums, far fewer rows than their partitions').
 pub(crate) async fn first_places(
     client: &Client,
     q: &TallyQuery,
     list: &[&String],
     codes: &[u16],
     page: &PlacePage,
+    snapshot: Option<(i32, i64)>,
 ) -> Result<Vec<PlaceKey>, StoreError> {
+    const KEYS: &str = "campaign_id, creative, catalog_id, product_code";
+    let places = format!("{} AND {AT_LEAST}", tally_places(q, list));
+    let cond = format!("{places} AND metric IN ({})", placeholders(codes.len()));
+    let bind_places = |query: Query| bind_key(bind_tally_places(query, q, list), &page.from);
+    let bind_cond = |query: Query| {
+        let mut query = bind_places(query);
+        for c in codes {
+            query = query.bind(*c);
+        }
+        query
+    };
+    let parts = match snapshot {
+        None => format!("SELECT DISTINCT {KEYS} FROM rollups WHERE {cond}"),
+        Some(snap) => super::compact::places_sql(KEYS, &cond, &places, q.grain, snap),
+    };
     let sql = format!(
-        "SELECT DISTINCT campaign_id, creative, catalog_id, product_code FROM rollups \
-         WHERE {} AND metric IN ({}) AND {AT_LEAST} \
-         ORDER BY campaign_id, creative, catalog_id, product_code LIMIT {}",
-        tally_places(q, list),
-        placeholders(codes.len()),
+        "SELECT {KEYS} FROM ({parts}) GROUP BY {KEYS} ORDER BY {KEYS} LIMIT {}",
         page.places.max(1)
     );
-    let mut query = bind_tally_places(client.query(&sql), q, list);
-    for c in codes {
-        query = query.bind(*c);
+    let mut query = bind_cond(client.query(&sql));
+    if snapshot.is_some() {
+        // Bound as `places_sql` names them: `cond` three times, then `places`.
+        query = bind_places(bind_cond(bind_cond(query)));
     }
-    let rows: Vec<PlaceKeyCh> = bind_key(query, &page.from)
+    let rows: Vec<PlaceKeyCh> = query
         .fetch_all()
         .await
         .map_err(ch("read a page's places"))?;

@@ -153,7 +153,9 @@ impl ClickHouseStore {
             Some(page) => {
                 let mut keys = Vec::new();
                 for list in &lists {
-                    keys.extend(page::first_places(self.client(), q, list, &codes, page).await?);
+                    keys.extend(
+                        page::first_places(self.client(), q, list, &codes, page, snapshot).await?,
+                    );
                 }
                 Some(page.last(keys).unwrap_or_else(|| page.from.clone()))
             }
