@@ -186,6 +186,17 @@ pub struct Settings {
     /// `<data-dir>/ad-id.key` (fine for one machine).
     #[arg(long = "ad-id-keys", env = "RM_AD_ID_KEYS", hide_env_values = true)]
     pub ad_id_keys: Option<String>,
+    /// The secret of the daily keyed hashes that replace the tracking ids of events
+    /// whose consent string refuses our processing (`RM_TCF_VENDOR_ID`): any text of
+    /// at least 16 bytes. Every edge of a deployment needs the same one (copies of one
+    /// beacon then hash alike on every edge). Unset: a key generated once and kept in
+    /// `<data-dir>/consent-id.key` (fine for one machine).
+    #[arg(
+        long = "consent-id-key",
+        env = "RM_CONSENT_ID_KEY",
+        hide_env_values = true
+    )]
+    pub consent_id_key: Option<String>,
     /// Two controls of one video view closer than this (ms) are a rapid toggle (spec
     /// rule 2): the funnel report counts repeats of one control within it once, and the
     /// edge's inspector flags them. Give the aggregator and the edge the same value.

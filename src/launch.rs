@@ -46,20 +46,44 @@ pub fn ad_id_keys(settings: &Settings) -> anyhow::Result<rm_schemas::ad_id::AdId
         return AdIdKeys::from_list(list).context("RM_AD_ID_KEYS");
     }
     let path = settings.data_dir.join("ad-id.key");
-    let key = match std::fs::read_to_string(&path) {
-        Ok(k) => k,
+    let key = stored_key(&path, "RM_AD_ID_KEYS")?;
+    AdIdKeys::from_list(key.trim()).with_context(|| format!("ad id key in {}", path.display()))
+}
+
+/// The key kept at `path`, generated (a fresh random key) and written there on first
+/// use; `setting` is the variable that replaces it on several machines.
+fn stored_key(path: &std::path::Path, setting: &str) -> anyhow::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(k) => Ok(k),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let k = AdIdKeys::generate_key();
+            let k = rm_schemas::ad_id::AdIdKeys::generate_key();
             let tmp = path.with_extension("key.tmp");
             crate::private_files::write_new(&tmp, &k)
                 .with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-            tracing::info!(path = %path.display(), "generated the ad id key (set RM_AD_ID_KEYS when services run on several machines)");
-            k
+            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+            tracing::info!(path = %path.display(), "generated a key (set {setting} when services run on several machines)");
+            Ok(k)
         }
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    AdIdKeys::from_list(key.trim()).with_context(|| format!("ad id key in {}", path.display()))
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// The secret of the consent pseudonyms: from the setting, or a key generated once
+/// under the data dir.
+pub fn consent_key(settings: &Settings) -> anyhow::Result<Vec<u8>> {
+    if let Some(k) = settings
+        .consent_id_key
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+    {
+        anyhow::ensure!(k.len() >= 16, "RM_CONSENT_ID_KEY: at least 16 bytes");
+        return Ok(k.as_bytes().to_vec());
+    }
+    let key = stored_key(
+        &settings.data_dir.join("consent-id.key"),
+        "RM_CONSENT_ID_KEY",
+    )?;
+    Ok(key.trim().as_bytes().to_vec())
 }
 
 async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
@@ -157,6 +181,7 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
         let deps = rm_ingest::EdgeDeps {
             ad_keys: ad_keys.clone(),
             inspector: inspector.clone(),
+            consent_key: consent_key(&settings)?,
         };
         tasks.spawn(async move {
             rm_ingest::run(cfg, log, backend, listener, stop, serve, deps)

@@ -667,8 +667,10 @@ pub fn fold_at(
         // credit an order: a forged or expired one naming a real shopper's id would
         // otherwise send that shopper's orders to a campaign of the forger's choice, a
         // crawler's would credit sales to traffic no person saw, and a served ad's
-        // repeats would let whoever saw one ad name every shopper they like.
-        if invalid.is_none() && traffic == TrafficClass::Valid {
+        // repeats would let whoever saw one ad name every shopper they like. An event
+        // whose consent string refused our processing never links a shopper to an
+        // order (its ids are the edge's daily hashes, and stay unused).
+        if invalid.is_none() && traffic == TrafficClass::Valid && !r.anonymous {
             write
                 .touches
                 .extend(attribution::touches_of(&r.event, key, campaign_id, time_ms));
@@ -951,6 +953,18 @@ mod tests {
             assert!(w.touches.is_empty(), "{v:?} credits nothing");
             assert_eq!(w.product_facts.len(), 1, "but is still counted, flagged");
         }
+    }
+
+    #[test]
+    fn events_without_consent_are_counted_and_never_a_touch() {
+        let mut r = record(InteractionType::ProductClick, 0, 1, 0, None);
+        r.event.customer_id = Some("anon-0123".into());
+        r.event.catalog_id = Some("cat".into());
+        r.event.product_code = Some("p".into());
+        r.anonymous = true;
+        let (w, _) = fold(&[r], &mut EntitySets::default(), &Policy::default());
+        assert!(w.touches.is_empty(), "no touch without consent");
+        assert_eq!(w.product_facts.len(), 1, "but counted");
     }
 
     #[test]

@@ -34,7 +34,7 @@ use rm_eventlog::EventLog;
 use rm_schemas::ad_event::{check_destination, parse_ad_beacon};
 use rm_schemas::agent::Traffic;
 use rm_schemas::inspect::{Endpoint, Outcome};
-use rm_schemas::{EventRecord, InteractionType, RejectReason, Rejection};
+use rm_schemas::{InteractionType, RejectReason, Rejection};
 use rm_service::{response, Response};
 
 use crate::edge::{pixel, Edge, Written};
@@ -82,9 +82,10 @@ impl<L: EventLog> Edge<L> {
         };
         let now = chrono::Utc::now();
         let ended = location.is_some() && self.link_ended(&beacon.event.ad_id, now.timestamp());
-        let mut record = EventRecord::new(beacon.event, uuid::Uuid::now_v7(), now);
+        let mut record = self.record(beacon.event, now);
         record.ad_id_verdict = verdict;
         record.set_traffic(traffic);
+        let anonymous = record.anonymous;
         let written = self.write(record).await;
         let message = match (&written, &location) {
             _ if ended => {
@@ -96,7 +97,10 @@ impl<L: EventLog> Edge<L> {
             _ => None,
         };
         let outcome: Outcome = written.outcome();
-        self.observe(endpoint, query, outcome, message, verdict);
+        // Never shown to the inspector without consent (see `Edge::beacon`).
+        if !anonymous {
+            self.observe(endpoint, query, outcome, message, verdict);
+        }
         if ended {
             self.metrics.links_ended.increment(1);
             return link_ended();

@@ -158,6 +158,19 @@ pub struct IngestConfig {
         default_value = "retail-media-partner-api"
     )]
     pub jwt_audience: String,
+    /// The platform's IAB TCF vendor id: beacons' `iabConsentString`s are decided for
+    /// it (`crate::consent`). Unset: consent strings are not evaluated.
+    #[arg(long = "tcf-vendor-id", env = "RM_TCF_VENDOR_ID")]
+    pub tcf_vendor_id: Option<u16>,
+    /// The TCF purposes the platform's measurement relies on, each with its legal
+    /// basis: `<purpose>:<consent|li>`, comma-separated (purpose 1, storage and access,
+    /// and 7, measuring ad performance, on consent by default).
+    #[arg(
+        long = "tcf-purposes",
+        env = "RM_TCF_PURPOSES",
+        default_value = "1:consent,7:consent"
+    )]
+    pub tcf_purposes: String,
 }
 
 impl IngestConfig {

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use http::{header, HeaderValue, Method, StatusCode};
 use hyper::body::Incoming;
 use rm_eventlog::EventLog;
@@ -43,6 +43,7 @@ use rm_service::{response, Response};
 use tokio::sync::Semaphore;
 
 use crate::config::IngestConfig;
+use crate::consent::ConsentStage;
 use crate::dedup::{DedupWindow, Seen};
 use crate::inspector::{admits_query, params_of, Inspector, Recorded};
 use crate::jwks::BearerVerifier;
@@ -82,6 +83,7 @@ pub struct Edge<L> {
     pub(crate) ad_keys: AdIdKeys,
     pub(crate) inspector: Arc<Inspector>,
     pub(crate) bearer: Option<BearerVerifier>,
+    consent: ConsentStage,
 }
 
 /// What the write path did with a record.
@@ -112,6 +114,8 @@ pub struct Shared {
     pub inspector: Arc<Inspector>,
     /// Verifies bearer tokens for the inspector on the edge's port (when configured).
     pub bearer: Option<BearerVerifier>,
+    /// Decides consent strings (`crate::consent`).
+    pub consent: ConsentStage,
 }
 
 impl<L: EventLog> Edge<L> {
@@ -153,7 +157,19 @@ impl<L: EventLog> Edge<L> {
             ad_keys: shared.ad_keys,
             inspector: shared.inspector,
             bearer: shared.bearer,
+            consent: shared.consent,
         }
+    }
+
+    /// The record of `event` received at `now`: its consent string decided first, so
+    /// that ids it refuses are replaced before the dedup key, the log or anything else
+    /// sees them ([`ConsentStage`]).
+    pub(crate) fn record(&self, mut event: InteractionEvent, now: DateTime<Utc>) -> EventRecord {
+        let consent = self.consent.apply(&mut event, now);
+        self.metrics.consent(consent.label());
+        let mut record = EventRecord::new(event, uuid::Uuid::now_v7(), now);
+        record.anonymous = consent.anonymous();
+        record
     }
 
     /// The dedup window (for its gauges).
@@ -222,17 +238,22 @@ impl<L: EventLog> Edge<L> {
             Ok(v) => v,
             Err(rejection) => return self.reject(Endpoint::Interaction, query, &rejection),
         };
-        let mut record = EventRecord::new(event, uuid::Uuid::now_v7(), Utc::now());
+        let mut record = self.record(event, Utc::now());
         record.ad_id_verdict = verdict;
         record.set_traffic(traffic);
+        let anonymous = record.anonymous;
         let written = self.write(record).await;
-        self.observe(
-            Endpoint::Interaction,
-            query,
-            written.outcome(),
-            None,
-            verdict,
-        );
+        // An event without consent is never shown to the inspector (its query holds
+        // the ids the shopper refused).
+        if !anonymous {
+            self.observe(
+                Endpoint::Interaction,
+                query,
+                written.outcome(),
+                None,
+                verdict,
+            );
+        }
         match written {
             Written::Durable | Written::Duplicate => pixel(),
             Written::Failed(r) => r,

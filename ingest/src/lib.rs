@@ -13,6 +13,7 @@
 
 pub mod ad_events;
 pub mod config;
+pub mod consent;
 pub mod debug_route;
 pub mod dedup;
 pub mod edge;
@@ -44,6 +45,9 @@ pub struct EdgeDeps {
     pub ad_keys: rm_schemas::ad_id::AdIdKeys,
     /// The inspector (shared with the api, which serves its report in one process).
     pub inspector: Arc<Inspector>,
+    /// The secret of the pseudonyms of events without consent (`RM_CONSENT_ID_KEY`,
+    /// or a key generated once under the data dir).
+    pub consent_key: Vec<u8>,
 }
 
 /// Runs the edge on `listener` over `log` until `shutdown`, then drains in order:
@@ -72,6 +76,24 @@ pub async fn run<L: EventLog>(
         })
         .transpose()
         .map_err(IngestError::Config)?;
+    let policy = config
+        .tcf_vendor_id
+        .map(|v| consent::ConsentPolicy::new(v, &config.tcf_purposes))
+        .transpose()
+        .map_err(|e| IngestError::Config(format!("RM_TCF_PURPOSES / RM_TCF_VENDOR_ID: {e}")))?;
+    match &policy {
+        Some(p) => tracing::info!(
+            vendor = p.vendor(),
+            purposes = config.tcf_purposes,
+            "deciding consent strings: events whose string does not allow these purposes \
+             are counted with their tracking ids replaced by daily keyed hashes"
+        ),
+        None => tracing::info!(
+            "consent strings are not evaluated (RM_TCF_VENDOR_ID is unset): every event \
+             keeps the tracking ids it was sent with"
+        ),
+    }
+    let consent = consent::ConsentStage::new(policy, &deps.consent_key);
     let ready_log = Arc::clone(&log);
     let ops = Ops::until_shutdown(shutdown.clone(), move || ready_log.readiness());
     let edge = Arc::new(edge::Edge::new(
@@ -83,6 +105,7 @@ pub async fn run<L: EventLog>(
             ad_keys: deps.ad_keys,
             inspector: deps.inspector,
             bearer,
+            consent,
         },
     ));
     let sampler = {

@@ -19,6 +19,7 @@
 //! | `ingest_click_redirects_total` | counter | `recorded` (true, false) |
 //! | `ingest_click_links_ended_total` | counter | | signed clicks answered 410 instead of a redirect: their ad id expired beyond the grace period |
 //! | `ingest_inspector_ids` / `ingest_inspector_memory_bytes` | gauge | |
+//! | `ingest_consent_total` | counter | `outcome` (not_evaluated, absent, allowed, no_consent, no_legitimate_interest, restricted, undecodable_encoding, undecodable_version, undecodable_truncated, undecodable_range): what the consent stage decided per event (`crate::consent`) |
 
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 use rm_schemas::agent::InvalidReason;
@@ -53,6 +54,8 @@ pub const REJECTED_ROWS_DROPPED: &str = "ingest_rejected_rows_dropped_total";
 
 /// Events whose `adId` did not verify, by verdict.
 pub const AD_ID_UNVERIFIED: &str = "ingest_ad_id_unverified_total";
+/// Events by what their consent string decided.
+pub const CONSENT: &str = "ingest_consent_total";
 /// Click redirects, by whether the click was durably recorded.
 pub const CLICK_REDIRECTS: &str = "ingest_click_redirects_total";
 /// Signed clicks not redirected because their ad id expired beyond the grace period.
@@ -124,6 +127,7 @@ pub struct EdgeMetrics {
     /// Rejected rows dropped by the rate limit.
     pub rejected_rows_dropped: Counter,
     unverified: Vec<(UnverifiedAdId, Counter)>,
+    consent: Vec<(&'static str, Counter)>,
     redirects: [Counter; 2],
     /// Signed clicks answered 410: their ad id ended.
     pub links_ended: Counter,
@@ -184,6 +188,10 @@ impl EdgeMetrics {
                 .iter()
                 .map(|v| (*v, counter!(AD_ID_UNVERIFIED, "verdict" => v.as_str())))
                 .collect(),
+            consent: crate::consent::ConsentOutcome::LABELS
+                .iter()
+                .map(|l| (*l, counter!(CONSENT, "outcome" => *l)))
+                .collect(),
             redirects: [
                 counter!(CLICK_REDIRECTS, "recorded" => "true"),
                 counter!(CLICK_REDIRECTS, "recorded" => "false"),
@@ -222,6 +230,14 @@ impl EdgeMetrics {
     /// Counts one written event that is invalid traffic.
     pub fn invalid(&self, reason: InvalidReason) {
         self.invalid[reason as usize].increment(1);
+    }
+
+    /// Counts an event's consent outcome (a label of
+    /// [`crate::consent::ConsentOutcome::LABELS`]).
+    pub fn consent(&self, outcome: &str) {
+        if let Some((_, c)) = self.consent.iter().find(|(l, _)| *l == outcome) {
+            c.increment(1);
+        }
     }
 
     /// Counts one event whose `adId` did not verify.

@@ -37,6 +37,11 @@
 //!   valid. `prefetch: true` for a prefetch, prerender or preview (absent = false);
 //!   `serverSide: true` when a server fired it on the device's behalf with
 //!   `X-Device-User-Agent` (absent = false). [`EventRecord::invalid_reason`] reads them.
+//! - `anonymous` (optional, added within version 1): `true` when the event's
+//!   `iabConsentString` did not give the platform what its measurement needs (the
+//!   edge's consent rule, `rm_ingest::consent`): its tracking ids are then the edge's
+//!   daily keyed hashes, not the shopper's, and it never credits an order. Absent =
+//!   false (the ids are the ones the beacon sent).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
@@ -74,6 +79,9 @@ pub struct EventRecord {
     /// Fired by a server on the device's behalf (`X-Device-User-Agent`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub server_side: bool,
+    /// The tracking ids are the edge's daily keyed hashes (consent refused).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub anonymous: bool,
     /// The event.
     #[serde(flatten)]
     pub event: InteractionEvent,
@@ -100,6 +108,8 @@ struct Wire {
     prefetch: bool,
     #[serde(default)]
     server_side: bool,
+    #[serde(default)]
+    anonymous: bool,
     ad_id: String,
     interaction_type: crate::interaction::InteractionType,
     #[serde(deserialize_with = "offset_time")]
@@ -137,6 +147,7 @@ impl From<Wire> for EventRecord {
             agent: w.agent,
             prefetch: w.prefetch,
             server_side: w.server_side,
+            anonymous: w.anonymous,
             event: InteractionEvent {
                 ad_id: w.ad_id,
                 interaction_type: w.interaction_type,
@@ -190,6 +201,7 @@ impl EventRecord {
             agent: None,
             prefetch: false,
             server_side: false,
+            anonymous: false,
             event,
         }
     }
@@ -275,6 +287,9 @@ impl EventRecord {
         }
         if self.server_side {
             out.extend_from_slice(b",\"serverSide\":true");
+        }
+        if self.anonymous {
+            out.extend_from_slice(b",\"anonymous\":true");
         }
         push_name(out, "adId");
         push_json(out, &e.ad_id);
@@ -487,6 +502,8 @@ mod tests {
                         ][agent as usize],
                         prefetch,
                         server_side,
+                        // Some of the records: derived from the key's low bit.
+                        anonymous: key & 1 == 1,
                         event: InteractionEvent {
                             ad_id: ad,
                             interaction_type: all[kind % all.len()],

@@ -21,6 +21,7 @@ mod auth_limits;
 mod billable_clicks;
 mod click_window;
 mod connection_hygiene;
+mod consent_tcf;
 mod deploy_artifacts;
 mod edge_embedded;
 mod edge_impressions;

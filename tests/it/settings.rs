@@ -104,12 +104,13 @@ fn help_never_prints_a_secret_from_the_environment() {
                 "postgres://u:pg-secret-4713@127.0.0.1/db",
             )
             .env("RM_AD_ID_KEYS", "k1:adid-secret-4714")
+            .env("RM_CONSENT_ID_KEY", "consent-secret-4715")
             .stdin(Stdio::null())
             .output()
             .unwrap();
         assert!(out.status.success(), "{sub} --help");
         let text = String::from_utf8_lossy(&out.stdout);
-        for secret in ["4711", "4712", "4713", "4714"] {
+        for secret in ["4711", "4712", "4713", "4714", "4715"] {
             assert!(
                 !text.contains(secret),
                 "{sub} --help prints a secret:\n{text}"

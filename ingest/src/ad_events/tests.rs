@@ -56,6 +56,7 @@ fn edge(keys: &AdIdKeys) -> (Edge<DownLog>, Arc<Inspector>) {
             ad_keys: keys.clone(),
             inspector: Arc::clone(&inspector),
             bearer: None,
+            consent: crate::consent::ConsentStage::new(None, b"0123456789abcdef"),
         },
     );
     (e, inspector)
