@@ -48,6 +48,33 @@ impl Template {
         }
     }
 
+    /// The same request with its `iabConsentString`, when it has one, set to `consent`
+    /// (text a query may hold as it is: a TC string is base64url): a run of real
+    /// strings instead of the pool's random ones.
+    pub fn with_consent(&self, consent: &str) -> Template {
+        const NAME: &[u8] = b"iabConsentString=";
+        let Some(at) = self
+            .bytes
+            .windows(NAME.len())
+            .position(|w| w == NAME)
+            .map(|i| i + NAME.len())
+        else {
+            return self.clone();
+        };
+        let end = self.bytes[at..]
+            .iter()
+            .position(|&b| b == b'&' || b == b' ')
+            .map_or(self.bytes.len(), |i| at + i);
+        let mut bytes = self.bytes[..at].to_vec();
+        bytes.extend_from_slice(consent.as_bytes());
+        bytes.extend_from_slice(&self.bytes[end..]);
+        // The slot (in `sessionId`) comes before the consent string.
+        Template {
+            bytes,
+            slot: self.slot.filter(|&s| s < at),
+        }
+    }
+
     /// The request with sequence number `seq`, as a new buffer.
     pub fn render(&self, seq: u64) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.bytes.len());
@@ -276,5 +303,25 @@ mod tests {
         assert!(types.len() >= 12, "{types:?}");
         let plain = pool(UrlKind::Plain, "h", 1, 1, 0);
         assert!(plain[0].render(3).starts_with(b"GET / HTTP/1.1\r\n"));
+    }
+
+    #[test]
+    fn a_real_consent_string_replaces_the_random_one() {
+        let p = pool(UrlKind::Beacon, "h:1", 200, 42, 1_795_344_930_250);
+        let with = p
+            .iter()
+            .find(|t| std::str::from_utf8(&t.bytes).is_ok_and(|s| s.contains("iabConsentString")))
+            .expect("a beacon with a consent string");
+        let a = String::from_utf8(with.with_consent("CQuV9AAQ").render(5)).expect("ascii");
+        assert!(a.contains("&iabConsentString=CQuV9AAQ&cb="), "{a}");
+        assert!(
+            a.contains("sessionId=s-000000000000002a-000000000005"),
+            "{a}"
+        );
+        let without = p
+            .iter()
+            .find(|t| std::str::from_utf8(&t.bytes).is_ok_and(|s| !s.contains("iabConsentString")))
+            .expect("a beacon without");
+        assert_eq!(without.with_consent("x").render(1), without.render(1));
     }
 }

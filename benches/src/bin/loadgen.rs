@@ -119,6 +119,10 @@ struct RunArgs {
     /// No per-second progress.
     #[arg(long)]
     quiet: bool,
+    /// The `iabConsentString` of the beacons that carry one (half of them), instead
+    /// of the pool's random text: a real TC string.
+    #[arg(long)]
+    consent_string: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -240,14 +244,18 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         Kind::Beacon => UrlKind::Beacon,
         Kind::Plain => UrlKind::Plain,
     };
-    let pool = Arc::new(beacon::pool_as(
+    let mut templates = beacon::pool_as(
         kind,
         &host,
         &args.user_agent,
         args.pool,
         run_id,
         now.as_millis() as u64,
-    ));
+    );
+    if let Some(s) = &args.consent_string {
+        templates = templates.iter().map(|t| t.with_consent(s)).collect();
+    }
+    let pool = Arc::new(templates);
 
     let start = Instant::now() + Duration::from_millis(50);
     let measure_from = start + Duration::from_secs_f64(args.warmup.max(0.0));
