@@ -103,12 +103,7 @@ async fn read_days<S: ReportStore + ?Sized>(
         catalog_id: None,
         page: None,
     };
-    store.tallies(&q).await?.ok_or_else(|| {
-        StoreError::Unavailable(format!(
-            "the report store's earlier {being} into its rollups (the aggregator's first \
-             start on a store of an earlier version); try again shortly"
-        ))
-    })
+    fetch_being(store, &q, being).await
 }
 
 /// The query of the tallies of `scope` and `kinds` a report of `f` over `periods`
@@ -138,12 +133,21 @@ async fn fetch<S: ReportStore + ?Sized>(
     store: &S,
     q: &TallyQuery,
 ) -> Result<Vec<SummedTally>, StoreError> {
+    fetch_being(store, q, "events are being counted").await
+}
+
+/// The tallies `q` reads; unavailable (what is `being` done) before the store's
+/// backfill of them.
+async fn fetch_being<S: ReportStore + ?Sized>(
+    store: &S,
+    q: &TallyQuery,
+    being: &str,
+) -> Result<Vec<SummedTally>, StoreError> {
     store.tallies(q).await?.ok_or_else(|| {
-        StoreError::Unavailable(
-            "the report store's earlier events are being counted into its rollups \
-             (the aggregator's first start on a store of an earlier version); try again shortly"
-                .into(),
-        )
+        StoreError::Unavailable(format!(
+            "the report store's earlier {being} into its rollups (the aggregator's first \
+             start on a store of an earlier version); try again shortly"
+        ))
     })
 }
 
@@ -211,17 +215,26 @@ fn key(campaign: &str, creative: &str, catalog: &str, product: &str) -> PlaceKey
     }
 }
 
-/// The whole report (`None`) or one page of it.
-fn paged<R>(
-    at: Option<PageAt<'_>>,
-    rows: Vec<R>,
+/// A report of one scope's tallies (`kinds` of `scope`) of `f` over `periods`, made
+/// into rows by `rows` (each keyed by its place: `key`), whole (`at`: `None`) or one
+/// page of it.
+async fn read_page<S: ReportStore + ?Sized, R>(
+    store: &S,
+    (f, periods, at): (&ReportFilter, &Periods, Option<PageAt<'_>>),
+    (scope, kinds): (Scope, &[Kind]),
+    rows: impl Fn(&[SummedTally], &Periods) -> Vec<R>,
     key: impl Fn(&R) -> PlaceKey,
-    summed: &[SummedTally],
-) -> Page<R> {
-    match at {
-        None => Page { rows, next: None },
-        Some(at) => at.cut(rows, key, summed),
-    }
+) -> Result<Page<R>, StoreError> {
+    let places = at.map(|a| a.places());
+    let summed = read(store, f, periods, scope, kinds, places.as_ref()).await?;
+    let made = rows(&summed, periods);
+    Ok(match at {
+        None => Page {
+            rows: made,
+            next: None,
+        },
+        Some(at) => at.cut(made, key, &summed),
+    })
 }
 
 /// The products report: rows per campaign, creative, catalog, product and period; or,
@@ -246,12 +259,11 @@ pub async fn product_page<S: ReportStore + ?Sized>(
     at: Option<PageAt<'_>>,
 ) -> Result<Page<ProductRow>, StoreError> {
     let kinds = [Kind::ProductImpression, Kind::ProductClick];
-    let places = at.map(|a| a.places());
-    let summed = read(store, f, periods, Scope::Product, &kinds, places.as_ref()).await?;
-    let rows = rollup::product_rows(&summed, periods);
-    Ok(paged(
-        at,
-        rows,
+    read_page(
+        store,
+        (f, periods, at),
+        (Scope::Product, &kinds),
+        rollup::product_rows,
         |r| {
             key(
                 &r.campaign_id,
@@ -260,8 +272,8 @@ pub async fn product_page<S: ReportStore + ?Sized>(
                 &r.product_code,
             )
         },
-        &summed,
-    ))
+    )
+    .await
 }
 
 /// The ads report: rows per campaign, creative and period; or, with the filter's
@@ -286,15 +298,14 @@ pub async fn ad_page<S: ReportStore + ?Sized>(
     at: Option<PageAt<'_>>,
 ) -> Result<Page<AdRow>, StoreError> {
     let kinds = [Kind::AdImpression, Kind::AdClick];
-    let places = at.map(|a| a.places());
-    let summed = read(store, f, periods, Scope::Creative, &kinds, places.as_ref()).await?;
-    let rows = rollup::ad_rows(&summed, periods);
-    Ok(paged(
-        at,
-        rows,
+    read_page(
+        store,
+        (f, periods, at),
+        (Scope::Creative, &kinds),
+        rollup::ad_rows,
         |r| key(&r.campaign_id, &r.creative_id, "", ""),
-        &summed,
-    ))
+    )
+    .await
 }
 
 /// The video funnel: rows per campaign, creative (the video id) and period (UTC days,

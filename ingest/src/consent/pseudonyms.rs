@@ -57,29 +57,34 @@ impl Pseudonyms {
 
     /// The pseudonym of `value` in `field` on `day`.
     pub fn of(&self, day: NaiveDate, field: &str, value: &str) -> String {
-        let h = mac(
-            &self.day_key(day),
-            &[field.as_bytes(), b"\0", value.as_bytes()],
-        );
-        let mut out = String::with_capacity(PREFIX.len() + 32);
-        out.push_str(PREFIX);
-        for b in &h[..16] {
-            out.push_str(&format!("{b:02x}"));
-        }
-        out
+        keyed(&self.day_key(day), field, value)
     }
 
     /// Replaces the event's tracking ids (session, customer, DTM token) by their
-    /// pseudonyms of `day`.
+    /// pseudonyms of `day` (the day's key derived once).
     pub fn replace(&self, event: &mut InteractionEvent, day: NaiveDate) {
+        let key = self.day_key(day);
         for (field, id) in [
             ("sessionId", &mut event.session_id),
             ("customerId", &mut event.customer_id),
             ("dtmToken", &mut event.dtm_token),
         ] {
             if let Some(v) = id.as_mut() {
-                *v = self.of(day, field, v);
+                *v = keyed(&key, field, v);
             }
         }
     }
+}
+
+/// The pseudonym of `value` in `field` under a day's `key`.
+fn keyed(key: &[u8; 32], field: &str, value: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let h = mac(key, &[field.as_bytes(), b"\0", value.as_bytes()]);
+    let mut out = String::with_capacity(PREFIX.len() + 32);
+    out.push_str(PREFIX);
+    for b in &h[..16] {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xF)]));
+    }
+    out
 }
