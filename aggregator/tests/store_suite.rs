@@ -38,6 +38,8 @@ impl<T: WriteStore + ReportStore> Store for T {}
 
 #[path = "store_suite/ads.rs"]
 mod ads;
+#[path = "store_suite/erasure.rs"]
+mod erasure;
 #[path = "store_suite/migration.rs"]
 mod migration;
 #[path = "store_suite/offers.rs"]
@@ -1633,4 +1635,104 @@ async fn drop_table(config: &ClickHouseConfig, table: &str) {
         .execute()
         .await
         .expect("drop table");
+}
+
+/// The embedded store's erasure; then every table of its file, read whole, holds no
+/// trace of the id.
+#[tokio::test]
+async fn embedded_erasure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = EmbeddedStore::path(dir.path());
+    let store = EmbeddedStore::open(&path).expect("open");
+    erasure::erased_as_asked(&store).await;
+    drop(store);
+    let db = redb::Database::open(&path).expect("reopen");
+    let r = redb::ReadableDatabase::begin_read(&db).expect("read");
+    let mut searched = 0;
+    for table in r.list_tables().expect("tables") {
+        let name = redb::TableHandle::name(&table).to_owned();
+        let bytes = embedded_table_bytes(&r, &name);
+        assert_eq!(erasure::trace_in(&name, &bytes), None, "{name}");
+        searched += 1;
+    }
+    assert!(searched > 10, "every table: {searched}");
+}
+
+/// A table's keys and values, whatever their types (each table of the embedded store
+/// has one of these); a table of any other kind fails the test, so none is skipped.
+fn embedded_table_bytes(r: &redb::ReadTransaction, name: &str) -> Vec<u8> {
+    use redb::{ReadableTable, TableDefinition};
+    let mut out = Vec::new();
+    if let Ok(t) = r.open_table(TableDefinition::<&[u8], &[u8]>::new(name)) {
+        for row in t.iter().expect("iter") {
+            let (k, v) = row.expect("row");
+            out.extend(k.value());
+            out.extend(v.value());
+        }
+    } else if let Ok(t) = r.open_table(TableDefinition::<&str, &[u8]>::new(name)) {
+        for row in t.iter().expect("iter") {
+            let (k, v) = row.expect("row");
+            out.extend(k.value().as_bytes());
+            out.extend(v.value());
+        }
+    } else if let Ok(t) = r.open_table(TableDefinition::<&str, u64>::new(name)) {
+        for row in t.iter().expect("iter") {
+            let (k, v) = row.expect("row");
+            out.extend(k.value().as_bytes());
+            out.extend(v.value().to_le_bytes());
+        }
+    } else if let Ok(t) = r.open_table(TableDefinition::<&[u8], ()>::new(name)) {
+        for row in t.iter().expect("iter") {
+            out.extend(row.expect("row").0.value());
+        }
+    } else {
+        panic!("table {name} has key and value types the search does not read");
+    }
+    out
+}
+
+/// ClickHouse's erasure; then every table of the database, read whole as
+/// tab-separated text, holds no trace of the id.
+async fn clickhouse_erasure(url: &str) {
+    let config = fresh_database(url, "erase");
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    erasure::erased_as_asked(&store).await;
+    let client = clickhouse::Client::default()
+        .with_url(url.to_owned())
+        .with_validation(false)
+        .with_database(config.database.clone());
+    let tables: Vec<String> = client
+        .query("SELECT name FROM system.tables WHERE database = currentDatabase()")
+        .fetch_all()
+        .await
+        .expect("tables");
+    assert!(tables.len() > 10, "every table: {tables:?}");
+    for name in tables {
+        let bytes = client
+            .query(&format!("SELECT * FROM {name}"))
+            .fetch_bytes("TabSeparated")
+            .expect("select")
+            .collect()
+            .await
+            .expect("rows");
+        assert_eq!(erasure::trace_in(&name, &bytes), None, "{name}");
+    }
+    drop_database(url, &config.database).await;
+}
+
+#[tokio::test]
+async fn clickhouse_erasure_18() {
+    if let Some(url) = server_url("RM_CLICKHOUSE_URL", "ClickHouse 18.16") {
+        clickhouse_erasure(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn clickhouse_erasure_newest() {
+    if let Some(url) = server_url(
+        "RM_CLICKHOUSE_NEWEST_URL",
+        "the chDB shim (ClickHouse 26.9)",
+    ) {
+        clickhouse_erasure(&url).await;
+    }
 }

@@ -313,8 +313,29 @@ pub const ROLLUPS_LATE: &str = "CREATE TABLE IF NOT EXISTS rollups_late (
 PARTITION BY intDiv(written, 86400000)
 ORDER BY (written, campaign_id, scope, grain, bucket, creative, catalog_id, product_code)";
 
+/// The audit log of erasures of a shopper's identifiers (`rm_store::model::erasure`):
+/// one row per request, the newest `version` its state (0 requested, 1 run).
+/// `namespace` is "" for an operator's erasure (every namespace); `tracking_id` is
+/// the erased id only until the erasure settles (an `ALTER ... UPDATE` empties it),
+/// `digest` and `hash` (its SHA-256 and 64-bit hash) stay; `erased` is what the run
+/// replaced, as JSON.
+pub const ERASURES: &str = "CREATE TABLE IF NOT EXISTS erasures (
+    request_id String,
+    namespace String,
+    tracking_id String,
+    digest String,
+    hash UInt64,
+    replacement String,
+    client_id String,
+    requested_ms Int64,
+    done_ms Int64,
+    erased String,
+    version UInt64
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY request_id";
+
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
@@ -328,6 +349,7 @@ pub const ALL: [&str; 13] = [
     ORDER_SHOPPERS,
     ROLLUPS_CLOSED,
     ROLLUPS_LATE,
+    ERASURES,
 ];
 
 /// Columns added to a table after it first shipped: (table, column, type). Each is

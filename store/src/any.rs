@@ -5,10 +5,12 @@ use std::path::Path;
 
 use crate::clickhouse::ClickHouseStore;
 use crate::embedded::EmbeddedStore;
+use crate::erase::EraseStore;
 use crate::model::ads::AdReportRow;
 use crate::model::attribution::{SalesReportRow, Touch, Windows};
 use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{CartCampaignRow, CartKey, CartStateRow};
+use crate::model::erasure::{Erased, Erasure};
 use crate::model::funnel::{FunnelReportRow, ViewKey};
 use crate::model::products::ProductReportRow;
 use crate::model::tallies::sales::{OrderCredits, ShopperOrder};
@@ -169,5 +171,31 @@ impl ReportStore for AnyStore {
     }
     async fn tallies(&self, q: &TallyQuery) -> Result<Option<Vec<SummedTally>>, StoreError> {
         dispatch!(self, s => s.tallies(q).await)
+    }
+}
+
+impl EraseStore for AnyStore {
+    async fn request_erasure(&self, e: &Erasure) -> Result<(), StoreError> {
+        dispatch!(self, s => s.request_erasure(e).await)
+    }
+    async fn erasure(&self, request_id: &str) -> Result<Option<Erasure>, StoreError> {
+        dispatch!(self, s => s.erasure(request_id).await)
+    }
+    async fn erasures_since(&self, since_ms: i64) -> Result<Vec<Erasure>, StoreError> {
+        dispatch!(self, s => s.erasures_since(since_ms).await)
+    }
+    async fn erase(&self, e: &Erasure) -> Result<Erased, StoreError> {
+        dispatch!(self, s => s.erase(e).await)
+    }
+    async fn finish_erasure(
+        &self,
+        e: &Erasure,
+        done_ms: i64,
+        erased: Erased,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.finish_erasure(e, done_ms, erased).await)
+    }
+    async fn settle_erasures(&self, before_ms: i64) -> Result<usize, StoreError> {
+        dispatch!(self, s => s.settle_erasures(before_ms).await)
     }
 }

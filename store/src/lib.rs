@@ -11,6 +11,8 @@
 //!   [`embedded::EmbeddedStore`] (redb, the default) and
 //!   [`clickhouse::ClickHouseStore`] (production); [`AnyStore`] is the one a
 //!   deployment [`open`]s from its [`StoreConfig`].
+//! - [`mod@erase`]: the [`EraseStore`] trait (a shopper's identifiers erased on request,
+//!   and the audit log of those erasures).
 //!
 //! Every write is idempotent (it carries complete fact sets and the rows derived from
 //! them), so writing a batch again after a crash or a retry changes nothing. Reports
@@ -21,6 +23,7 @@ pub mod any;
 pub mod clickhouse;
 pub mod config;
 pub mod embedded;
+pub mod erase;
 pub mod error;
 pub mod filter;
 pub mod model;
@@ -30,6 +33,7 @@ pub mod write;
 
 pub use any::{open, AnyStore};
 pub use config::StoreConfig;
+pub use erase::EraseStore;
 pub use error::StoreError;
 pub use filter::{ReportFilter, Tenant};
 pub use read::{

@@ -50,6 +50,7 @@
 //! is classified.
 
 mod compact;
+mod erase;
 mod error;
 mod page;
 mod query;

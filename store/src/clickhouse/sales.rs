@@ -44,7 +44,7 @@ impl OrderCreditCh {
         }
     }
 
-    fn state(&self) -> Result<OrderCredits, StoreError> {
+    pub(crate) fn state(&self) -> Result<OrderCredits, StoreError> {
         let bad = || corrupt("order state", &self.order_id);
         let bytes = unhex(self.state.as_bytes()).ok_or_else(bad)?;
         OrderCredits::from_bytes(&bytes).map_err(|_| bad())

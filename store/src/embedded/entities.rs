@@ -310,6 +310,106 @@ pub(super) fn remove_oldest(
     })
 }
 
+/// What [`rekey`] moved in the index, for [`Rekeyed::apply`] once its transaction
+/// has committed.
+#[must_use]
+pub(super) struct Rekeyed {
+    kind: Entities,
+    moved: Vec<(Vec<u8>, Vec<u8>, u64)>,
+}
+
+impl Rekeyed {
+    /// Moves the memory part of the index to the new keys.
+    pub(super) fn apply(self, index: &Index) -> Result<(), StoreError> {
+        let mut recent = index.recent.lock().map_err(err)?;
+        let map = &mut recent[self.kind.id];
+        for (old, new, slot) in self.moved {
+            if map.remove(&old).is_some() {
+                map.insert(new, slot);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The slot of an entity, wherever its index entry is (memory or table), within a
+/// write transaction.
+pub(super) fn slot_in(
+    w: &WriteTransaction,
+    index: &Index,
+    kind: Entities,
+    key: &[u8],
+) -> Result<Option<u64>, StoreError> {
+    let (held, _) = index.slots(kind, std::iter::once(&key.to_vec()))?;
+    let slots = w.open_table(kind.slots).map_err(err)?;
+    find(held[0], &slots, key)
+}
+
+/// An entity given a new key: its old key, new key, slot and new row.
+pub(super) type Move = (Vec<u8>, Vec<u8>, u64, Vec<u8>);
+
+/// Gives entities new keys, each keeping its slot, with its new row. A new key that already names another entity is refused (the
+/// caller's keys are fresh, so it would be a store written by two writers at once).
+pub(super) fn rekey(
+    w: &WriteTransaction,
+    index: &Index,
+    kind: Entities,
+    moves: Vec<Move>,
+) -> Result<Rekeyed, StoreError> {
+    let mut moved = Vec::with_capacity(moves.len());
+    for (old, new, slot, row) in moves {
+        if slot_in(w, index, kind, &new)?.is_some() {
+            return Err(StoreError::Refused(format!(
+                "{}: the new key of slot {slot} already names an entity",
+                kind.mark
+            )));
+        }
+        let mut slots = w.open_table(kind.slots).map_err(err)?;
+        if slots.remove(old.as_slice()).map_err(err)?.is_some() {
+            slots
+                .insert(new.as_slice(), slot.to_be_bytes().as_slice())
+                .map_err(err)?;
+        }
+        let mut rows = w.open_table(kind.rows).map_err(err)?;
+        rows.insert(slot.to_be_bytes().as_slice(), row.as_slice())
+            .map_err(err)?;
+        moved.push((old, new, slot));
+    }
+    Ok(Rekeyed { kind, moved })
+}
+
+/// Replaces the rows of these slots (the entities keep their keys).
+pub(super) fn rewrite(
+    w: &WriteTransaction,
+    kind: Entities,
+    rows: &[(u64, Vec<u8>)],
+) -> Result<(), StoreError> {
+    let mut table = w.open_table(kind.rows).map_err(err)?;
+    for (slot, row) in rows {
+        table
+            .insert(slot.to_be_bytes().as_slice(), row.as_slice())
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Every row of `kind` for which `f` gives a value, with its slot.
+pub(super) fn scan<T>(
+    w: &WriteTransaction,
+    kind: Entities,
+    mut f: impl FnMut(&[u8]) -> Result<Option<T>, StoreError>,
+) -> Result<Vec<(u64, T)>, StoreError> {
+    let table = w.open_table(kind.rows).map_err(err)?;
+    let mut out = Vec::new();
+    for row in table.iter().map_err(err)? {
+        let (slot, v) = row.map_err(err)?;
+        if let Some(t) = f(v.value())? {
+            out.push((slot_of(slot.value())?, t));
+        }
+    }
+    Ok(out)
+}
+
 /// The rows of the entities with these keys that are stored, read by `f`, each with
 /// its key's position in `keys`.
 pub(super) fn read<T>(

@@ -19,6 +19,8 @@
 //! | `orders_v2` | order id (raw) | the order's lines (`OrderLine`s, exact money) |
 //! | `touches_v2` | event time, shopper, dedup key | the `Touch` |
 //! | `rollups` | campaign, scope, grain, bucket, creative, catalog, product, log partition, metric | the `Tally` (count, stamp; `tallies.rs`) |
+//! | `erasures` | request id | the erasure, JSON (`erase.rs`: the audit log of erasures) |
+//! | `erasures_by_time` | request time, request id | - |
 //!
 //! The three fact tables only ever grow, and their keys start with the event time
 //! (8 bytes, big-endian, sign bit flipped, so byte order is time order): a batch's new
@@ -62,6 +64,7 @@ use crate::{Backend, StoreError};
 
 mod codec;
 mod entities;
+mod erase;
 mod migrate;
 mod migrate_money;
 mod reports;
@@ -124,6 +127,7 @@ impl EmbeddedStore {
         ] {
             w.open_table(t).map_err(err)?;
         }
+        erase::create(&w)?;
         sales::index_if_missing(&w)?;
         sales::mark_if_new(&w)?;
         w.commit().map_err(err)?;

@@ -30,7 +30,7 @@ pub(super) const ORDER_SHOPPERS: Table = redb::TableDefinition::new("order_shopp
 /// Stored touches by shopper.
 pub(super) const TOUCH_SHOPPERS: Table = redb::TableDefinition::new("touches_by_shopper");
 
-fn shopper_prefix(shopper: &str) -> Vec<u8> {
+pub(super) fn shopper_prefix(shopper: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(shopper.len() + 24);
     k.extend(
         u32::try_from(shopper.len())

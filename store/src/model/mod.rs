@@ -23,6 +23,7 @@ pub mod ads;
 pub mod attribution;
 pub mod campaigns;
 pub mod carts;
+pub mod erasure;
 pub mod funnel;
 pub mod periods;
 pub mod products;

@@ -294,6 +294,29 @@ impl ServedAd {
         false
     }
 
+    /// Replaces a shopper's hash by another wherever the state keeps it (the shoppers
+    /// seen, a view's taker), leaving its version as it was: an erasure
+    /// (`super::erasure`) changes no decision. True when it replaced anything.
+    pub fn replace_shopper(&mut self, old: u64, new: u64) -> bool {
+        if old == 0 || old == new {
+            return false;
+        }
+        let mut changed = false;
+        for s in &mut self.shoppers {
+            if *s == old {
+                *s = new;
+                changed = true;
+            }
+        }
+        for t in &mut self.taken {
+            if t.kind == Unit::View("").kind() && t.dedup_key as u64 == old {
+                t.dedup_key = view_taker(new, t.dedup_key >> 64);
+                changed = true;
+            }
+        }
+        changed
+    }
+
     /// Distinct shoppers seen (exact up to [`MAX_SHOPPERS`]).
     pub fn shoppers(&self) -> usize {
         self.shoppers.len() + self.more_shoppers as usize
