@@ -9,6 +9,7 @@
 
 pub mod batch;
 pub mod compact;
+pub mod erasures;
 pub mod metrics;
 pub mod pipeline;
 pub mod sales;
@@ -113,6 +114,14 @@ pub struct AggregatorConfig {
         default_value_t = 300
     )]
     pub compact_margin_secs: u64,
+    /// Seconds between looks for erasures the api recorded (each is run, and its id
+    /// never stored again, before the next batch is folded).
+    #[arg(
+        long = "aggregator-erasures-secs",
+        env = "RM_AGGREGATOR_ERASURES_SECS",
+        default_value_t = erasures::DEFAULT_ERASURES_SECS
+    )]
+    pub erasures_secs: u64,
 }
 
 /// Settings the aggregator shares with other services (the binary reads them once).
@@ -147,6 +156,7 @@ impl AggregatorConfig {
             served_retention: Duration::from_secs(
                 u64::try_from(self.served_retention_hours.max(1)).unwrap_or(1) * 3_600,
             ),
+            erasures_every: Duration::from_secs(self.erasures_secs.max(1)),
         }
     }
 }

@@ -76,6 +76,10 @@ pub const FRESHNESS: &str = "aggregator_freshness_seconds";
 /// their log partitions further (a consumer that lost it in a rebalance and still
 /// wrote, or a second consumer group on the topic).
 pub const OVERTAKEN: &str = "aggregator_overtaken_total";
+/// Erasures run (`crate::erasures`).
+pub const ERASURES: &str = "aggregator_erasures_total";
+/// Records whose erased ids were replaced before they were folded.
+pub const ERASED_RECORDS: &str = "aggregator_erased_id_records_total";
 
 /// Registers every series at zero so dashboards see them from the first scrape.
 pub fn register(backend: &'static str) {
@@ -98,6 +102,8 @@ pub fn register(backend: &'static str) {
     }
     counter!(SHARED_AD_IDS).absolute(0);
     counter!(OVERTAKEN).absolute(0);
+    counter!(ERASURES).absolute(0);
+    counter!(ERASED_RECORDS).absolute(0);
     counter!(OFFERS_SENT).absolute(0);
     for o in ["credited", "kept", "orphan"] {
         counter!(OFFERS, "outcome" => o).absolute(0);

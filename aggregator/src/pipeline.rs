@@ -67,12 +67,13 @@ use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::served::ServedAd;
 use rm_store::model::tallies::sales::OrderCredits;
 use rm_store::model::tallies::{Metric, Place, PlaceTallies};
-use rm_store::{EntitySets, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
+use rm_store::{EntitySets, EraseStore, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
 use crate::batch::{
     cart_places, copy_places, fold_at, progress_places, touched_at, view_places, FoldStats, Policy,
     Position, Touched,
 };
+use crate::erasures::{self, Erasures};
 use crate::metrics;
 use crate::sales::{self, Lookups, OrderIn, OrderMsg, OrderStats};
 use crate::source::{Appender, Checkpoint, Raw, Source, Stream};
@@ -95,7 +96,12 @@ pub struct PipelineOptions {
     pub cache_max_entities: usize,
     /// How long after its ad id expired a served ad's state is kept.
     pub served_retention: Duration,
+    /// How often the loop looks for new erasures ([`crate::erasures`]).
+    pub erasures_every: Duration,
 }
+
+/// How often the loop settles erasures old enough (their ids forgotten).
+const SETTLE_EVERY: Duration = Duration::from_secs(60);
 
 /// How often a write also forgets the states of served ads expired beyond the
 /// retention.
@@ -210,7 +216,7 @@ struct Stored {
 }
 
 /// Runs until `shutdown`. Returns when the source fails for good.
-pub async fn run<S: Source + 'static, T: WriteStore>(
+pub async fn run<S: Source + 'static, T: WriteStore + EraseStore>(
     source: S,
     store: Arc<T>,
     backend: &'static str,
@@ -221,7 +227,7 @@ pub async fn run<S: Source + 'static, T: WriteStore>(
 }
 
 /// As [`run`], counting what is stored in `progress`.
-pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
+pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
     source: S,
     store: Arc<T>,
     backend: &'static str,
@@ -247,6 +253,21 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
         Some(Ok(_)) => {}
         Some(Err(e)) => return Err(e.into()),
     }
+    // Erasures recorded so far are suppressed, and run where they still hold their
+    // id, before this loop folds anything (`crate::erasures`).
+    let mut erasures = Erasures::default();
+    match look_for_erasures(&*store, &mut erasures, true, &shutdown).await {
+        None => return Ok(()),
+        Some(new) => {
+            if !run_erasures(&*store, &new, &shutdown).await {
+                return Ok(());
+            }
+        }
+    }
+    let mut erasure_tick = tokio::time::interval(opts.erasures_every);
+    erasure_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    erasure_tick.tick().await;
+    let mut settled_at = std::time::Instant::now();
     let mut cache = Cache::default();
     let mut in_flight: Option<InFlight> = None;
     let probe = source.lag_probe();
@@ -298,6 +319,33 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
                 continue;
             }
             p = next.recv() => p,
+            _ = erasure_tick.tick() => {
+                let Some(new) = look_for_erasures(&*store, &mut erasures, false, &shutdown).await else {
+                    return Ok(());
+                };
+                if !new.is_empty() {
+                    // Nothing cached may be written back, and nothing is loaded while
+                    // the write in flight can still change the store.
+                    if !stored(&commits, &progress, wait(&mut in_flight).await) {
+                        return Ok(());
+                    }
+                    in_flight = None;
+                    cache = Cache::default();
+                    if !run_erasures(&*store, &new, &shutdown).await {
+                        return Ok(());
+                    }
+                }
+                if settled_at.elapsed() > SETTLE_EVERY {
+                    settled_at = std::time::Instant::now();
+                    let now = chrono::Utc::now().timestamp_millis();
+                    match erasures::Erasures::settle(&*store, now).await {
+                        Ok(n) if n > 0 => tracing::info!(erasures = n, "erasures settled: their ids forgotten"),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "settling erasures failed; trying again later"),
+                    }
+                }
+                continue;
+            }
         };
         let mut polled = match polled {
             None => return Ok(()), // the reader stopped: shutdown
@@ -310,6 +358,10 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore>(
             OrderMsg::Offer(of) => of.to.is_empty() || group == Some(of.to.as_str()),
             OrderMsg::Order(_) => true,
         });
+        let suppressed = erasures.apply(&mut polled.records, &mut polled.orders);
+        if suppressed > 0 {
+            ::metrics::counter!(metrics::ERASED_RECORDS).increment(suppressed);
+        }
         if polled.rebalanced {
             // Nothing may be loaded while the write in flight can still change the store.
             if !stored(&commits, &progress, wait(&mut in_flight).await) {
@@ -466,6 +518,62 @@ async fn read<S: Source>(
 
 /// The outcome of the write in flight (`None` when there is none, which counts as
 /// done).
+/// Looks for erasures this loop has not seen (they are suppressed from now on); a
+/// store that is unavailable is retried until `shutdown` (`None`) when `patient`,
+/// else the look is left to the next tick.
+async fn look_for_erasures<T: EraseStore>(
+    store: &T,
+    erasures: &mut Erasures,
+    patient: bool,
+    shutdown: &CancellationToken,
+) -> Option<Vec<rm_store::model::erasure::Erasure>> {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match erasures.poll(store).await {
+            Ok(new) => return Some(new),
+            Err(e) if patient && e.is_retryable() => {
+                tracing::warn!(error = %e, retry_in = ?delay, "looking for erasures failed; retrying");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "looking for erasures failed; trying again later");
+                return Some(Vec::new());
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return None,
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Runs each erasure that still holds its id (retrying while the store is
+/// unavailable); false on shutdown. One the store refuses is logged and left (the
+/// next start runs it again).
+async fn run_erasures<T: EraseStore>(
+    store: &T,
+    new: &[rm_store::model::erasure::Erasure],
+    shutdown: &CancellationToken,
+) -> bool {
+    for e in new.iter().filter(|e| e.holds_id()) {
+        match retry("erase", shutdown, || erasures::run(store, e)).await {
+            None => return false,
+            Some(Ok(erased)) => {
+                ::metrics::counter!(metrics::ERASURES).increment(1);
+                tracing::info!(
+                    request_id = e.request_id,
+                    rows = erased.total(),
+                    "erasure run"
+                );
+            }
+            Some(Err(err)) => {
+                tracing::error!(request_id = e.request_id, error = %err, "an erasure was refused");
+            }
+        }
+    }
+    true
+}
+
 async fn wait(in_flight: &mut Option<InFlight>) -> Option<Option<Stored>> {
     let f = in_flight.as_mut()?;
     Some(match (&mut f.task).await {

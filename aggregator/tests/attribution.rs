@@ -225,6 +225,7 @@ fn options() -> PipelineOptions {
         policy: Policy::default(),
         cache_max_entities: 10_000,
         served_retention: Duration::from_secs(48 * 3_600),
+        erasures_every: Duration::from_secs(1),
     }
 }
 

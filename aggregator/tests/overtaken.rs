@@ -148,6 +148,7 @@ async fn a_batch_written_by_a_consumer_that_lost_the_partition_is_never_lost() {
         policy: Policy::default(),
         cache_max_entities: 10_000,
         served_retention: Duration::from_secs(48 * 3_600),
+        erasures_every: Duration::from_secs(1),
     };
     let task = tokio::spawn(pipeline::run_with_progress(
         source,

@@ -17,6 +17,7 @@ use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::embedded::EmbeddedStore;
 use rm_store::model::attribution::{Touch, Windows};
 use rm_store::model::carts::CartKey;
+use rm_store::model::erasure::{Erased, Erasure};
 use rm_store::model::funnel::ViewKey;
 use rm_store::model::tallies::sales::{OrderCredits, ShopperOrder};
 use rm_store::model::tallies::{Place, PlaceTallies};
@@ -97,6 +98,32 @@ impl WriteStore for Gated {
     }
 }
 
+impl rm_store::EraseStore for Gated {
+    async fn request_erasure(&self, e: &Erasure) -> Result<(), StoreError> {
+        self.inner.request_erasure(e).await
+    }
+    async fn erasure(&self, request_id: &str) -> Result<Option<Erasure>, StoreError> {
+        self.inner.erasure(request_id).await
+    }
+    async fn erasures_since(&self, since_ms: i64) -> Result<Vec<Erasure>, StoreError> {
+        self.inner.erasures_since(since_ms).await
+    }
+    async fn erase(&self, e: &Erasure) -> Result<Erased, StoreError> {
+        self.inner.erase(e).await
+    }
+    async fn finish_erasure(
+        &self,
+        e: &Erasure,
+        done_ms: i64,
+        erased: Erased,
+    ) -> Result<(), StoreError> {
+        self.inner.finish_erasure(e, done_ms, erased).await
+    }
+    async fn settle_erasures(&self, before_ms: i64) -> Result<usize, StoreError> {
+        self.inner.settle_erasures(before_ms).await
+    }
+}
+
 /// Shopper `i`'s play of their own served ad, one per record: every record is a view.
 fn play(i: u32) -> EventRecord {
     let now = chrono::Utc::now();
@@ -167,6 +194,7 @@ impl Running {
             policy: Policy::default(),
             cache_max_entities: 10_000,
             served_retention: Duration::from_secs(48 * 3_600),
+            erasures_every: Duration::from_secs(1),
         };
         let task = tokio::spawn(pipeline::run_with_progress(
             source,

@@ -109,6 +109,7 @@ fn options(a: &Args) -> PipelineOptions {
         policy: rm_aggregator::batch::Policy::default(),
         cache_max_entities: 1_000_000,
         served_retention: Duration::from_secs(48 * 3_600),
+        erasures_every: Duration::from_secs(1),
     }
 }
 

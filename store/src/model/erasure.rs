@@ -296,6 +296,21 @@ impl Suppression {
             .map(|s| s.replacement.as_str())
     }
 
+    /// Replaces an erased id inside a shopper (`session:<id>`) in place; true when it
+    /// did.
+    pub fn apply_shopper(&self, shopper: &mut String, namespace: Option<&str>) -> bool {
+        for kind in [ShopperId::Customer, ShopperId::Session] {
+            let Some(id) = shopper.strip_prefix(kind.prefix()) else {
+                continue;
+            };
+            if let Some(r) = self.replacement(id, namespace) {
+                *shopper = attribution::shopper(kind, r);
+                return true;
+            }
+        }
+        false
+    }
+
     /// Replaces an erased id in place; true when it did.
     pub fn apply(&self, id: &mut Option<String>, namespace: Option<&str>) -> bool {
         let Some(v) = id.as_mut() else { return false };

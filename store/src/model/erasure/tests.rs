@@ -132,6 +132,11 @@ proptest! {
             if expected {
                 prop_assert_eq!(v.as_deref(), Some(e.replacement.as_str()));
             }
+            let mut shopper = attribution::shopper(ShopperId::Customer, &erased[0]);
+            prop_assert_eq!(s.apply_shopper(&mut shopper, Some(record_ns)), expected);
+            if expected {
+                prop_assert_eq!(shopper, format!("customer:{}", e.replacement));
+            }
             for k in kept {
                 let mut v = Some(k.clone());
                 prop_assert!(!s.apply(&mut v, Some(record_ns)));
