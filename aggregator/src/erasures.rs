@@ -163,9 +163,17 @@ mod tests {
             e.suppression.add(x);
         }
         let mut records = vec![
-            record("rm1.c.x", "cust-1", "sess-1"),
-            record("rm2.acme.c.x", "cust-2", "sess-9"),
-            record("rm2.zeta.c.x", "cust-2", "sess-9"),
+            record("rm1.c.YmFubmVy.1900000000.bm9uY2U.c2ln", "cust-1", "sess-1"),
+            record(
+                "rm2.acme.c.YmFubmVy.1900000000.bm9uY2U.c2ln",
+                "cust-2",
+                "sess-9",
+            ),
+            record(
+                "rm2.zeta.c.YmFubmVy.1900000000.bm9uY2U.c2ln",
+                "cust-2",
+                "sess-9",
+            ),
         ];
         assert_eq!(e.apply(&mut records, &mut []), 2);
         assert_eq!(

@@ -126,14 +126,10 @@ impl Scope {
             return ("1".into(), None);
         };
         match self {
-            Self::Ad(col) => {
-                let prefix = if ns == rm_schemas::namespace::DEFAULT {
-                    rm_schemas::ad_id::PREFIX.to_owned()
-                } else {
-                    format!("{}{ns}.", rm_schemas::ad_id::PREFIX_NS)
-                };
-                (format!("startsWith({col}, ?)"), Some(prefix))
-            }
+            Self::Ad(col) => (
+                format!("startsWith({col}, ?)"),
+                Some(crate::model::erasure::ad_prefix(ns)),
+            ),
             Self::Scoped(col) if ns == rm_schemas::namespace::DEFAULT => (
                 format!("position({col}, ?) = 0"),
                 Some(rm_schemas::namespace::SEPARATOR.to_string()),

@@ -59,6 +59,17 @@ fn hex(b: &[u8]) -> String {
         })
 }
 
+/// What the realised ad ids of a namespace start with (`rm1.` for `default`'s,
+/// `rm2.<namespace>.` for the others': `rm_schemas::ad_id`), the one test of a row's
+/// namespace by its ad id that both stores apply.
+pub fn ad_prefix(namespace: &str) -> String {
+    if namespace == rm_schemas::namespace::DEFAULT {
+        rm_schemas::ad_id::PREFIX.to_owned()
+    } else {
+        format!("{}{namespace}.", rm_schemas::ad_id::PREFIX_NS)
+    }
+}
+
 /// One erasure: the request and, once run, what it replaced. Also the audit log's
 /// record of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,12 +175,12 @@ impl Erasure {
         !self.tracking_id.is_empty()
     }
 
-    /// Whether it covers the rows of this ad id (those of its namespace; an
-    /// operator's, every one).
+    /// Whether it covers the rows of this ad id (those of its namespace, by the id's
+    /// prefix: [`ad_prefix`]; an operator's, every one).
     pub fn covers_ad(&self, ad_id: &str) -> bool {
         match &self.namespace {
             None => true,
-            Some(ns) => rm_schemas::ad_id::namespace_of(ad_id) == Some(ns.as_str()),
+            Some(ns) => ad_id.starts_with(&ad_prefix(ns)),
         }
     }
 
