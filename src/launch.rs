@@ -245,6 +245,10 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
                     rm_ingest::debug_answer(&i, query, v)
                 }) as rm_api::InspectorFn
             }),
+            inspector_forget: runs_edge.then(|| {
+                let i = inspector.clone();
+                Arc::new(move |id: &str, ns: Option<&str>| i.forget(id, ns)) as rm_api::ForgetFn
+            }),
         };
         tasks.spawn(async move {
             rm_api::run(cfg, deps, listener, stop, serve)

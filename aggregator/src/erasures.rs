@@ -16,13 +16,14 @@
 //!
 //! **Several aggregators.** Each runs every erasure it has not seen, so the rows it
 //! wrote from its cache before it saw one are replaced by its own run; the
-//! erasure keeps its id for [`SETTLE_MS`] for that, then any aggregator settles it
+//! erasure keeps its id for `RM_AGGREGATOR_ERASURE_SETTLE_SECS` (10 minutes) for
+//! that, then any aggregator settles it
 //! (only its digest and hash stay).
 
 use std::collections::HashSet;
 
 use rm_schemas::EventRecord;
-use rm_store::model::erasure::{Erased, Erasure, Suppression, SETTLE_MS};
+use rm_store::model::erasure::{Erased, Erasure, Suppression};
 use rm_store::{EraseStore, StoreError};
 
 use crate::sales::{OrderIn, OrderMsg};
@@ -103,9 +104,14 @@ impl Erasures {
         n
     }
 
-    /// Forgets the ids of the erasures older than [`SETTLE_MS`].
-    pub async fn settle(store: &impl EraseStore, now_ms: i64) -> Result<usize, StoreError> {
-        store.settle_erasures(now_ms - SETTLE_MS).await
+    /// Forgets the ids of the erasures requested more than `settle` ago.
+    pub async fn settle(
+        store: &impl EraseStore,
+        now_ms: i64,
+        settle: std::time::Duration,
+    ) -> Result<usize, StoreError> {
+        let ms = i64::try_from(settle.as_millis()).unwrap_or(i64::MAX);
+        store.settle_erasures(now_ms.saturating_sub(ms)).await
     }
 }
 

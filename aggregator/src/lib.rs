@@ -122,6 +122,15 @@ pub struct AggregatorConfig {
         default_value_t = erasures::DEFAULT_ERASURES_SECS
     )]
     pub erasures_secs: u64,
+    /// Seconds an erasure keeps the erased id itself (every aggregator runs it again
+    /// within them, once it has dropped its cache); then only its SHA-256 and hash
+    /// stay in the audit log. Longer than a batch's write can take.
+    #[arg(
+        long = "aggregator-erasure-settle-secs",
+        env = "RM_AGGREGATOR_ERASURE_SETTLE_SECS",
+        default_value_t = 600
+    )]
+    pub erasure_settle_secs: u64,
 }
 
 /// Settings the aggregator shares with other services (the binary reads them once).
@@ -157,6 +166,7 @@ impl AggregatorConfig {
                 u64::try_from(self.served_retention_hours.max(1)).unwrap_or(1) * 3_600,
             ),
             erasures_every: Duration::from_secs(self.erasures_secs.max(1)),
+            erasure_settle: Duration::from_secs(self.erasure_settle_secs.max(1)),
         }
     }
 }

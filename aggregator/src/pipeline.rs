@@ -98,6 +98,8 @@ pub struct PipelineOptions {
     pub served_retention: Duration,
     /// How often the loop looks for new erasures ([`crate::erasures`]).
     pub erasures_every: Duration,
+    /// How long an erasure keeps the id itself before the loop settles it.
+    pub erasure_settle: Duration,
 }
 
 /// How often the loop settles erasures old enough (their ids forgotten).
@@ -335,10 +337,10 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
                         return Ok(());
                     }
                 }
-                if settled_at.elapsed() > SETTLE_EVERY {
+                if settled_at.elapsed() > SETTLE_EVERY.min(opts.erasure_settle) {
                     settled_at = std::time::Instant::now();
                     let now = chrono::Utc::now().timestamp_millis();
-                    match erasures::Erasures::settle(&*store, now).await {
+                    match erasures::Erasures::settle(&*store, now, opts.erasure_settle).await {
                         Ok(n) if n > 0 => tracing::info!(erasures = n, "erasures settled: their ids forgotten"),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "settling erasures failed; trying again later"),

@@ -226,6 +226,7 @@ fn options() -> PipelineOptions {
         cache_max_entities: 10_000,
         served_retention: Duration::from_secs(48 * 3_600),
         erasures_every: Duration::from_secs(1),
+        erasure_settle: Duration::from_secs(600),
     }
 }
 

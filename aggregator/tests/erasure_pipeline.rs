@@ -71,6 +71,7 @@ fn start(store: &Arc<EmbeddedStore>, log: &EmbeddedLog) -> Running {
         cache_max_entities: 10_000,
         served_retention: Duration::from_secs(48 * 3_600),
         erasures_every: Duration::from_millis(100),
+        erasure_settle: Duration::from_secs(600),
     };
     let task = tokio::spawn(pipeline::run_with_progress(
         source,

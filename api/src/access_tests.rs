@@ -33,6 +33,7 @@ fn config() -> ApiConfig {
         reports_per_namespace: 2,
         clients_file: None,
         database_url: None,
+        erasure_wait_secs: 0,
     }
 }
 
@@ -88,6 +89,7 @@ async fn every_row_is_served_behind_its_access_rule() {
         ad_keys,
         windows: Default::default(),
         inspector: None,
+        inspector_forget: None,
     };
     let stop = CancellationToken::new();
     let server = tokio::spawn(run(

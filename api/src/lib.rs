@@ -129,6 +129,14 @@ pub struct ApiConfig {
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub reports_per_namespace: u32,
+    /// Seconds `DELETE /v1/shoppers/{trackingId}` waits for the aggregator to run the
+    /// erasure before it answers 202 (pending) instead of 200.
+    #[arg(
+        long = "api-erasure-wait-secs",
+        env = "RM_API_ERASURE_WAIT_SECS",
+        default_value_t = 30
+    )]
+    pub erasure_wait_secs: u64,
     /// A TOML file of OAuth clients and API keys (with Argon2 hashes) to upsert at
     /// start; see `retail-media clients --help`.
     #[arg(long = "api-clients-file", env = "RM_API_CLIENTS_FILE")]
@@ -168,6 +176,8 @@ struct Api {
     serving: rm_ads::Serving,
     windows: rm_store::model::attribution::Windows,
     inspector: Option<InspectorFn>,
+    inspector_forget: Option<ForgetFn>,
+    erasure_wait: Duration,
     reports: reports::admission::Admission,
 }
 
@@ -273,12 +283,19 @@ pub struct ApiDeps {
     /// The edge's integration inspector, when the edge runs in this process: a
     /// tracking id's report.
     pub inspector: Option<InspectorFn>,
+    /// The edge's inspector forgetting a shopper's events (an erasure), when the edge
+    /// runs in this process.
+    pub inspector_forget: Option<ForgetFn>,
 }
 
 /// The integration inspector's route (`GET /v1/debug/events`), as the edge answers it
 /// (`rm_ingest::debug_route::answer`: one implementation on both ports): the
 /// answer to a request's query string for a verified viewer.
 pub type InspectorFn = Arc<dyn Fn(&str, &rm_schemas::namespace::Viewer) -> Response + Send + Sync>;
+
+/// The inspector forgetting the events of a tracking id of a namespace (`None`:
+/// every one); how many it dropped (`rm_ingest::Inspector::forget`).
+pub type ForgetFn = Arc<dyn Fn(&str, Option<&str>) -> usize + Send + Sync>;
 
 /// Opens the token keys (their seeds sealed with a key derived from `ad_keys`, see
 /// `rm_auth::seal`) and loads the demo data and clients file as configured.
@@ -384,6 +401,8 @@ pub async fn run(
             serving,
             windows: deps.windows,
             inspector: deps.inspector,
+            inspector_forget: deps.inspector_forget,
+            erasure_wait: Duration::from_secs(config.erasure_wait_secs),
             reports: reports::admission::Admission::new(
                 config.reports_concurrent as usize,
                 config.reports_per_namespace as usize,

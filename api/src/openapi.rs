@@ -124,9 +124,15 @@ pub fn document(routes: &[Route]) -> Value {
             &status_ref
         };
         for code in r.errors {
+            // Another success (a 202 while the work goes on) has the success body.
+            let content = if (200..300).contains(code) {
+                ok_content.clone()
+            } else {
+                json!({"application/json": {"schema": err_schema}})
+            };
             responses.insert(
                 code.to_string(),
-                json!({"description": status_text(*code), "content": {"application/json": {"schema": err_schema}}}),
+                json!({"description": status_text(*code), "content": content}),
             );
         }
         responses.insert(

@@ -67,17 +67,21 @@ pub enum Scope {
     Campaigns,
     /// Campaign reports and the event inspector.
     Reports,
+    /// Erasing a shopper's identifiers (`DELETE /v1/shoppers/{trackingId}`) and
+    /// reading those erasures.
+    Shoppers,
     /// An operator: every namespace, and client and key management.
     Admin,
 }
 
 impl Scope {
     /// Every scope.
-    pub const ALL: [Scope; 5] = [
+    pub const ALL: [Scope; 6] = [
         Scope::Ads,
         Scope::Segments,
         Scope::Campaigns,
         Scope::Reports,
+        Scope::Shoppers,
         Scope::Admin,
     ];
 
@@ -88,6 +92,7 @@ impl Scope {
             Scope::Segments => "segments",
             Scope::Campaigns => "campaigns",
             Scope::Reports => "reports",
+            Scope::Shoppers => "shoppers",
             Scope::Admin => "admin",
         }
     }
@@ -102,7 +107,7 @@ impl Scope {
         let mut out: Vec<Scope> = Vec::new();
         for part in s.split([' ', ',', '+']).filter(|p| !p.is_empty()) {
             let scope = Scope::parse(part).ok_or_else(|| {
-                format!("unknown scope '{part}' (known: ads, segments, campaigns, reports, admin)")
+                format!("unknown scope '{part}' (known: ads, segments, campaigns, reports, shoppers, admin)")
             })?;
             if !out.contains(&scope) {
                 out.push(scope);

@@ -401,6 +401,53 @@ impl Inspector {
         counts
     }
 
+    /// Forgets every kept event that names `tracking_id` (under that id and under
+    /// the other ids an event carried with it) whose `adId` is of `namespace`'s ads
+    /// (`None`: every event): a shopper's erasure. How many events it dropped.
+    pub fn forget(&self, tracking_id: &str, namespace: Option<&str>) -> usize {
+        let prefix = namespace.map(rm_schemas::ad_id::namespace_prefix);
+        // Values are kept cut to `MAX_VALUE_BYTES`: so is the id looked for.
+        let wanted = cut(tracking_id);
+        let covered = |e: &Recorded| match &prefix {
+            None => true,
+            Some(p) => e
+                .params
+                .iter()
+                .any(|(k, v)| *k == "adId" && v.starts_with(p.as_str())),
+        };
+        // An event kept under several ids is one event.
+        let mut dropped: std::collections::HashSet<*const Recorded> = Default::default();
+        for m in self.shards.iter() {
+            let mut guard = m.lock().unwrap_or_else(PoisonError::into_inner);
+            let s = &mut *guard;
+            let mut emptied = Vec::new();
+            for (id, ring) in s.ids.iter_mut() {
+                let before = ring.events.len();
+                let mut freed = 0;
+                ring.events.retain(|(_, e, size)| {
+                    let gone = e.tracking_ids().contains(&wanted.as_str()) && covered(e);
+                    if gone {
+                        freed += size;
+                        dropped.insert(Arc::as_ptr(e));
+                    }
+                    !gone
+                });
+                ring.bytes -= freed;
+                s.bytes -= freed;
+                if ring.events.is_empty() && before > 0 {
+                    emptied.push((Arc::clone(id), ring.touched));
+                }
+            }
+            for (id, touched) in emptied {
+                if let Some(r) = s.ids.remove(&id) {
+                    s.bytes -= r.bytes;
+                    s.lru.remove(&touched);
+                }
+            }
+        }
+        dropped.len()
+    }
+
     /// Tracking ids and bytes held now.
     pub fn usage(&self) -> (usize, usize) {
         self.shards.iter().fold((0, 0), |(i, b), m| {
@@ -537,6 +584,45 @@ mod tests {
         }
         let kept: Vec<u64> = on.events("s").iter().map(|(s, _)| *s).collect();
         assert_eq!(kept, vec![3, 4, 5]);
+    }
+
+    /// An erasure drops the id's events wherever they are kept (under its other ids
+    /// too), within the namespace asked, and frees their bytes; others stay.
+    #[test]
+    fn a_forgotten_shopper_leaves_no_event() {
+        let on = Inspector::new(Sampling::On, 10, 1 << 20);
+        let fire = |ids: &[(&'static str, &str)], ad: &str| {
+            let mut params: Vec<(&'static str, String)> =
+                ids.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+            params.push(("adId", ad.to_owned()));
+            on.record(Recorded {
+                received_at_ms: 1,
+                endpoint: Endpoint::Interaction,
+                params,
+                outcome: Outcome::Accepted,
+                message: None,
+                ad_id_verdict: None,
+            });
+        };
+        let acme = "rm2.acme.c.YmFubmVy.1900000000.bm9uY2U.c2ln";
+        let zeta = "rm2.zeta.c.YmFubmVy.1900000000.bm9uY2U.c2ln";
+        fire(&[("customerId", "x"), ("sessionId", "s-x")], acme);
+        fire(&[("customerId", "x")], zeta);
+        fire(&[("sessionId", "s-x")], acme);
+        fire(&[("customerId", "y")], acme);
+        let (_, bytes) = on.usage();
+        assert_eq!(on.forget("x", Some("acme")), 1, "acme's event of x");
+        assert_eq!(on.events("x").len(), 1, "zeta's stays");
+        assert_eq!(on.events("s-x").len(), 1, "the session's own event stays");
+        assert_eq!(on.forget("x", None), 1);
+        assert!(on.events("x").is_empty());
+        assert_eq!(on.events("y").len(), 1);
+        let (ids, after) = on.usage();
+        assert_eq!(ids, 2, "x's ring is gone; s-x and y stay");
+        assert!(after < bytes);
+        on.forget("s-x", None);
+        on.forget("y", None);
+        assert_eq!(on.usage(), (0, 0), "every byte accounted");
     }
 
     #[test]

@@ -162,6 +162,16 @@ pub fn campaign_of(id: &str) -> &str {
     parts(id).map_or("", |(_, p)| p[0])
 }
 
+/// What every realised ad id of `namespace` starts with: [`PREFIX`] for `default`'s,
+/// [`PREFIX_NS`], the namespace and a dot for the others'.
+pub fn namespace_prefix(namespace: &str) -> String {
+    if namespace == crate::namespace::DEFAULT {
+        PREFIX.to_owned()
+    } else {
+        format!("{PREFIX_NS}{namespace}.")
+    }
+}
+
 /// The namespace an ad id names, unverified (`None` when it is not one of ours):
 /// trust it only for an id that [`AdIdKeys::verify`] found genuine.
 pub fn namespace_of(id: &str) -> Option<&str> {

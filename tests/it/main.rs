@@ -42,6 +42,7 @@ mod scale_out;
 mod sdk_browser;
 mod served_ads;
 mod settings;
+mod shopper_erasure;
 mod spend_limits;
 mod tenancy;
 mod vast_playback;

@@ -257,6 +257,13 @@ fn every_operations_answer_validates_against_the_document() {
             json!({"namespaceId": "conf"}),
         ),
     ];
+    calls.push(call(
+        "DELETE",
+        "/v1/shoppers/{trackingId}",
+        "/v1/shoppers/cust-1",
+        &partner,
+        Value::Null,
+    ));
     for template in [
         "/v1/reports/video-funnel",
         "/v1/reports/products",
@@ -275,6 +282,7 @@ fn every_operations_answer_validates_against_the_document() {
     let mut answers = Vec::new();
     let mut called = BTreeSet::new();
     let mut new_key = None;
+    let mut erasure = None;
     for c in &calls {
         let headers: Vec<(&str, &str)> = c
             .headers
@@ -313,6 +321,9 @@ fn every_operations_answer_validates_against_the_document() {
         if c.template == "/v1/admin/order-keys" {
             new_key = body["keyId"].as_str().map(str::to_owned);
         }
+        if c.template == "/v1/shoppers/{trackingId}" {
+            erasure = body["requestId"].as_str().map(str::to_owned);
+        }
         called.insert((c.method.to_owned(), c.template.to_owned()));
         answers.push(json!({"method": c.method, "template": c.template, "status": r.status, "contentType": content_type, "body": body}));
     }
@@ -329,6 +340,20 @@ fn every_operations_answer_validates_against_the_document() {
     assert_eq!(r.status, 200);
     called.insert(("DELETE".into(), "/v1/admin/order-keys/{keyId}".into()));
     answers.push(json!({"method": "DELETE", "template": "/v1/admin/order-keys/{keyId}", "status": 200, "contentType": r.header("content-type").unwrap_or(""), "body": r.json()}));
+
+    // The erasure made above, read back.
+    let erasure = erasure.expect("an erasure's request id");
+    let r = send(
+        api,
+        "GET",
+        &format!("/v1/shoppers/erasures/{erasure}"),
+        &[("Authorization", &partner)],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    called.insert(("GET".into(), "/v1/shoppers/erasures/{requestId}".into()));
+    answers.push(json!({"method": "GET", "template": "/v1/shoppers/erasures/{requestId}", "status": 200, "contentType": r.header("content-type").unwrap_or(""), "body": r.json()}));
 
     let documented: BTreeSet<(String, String)> = doc["paths"]
         .as_object()

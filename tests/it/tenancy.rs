@@ -70,6 +70,8 @@ struct Tenant {
     campaign: String,
     segment: String,
     product: String,
+    /// An erasure it asked for (of a shopper of its own): its request id.
+    erasure: String,
 }
 
 impl Tenant {
@@ -114,7 +116,7 @@ fn set_up(api: SocketAddr, operator: &str, ns: &'static str) -> Tenant {
         operator,
         &client,
         ns,
-        &["ads", "segments", "campaigns", "reports"],
+        &["ads", "segments", "campaigns", "reports", "shoppers"],
     );
     let secret = created["clientSecret"].as_str().unwrap().to_owned();
     let key = ok(
@@ -127,7 +129,7 @@ fn set_up(api: SocketAddr, operator: &str, ns: &'static str) -> Tenant {
         ),
         "create order key",
     );
-    let t = Tenant {
+    let mut t = Tenant {
         ns,
         client,
         secret,
@@ -139,6 +141,7 @@ fn set_up(api: SocketAddr, operator: &str, ns: &'static str) -> Tenant {
         campaign: format!("{ns}-camp-{}", run_tag()),
         segment: format!("{ns}-seg"),
         product: format!("{ns}-p1"),
+        erasure: String::new(),
     };
     let tok = t.token(api);
     ok(
@@ -180,6 +183,21 @@ fn set_up(api: SocketAddr, operator: &str, ns: &'static str) -> Tenant {
         "segment",
     );
     assert_eq!(s["segment"]["namespaceId"], ns);
+    let erased = call(
+        api,
+        "DELETE",
+        &format!("/v1/shoppers/{ns}-gone"),
+        &tok,
+        None,
+    );
+    assert!(
+        [200, 202].contains(&erased.status),
+        "{}",
+        String::from_utf8_lossy(&erased.body)
+    );
+    let erased = erased.json();
+    assert_eq!(erased["namespaceId"], ns, "an erasure of its own namespace");
+    t.erasure = erased["requestId"].as_str().unwrap().to_owned();
     t
 }
 
@@ -308,6 +326,8 @@ fn target_for(path: &str, other: &Tenant) -> String {
         ("{id}", other.campaign.as_str()),
         ("{clientId}", other.client.as_str()),
         ("{keyId}", other.key_id.as_str()),
+        ("{requestId}", other.erasure.as_str()),
+        ("{trackingId}", "probe-shopper"),
     ] {
         out = out.replace(var, value);
     }
@@ -452,6 +472,14 @@ fn matrix(api: SocketAddr, me: &Tenant, other: &Tenant) -> usize {
                         &[403],
                         vec![call(api, &method, &target, &tok, body.as_ref())],
                     )
+                }
+                // An erasure covers the caller's namespace only: the other's shopper
+                // of that id keeps every row (the scenario's reports say so after).
+                ("DELETE", "/v1/shoppers/{trackingId}") => {
+                    (&[200, 202], vec![call(api, "DELETE", &target, &tok, None)])
+                }
+                ("GET", "/v1/shoppers/erasures/{requestId}") => {
+                    (&[404], vec![call(api, "GET", &target, &tok, None)])
                 }
                 ("GET", p) if p.starts_with("/v1/reports/") => {
                     let own = call(api, "GET", p, &tok, None);

@@ -13,6 +13,7 @@
 //! | [`ads`] | `POST /v1/ads/generate` |
 //! | [`inspector`] | `GET /v1/debug/events` |
 //! | [`orders`] | `POST /v1/orders` |
+//! | [`shoppers`] | `DELETE /v1/shoppers/{trackingId}`, `GET /v1/shoppers/erasures/{requestId}` |
 //! | [`admin`] | `/v1/admin/clients`, `/v1/admin/order-keys` (operators) |
 //! | [`reports`] | `GET /v1/reports/*` (one row per [`crate::reports::ReportKind`]) |
 //! | [`web`], [`sdk`] | the analyst page, `GET /openapi.json`, `GET /sdk/beacon.js` |
@@ -37,6 +38,7 @@ pub mod orders;
 pub mod reports;
 pub mod sdk;
 pub mod segments;
+pub mod shoppers;
 pub mod tokens;
 pub mod web;
 
@@ -53,6 +55,7 @@ pub fn table() -> Vec<Route> {
     t.extend(ads::routes());
     t.extend(inspector::routes());
     t.extend(orders::routes());
+    t.extend(shoppers::routes());
     t.extend(admin::routes());
     t.extend(reports::routes());
     t.extend(web::routes());

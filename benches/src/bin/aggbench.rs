@@ -110,6 +110,7 @@ fn options(a: &Args) -> PipelineOptions {
         cache_max_entities: 1_000_000,
         served_retention: Duration::from_secs(48 * 3_600),
         erasures_every: Duration::from_secs(1),
+        erasure_settle: Duration::from_secs(600),
     }
 }
 

@@ -128,7 +128,7 @@ impl Scope {
         match self {
             Self::Ad(col) => (
                 format!("startsWith({col}, ?)"),
-                Some(crate::model::erasure::ad_prefix(ns)),
+                Some(rm_schemas::ad_id::namespace_prefix(ns)),
             ),
             Self::Scoped(col) if ns == rm_schemas::namespace::DEFAULT => (
                 format!("position({col}, ?) = 0"),

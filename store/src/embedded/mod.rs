@@ -74,6 +74,7 @@ mod write;
 
 use codec::{ad_key, corrupt, key, parse, product_key, touch_key, val, view_val};
 use entities::Index;
+pub use erase::tables_content;
 pub use write::Encoded;
 
 /// A table keyed by postcard bytes.

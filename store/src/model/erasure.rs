@@ -31,9 +31,9 @@ use super::served::ServedAd;
 use super::tallies::sales::OrderCredits;
 use super::traffic::shopper_hash;
 
-/// How long after its request an erasure keeps the id itself, so that every
-/// aggregator can run it again once it has dropped what it cached (ms); after that
-/// only its digest and hash remain.
+/// How long after its request an erasure keeps the id itself by default, so that
+/// every aggregator can run it again once it has dropped what it cached (ms); after
+/// that only its digest and hash remain (`RM_AGGREGATOR_ERASURE_SETTLE_SECS`).
 pub const SETTLE_MS: i64 = 10 * 60 * 1000;
 
 /// What starts every replacement.
@@ -57,17 +57,6 @@ fn hex(b: &[u8]) -> String {
             let _ = write!(s, "{x:02x}");
             s
         })
-}
-
-/// What the realised ad ids of a namespace start with (`rm1.` for `default`'s,
-/// `rm2.<namespace>.` for the others': `rm_schemas::ad_id`), the one test of a row's
-/// namespace by its ad id that both stores apply.
-pub fn ad_prefix(namespace: &str) -> String {
-    if namespace == rm_schemas::namespace::DEFAULT {
-        rm_schemas::ad_id::PREFIX.to_owned()
-    } else {
-        format!("{}{namespace}.", rm_schemas::ad_id::PREFIX_NS)
-    }
 }
 
 /// One erasure: the request and, once run, what it replaced. Also the audit log's
@@ -175,12 +164,13 @@ impl Erasure {
         !self.tracking_id.is_empty()
     }
 
-    /// Whether it covers the rows of this ad id (those of its namespace, by the id's
-    /// prefix: [`ad_prefix`]; an operator's, every one).
+    /// Whether it covers the rows of this ad id (those of its namespace, told by the
+    /// id's prefix, `rm_schemas::ad_id::namespace_prefix`, as ClickHouse tells them;
+    /// an operator's, every one).
     pub fn covers_ad(&self, ad_id: &str) -> bool {
         match &self.namespace {
             None => true,
-            Some(ns) => ad_id.starts_with(&ad_prefix(ns)),
+            Some(ns) => ad_id.starts_with(&rm_schemas::ad_id::namespace_prefix(ns)),
         }
     }
 
