@@ -262,3 +262,23 @@ ORDER BY (written, campaign_id, scope, grain, bucket, creative, catalog_id, prod
 
 CREATE TABLE IF NOT EXISTS retail_media.rollups_late ON CLUSTER '{cluster}' AS retail_media.rollups_late_local
 ENGINE = Distributed('{cluster}', retail_media, rollups_late_local, cityHash64(written, campaign_id, scope, grain, bucket, creative, catalog_id, product_code));
+
+-- erasures: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.erasures_local ON CLUSTER '{cluster}' (
+    request_id String,
+    namespace String,
+    tracking_id String,
+    digest String,
+    hash UInt64,
+    replacement String,
+    client_id String,
+    requested_ms Int64,
+    done_ms Int64,
+    erased String,
+    version UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/erasures', '{replica}', version)
+ORDER BY request_id;
+
+CREATE TABLE IF NOT EXISTS retail_media.erasures ON CLUSTER '{cluster}' AS retail_media.erasures_local
+ENGINE = Distributed('{cluster}', retail_media, erasures_local, cityHash64(request_id));
