@@ -314,11 +314,12 @@ impl BearerVerifier {
     }
 
     /// Lets a request in when its `Authorization` header holds a token that passes
-    /// the one rule (`rm_auth::verify`) with scope `reports` or `admin`; who it is:
+    /// the one rule (`rm_auth::verify`) with `scope` or `admin`; who it is:
     /// an operator (`admin`) or the tenant of the token's namespace (`ns` claim).
     pub async fn check(
         &self,
         authorization: Option<&http::HeaderValue>,
+        scope: Scope,
     ) -> Result<Viewer, AuthError> {
         let token = verify::bearer_token(authorization)?;
         // The header rule first: a token that cannot verify costs no fetch.
@@ -338,9 +339,7 @@ impl BearerVerifier {
             keys: &keys,
             revoked: &revoked.at,
         };
-        let who = self
-            .verifier
-            .authorize(token, &fetched, &[Scope::Reports])?;
+        let who = self.verifier.authorize(token, &fetched, &[scope])?;
         Ok(if who.admin {
             Viewer::Operator
         } else {

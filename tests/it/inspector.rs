@@ -456,3 +456,47 @@ fn a_rejected_event_with_a_forged_ad_id_is_not_shown_to_the_namespace_it_names()
         "the tenant sees the forged event: {events:?}"
     );
 }
+
+/// An edge's inspector forgets a shopper on request (`DELETE /v1/debug/events`, scope
+/// `shoppers`): a token of another scope is a 403; a tenant forgets only its
+/// namespace's events (here none: the test's ad ids name no namespace); an operator
+/// forgets them all, under every id the events carried.
+#[test]
+fn an_erasure_on_the_edge_forgets_the_shoppers_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::start(dir.path());
+    assert_eq!(h.product_impression("s-erase", 0), 200);
+    assert_eq!(h.cart("s-erase", "2", 10), 200);
+    let events = |id: &str| h.inspect(id)["events"].as_array().map_or(0, Vec::len);
+    assert_eq!(events("s-erase"), 2);
+    let delete = |auth: &str| {
+        send(
+            h.svc.ingest,
+            "DELETE",
+            "/v1/debug/events?trackingId=s-erase",
+            &[("Authorization", &format!("Bearer {auth}"))],
+            b"",
+        )
+        .unwrap()
+    };
+    let reports = common::token(h.api, "demo-client", "demo-secret", Some("reports"));
+    assert_eq!(delete(&reports).status, 403);
+    let tenant = common::token(h.api, "demo-client", "demo-secret", Some("shoppers"));
+    let r = delete(&tenant);
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["inspectorEvents"], 0, "not the tenant's events");
+    assert_eq!(events("s-erase"), 2);
+    let r = delete(&h.token);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["inspectorEvents"], 2);
+    assert_eq!(events("s-erase"), 0);
+    let none = send(
+        h.svc.ingest,
+        "DELETE",
+        "/v1/debug/events",
+        &[("Authorization", &format!("Bearer {}", h.token))],
+        b"",
+    )
+    .unwrap();
+    assert_eq!(none.status, 400, "no trackingId");
+}

@@ -3,6 +3,7 @@
 //! a list of removed clients that cannot be read.
 
 use super::*;
+use rm_auth::client::Scope;
 
 #[test]
 fn only_ed25519_keys_are_taken() {
@@ -38,17 +39,17 @@ async fn missing_and_malformed_tokens_are_401() {
     let v = BearerVerifier::new("http://127.0.0.1:9/jwks", "i", "a", None).expect("verifier");
     let bearer = |t: &str| http::HeaderValue::from_str(&format!("Bearer {t}")).unwrap();
     assert!(matches!(
-        v.check(None).await,
+        v.check(None, Scope::Reports).await,
         Err(AuthError::NoCredentials(_))
     ));
     assert!(matches!(
-        v.check(Some(&bearer("x.y.z"))).await,
+        v.check(Some(&bearer("x.y.z")), Scope::Reports).await,
         Err(AuthError::InvalidToken(_))
     ));
     // An HS256 token is refused before any key is fetched.
     let hs = "eyJhbGciOiJIUzI1NiJ9.eyJzY29wZSI6InJlcG9ydHMifQ.sig";
     assert!(matches!(
-        v.check(Some(&bearer(hs))).await,
+        v.check(Some(&bearer(hs)), Scope::Reports).await,
         Err(AuthError::InvalidToken(_))
     ));
 }
@@ -191,7 +192,7 @@ async fn the_key_set_is_fetched_over_https_from_a_trusted_server_only() {
 
     let trusted = BearerVerifier::new(&url, "iss", "aud", Some(&ca)).expect("verifier");
     let who = trusted
-        .check(Some(&bearer(&token)))
+        .check(Some(&bearer(&token)), Scope::Reports)
         .await
         .expect("verified");
     assert_eq!(who, Viewer::Tenant("acme".into()));
@@ -202,7 +203,10 @@ async fn the_key_set_is_fetched_over_https_from_a_trusted_server_only() {
     let other_ca = dir.path().join("other.pem");
     std::fs::write(&other_ca, other.cert.pem()).expect("ca");
     let untrusted = BearerVerifier::new(&url, "iss", "aud", Some(&other_ca)).expect("verifier");
-    let e = untrusted.check(Some(&bearer(&token))).await.unwrap_err();
+    let e = untrusted
+        .check(Some(&bearer(&token)), Scope::Reports)
+        .await
+        .unwrap_err();
     assert!(matches!(e, AuthError::KeysUnavailable(_)), "{e}");
 }
 
@@ -215,7 +219,10 @@ async fn tokens_are_refused_while_the_removed_clients_cannot_be_read() {
     let url = format!("https://127.0.0.1:{port}/.well-known/jwks.json");
     let token = tokens.issue("c1", "acme", &[Scope::Admin]).expect("token");
     let v = BearerVerifier::new(&url, "iss", "aud", Some(&ca)).expect("verifier");
-    let e = v.check(Some(&bearer(&token))).await.unwrap_err();
+    let e = v
+        .check(Some(&bearer(&token)), Scope::Reports)
+        .await
+        .unwrap_err();
     assert!(
         matches!(&e, AuthError::KeysUnavailable(m) if m.contains("removed clients")),
         "{e}"
@@ -224,7 +231,9 @@ async fn tokens_are_refused_while_the_removed_clients_cannot_be_read() {
     list_ok.store(true, std::sync::atomic::Ordering::SeqCst);
     v.revoked.lock().await.fetched = None;
     assert_eq!(
-        v.check(Some(&bearer(&token))).await.expect("verified"),
+        v.check(Some(&bearer(&token)), Scope::Reports)
+            .await
+            .expect("verified"),
         Viewer::Operator
     );
 }
