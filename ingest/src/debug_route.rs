@@ -63,9 +63,13 @@ impl<L: EventLog> Edge<L> {
 
 /// The `trackingId` of the route's query: a 400 answer when it does not decode or
 /// names none.
-fn tracking_id_of(query: &str) -> Result<String, Response> {
+fn tracking_id_of(query: &str) -> Result<String, Box<Response>> {
     let tracking_id = rm_schemas::query::decode_query(query)
-        .map_err(|r| response::status(&rm_schemas::rpc_status::RpcStatus::from_rejection(&r)))?
+        .map_err(|r| {
+            Box::new(response::status(
+                &rm_schemas::rpc_status::RpcStatus::from_rejection(&r),
+            ))
+        })?
         .into_iter()
         .find(|p| p.key == "trackingId")
         .map(|p| p.value.into_owned())
@@ -76,7 +80,9 @@ fn tracking_id_of(query: &str) -> Result<String, Response> {
             "trackingId",
             "trackingId is required: the sessionId, customerId or dtmToken to inspect",
         );
-        response::status(&rm_schemas::rpc_status::RpcStatus::from_rejection(&r))
+        Box::new(response::status(
+            &rm_schemas::rpc_status::RpcStatus::from_rejection(&r),
+        ))
     })
 }
 
@@ -85,7 +91,7 @@ fn tracking_id_of(query: &str) -> Result<String, Response> {
 fn forget(inspector: &Inspector, query: &str, viewer: &Viewer) -> Response {
     let tracking_id = match tracking_id_of(query) {
         Ok(id) => id,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let namespace = match viewer {
         Viewer::Operator => None,
@@ -121,7 +127,7 @@ fn denied(e: &AuthError) -> Response {
 pub fn answer(inspector: &Inspector, query: &str, viewer: &Viewer) -> Response {
     let tracking_id = match tracking_id_of(query) {
         Ok(id) => id,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let body = crate::inspector_report::report(inspector, &tracking_id, viewer);
     let mut r = response::json(
