@@ -81,6 +81,14 @@ struct Args {
     /// take minutes each at ten million records).
     #[arg(long)]
     skip_facts: bool,
+    /// After the reports, erase this many shoppers from each store (spread over
+    /// its sessions, `rm_store::EraseStore::erase`, as the aggregator runs an
+    /// erasure) and report the median time of one and the rows it replaced.
+    #[arg(long, default_value_t = 0)]
+    erase: usize,
+    /// Skip the report tables (with `--erase`: time the erasures only).
+    #[arg(long)]
+    no_reports: bool,
     /// ClickHouse HTTP URL (the embedded store when unset).
     #[arg(long, env = "RM_CLICKHOUSE_URL")]
     clickhouse_url: Option<String>,
@@ -333,6 +341,57 @@ async fn table(
     Ok(())
 }
 
+/// Erases `--erase` shoppers of each store, one at a time: the median time of one,
+/// the rows each replaced, and the large/small ratio.
+async fn erasures(
+    stores: &[(usize, BenchStore)],
+    a: &Args,
+    backend: &str,
+) -> anyhow::Result<()> {
+    use rm_store::model::erasure::Erasure;
+    use rm_store::EraseStore;
+    println!();
+    println!("Erasing one shopper ({backend}, `--erase {}`):", a.erase);
+    println!();
+    println!("| store | records | erase, median | rows replaced |");
+    println!("|---|---:|---:|---:|");
+    let mut medians = Vec::new();
+    for (i, (records, store)) in stores.iter().enumerate() {
+        let sessions = a.sessions * if i == 0 { 1 } else { 10 };
+        let mut times = Vec::new();
+        let mut rows = 0;
+        for k in 0..a.erase {
+            let shopper = format!("shopper-{}", k * sessions / a.erase);
+            let e = Erasure::new(
+                uuid::Uuid::now_v7().to_string(),
+                None,
+                &shopper,
+                "reportbench".into(),
+                chrono::Utc::now().timestamp_millis(),
+                None,
+            );
+            let t = Instant::now();
+            let erased = store.store.erase(&e).await?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            rows = erased.total();
+        }
+        let m = median(times);
+        medians.push(m);
+        println!(
+            "| {} | {records} | {m:.1} ms | {rows} |",
+            if i == 0 { "small" } else { "large" },
+        );
+    }
+    if let [small, large] = medians.as_slice() {
+        println!();
+        println!(
+            "large/small: {:.2}x",
+            large / small.max(1e-9)
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
@@ -363,7 +422,12 @@ async fn main() -> anyhow::Result<()> {
         }),
         ..ReportFilter::default()
     };
-    table(&stores, &f, &a, backend).await?;
+    if !a.no_reports {
+        table(&stores, &f, &a, backend).await?;
+    }
+    if a.erase > 0 {
+        erasures(&stores, &a, backend).await?;
+    }
     if a.optimize {
         for (_, store) in &stores {
             store.optimize_rollups().await?;
