@@ -100,6 +100,7 @@ async fn billable_impressions(store: &EmbeddedStore) -> i64 {
         kinds: vec![Kind::ProductImpression],
         catalog_id: None,
         page: None,
+        only: Vec::new(),
     };
     store
         .tallies(&q)

@@ -102,6 +102,7 @@ async fn read_days<S: ReportStore + ?Sized>(
         kinds: Vec::new(),
         catalog_id: None,
         page: None,
+        only: Vec::new(),
     };
     fetch_being(store, &q, being).await
 }
@@ -125,6 +126,7 @@ fn query_of(
         kinds: kinds.to_vec(),
         catalog_id: f.catalog_id.clone().filter(|_| scope == Scope::Product),
         page: page.cloned(),
+        only: Vec::new(),
     }
 }
 
@@ -152,7 +154,9 @@ async fn fetch_being<S: ReportStore + ?Sized>(
 }
 
 /// The tallies of `scope` and `kinds` a report of `f` over `periods` reads (of the
-/// places of `page` only, when given).
+/// places of `page` only, when given). A whole report in a zone other than UTC, of a
+/// scope kept by quarter hour (products, ads), reads whole UTC days and the quarters
+/// that leave them ([`Periods::mixed`]), both at once, netted into tallies per period.
 async fn read<S: ReportStore + ?Sized>(
     store: &S,
     f: &ReportFilter,
@@ -161,7 +165,40 @@ async fn read<S: ReportStore + ?Sized>(
     kinds: &[Kind],
     page: Option<&PlacePage>,
 ) -> Result<Vec<SummedTally>, StoreError> {
-    fetch(store, &query_of(f, periods, scope, kinds, page)).await
+    let q = query_of(f, periods, scope, kinds, page);
+    let by_quarter = matches!(scope, Scope::Product | Scope::Creative);
+    let mixed = (by_quarter && page.is_none())
+        .then(|| periods.mixed())
+        .flatten();
+    let Some(mixed) = mixed else {
+        return fetch(store, &q).await;
+    };
+    let days_q = mixed.day_span().map(|(from, to)| TallyQuery {
+        grain: crate::model::tallies::Grain::Day,
+        from,
+        to,
+        ..q.clone()
+    });
+    let quarters_q = (!mixed.quarters.is_empty()).then(|| TallyQuery {
+        only: mixed.quarters.clone(),
+        ..q
+    });
+    let (days, quarters) = futures_util::future::try_join(
+        async {
+            match &days_q {
+                Some(d) => fetch(store, d).await,
+                None => Ok(Vec::new()),
+            }
+        },
+        async {
+            match &quarters_q {
+                Some(qq) => fetch(store, qq).await,
+                None => Ok(Vec::new()),
+            }
+        },
+    )
+    .await?;
+    Ok(periods.net(&mixed, &days, &quarters))
 }
 
 /// A page of a report read by key ([`crate::model::tallies::page`]): its rows and

@@ -369,6 +369,7 @@ async fn read(store: &impl Store, scope: Scope, grain: Grain) -> Vec<SummedTally
         kinds: Vec::new(),
         catalog_id: None,
         page: None,
+        only: Vec::new(),
     };
     store.tallies(&q).await.expect("tallies").expect("counted")
 }

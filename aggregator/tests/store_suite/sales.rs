@@ -493,6 +493,7 @@ pub async fn campaign_sales_both_ways(
         kinds: Vec::new(),
         catalog_id: None,
         page: None,
+        only: Vec::new(),
     };
     let summed = store
         .tallies(&q)

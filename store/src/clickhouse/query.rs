@@ -155,7 +155,15 @@ pub(crate) fn tally_places(q: &TallyQuery, list: &[&String]) -> String {
     } else {
         ""
     };
-    format!("scope = ? AND grain = ? AND bucket >= ? AND bucket <= ?{campaigns}{catalog}")
+    // Sub-ranges as an `OR` of ranges of the sorting key's `bucket`: the server reads
+    // their granules only.
+    let only = if q.only.is_empty() {
+        String::new()
+    } else {
+        let ranges = vec!["(bucket >= ? AND bucket <= ?)"; q.only.len()].join(" OR ");
+        format!(" AND ({ranges})")
+    };
+    format!("scope = ? AND grain = ? AND bucket >= ? AND bucket <= ?{only}{campaigns}{catalog}")
 }
 
 /// Binds the values of [`tally_places`].
@@ -165,6 +173,9 @@ pub(crate) fn bind_tally_places(mut query: Query, q: &TallyQuery, list: &[&Strin
         .bind(q.grain as u8)
         .bind(q.from)
         .bind(q.to);
+    for (a, b) in &q.only {
+        query = query.bind(*a).bind(*b);
+    }
     for c in list {
         query = query.bind(c.as_str());
     }

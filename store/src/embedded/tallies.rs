@@ -182,18 +182,26 @@ pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTal
         return Ok(None);
     }
     let mut rows: Vec<(TallyKey, Tally)> = Vec::new();
+    // The query's range, or each of its sub-ranges (`TallyQuery::only`).
+    let ranges: Vec<(i32, i32)> = if q.only.is_empty() {
+        vec![(q.from, q.to)]
+    } else {
+        q.only.clone()
+    };
     let campaign = |c: &str, rows: &mut Vec<(TallyKey, Tally)>| -> Result<(), StoreError> {
         let prefix = slice_prefix(c, q.scope, q.grain);
-        let mut from = prefix.clone();
-        from.extend(flip(q.from));
-        let mut to = prefix;
-        to.extend(flip(q.to));
-        to.push(0xFF);
-        for row in t.range(from.as_slice()..to.as_slice()).map_err(err)? {
-            let (k, v) = row.map_err(err)?;
-            let k = decode(k.value())?;
-            if q.wants(&k) {
-                rows.push((k, parse(v.value())?));
+        for (a, b) in &ranges {
+            let mut from = prefix.clone();
+            from.extend(flip(*a));
+            let mut to = prefix.clone();
+            to.extend(flip(*b));
+            to.push(0xFF);
+            for row in t.range(from.as_slice()..to.as_slice()).map_err(err)? {
+                let (k, v) = row.map_err(err)?;
+                let k = decode(k.value())?;
+                if q.wants(&k) {
+                    rows.push((k, parse(v.value())?));
+                }
             }
         }
         Ok(())

@@ -18,6 +18,9 @@ use chrono_tz::Tz;
 
 use super::tallies::Grain;
 
+mod mixed;
+pub use mixed::Mixed;
+
 /// How rows are cut in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Granularity {
@@ -119,6 +122,11 @@ impl Periods {
             t += Duration::minutes(15);
         }
         local.and_utc().timestamp_millis()
+    }
+
+    /// The first instant (ms) of a period (its local start, from [`Self::period_of`]).
+    pub fn start_of(&self, local: NaiveDateTime) -> i64 {
+        self.instant(local)
     }
 
     /// The instants the report covers: [first instant of `from`, first instant of the

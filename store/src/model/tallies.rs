@@ -546,6 +546,10 @@ pub struct TallyQuery {
     pub catalog_id: Option<String>,
     /// Only the places of this page ([`page`]; `None`: every place).
     pub page: Option<page::PlacePage>,
+    /// Only the buckets of these inclusive ranges, within `from..=to` (empty: all of
+    /// them): the quarters a report in a zone reads beside whole days
+    /// (`super::periods::Mixed`).
+    pub only: Vec<(i32, i32)>,
 }
 
 impl TallyQuery {
@@ -561,6 +565,7 @@ impl TallyQuery {
             kinds: vec![Kind::AdClick],
             catalog_id: None,
             page: None,
+            only: Vec::new(),
         }
     }
 
@@ -581,6 +586,8 @@ impl TallyQuery {
             && p.scope == self.scope
             && p.grain == self.grain
             && (self.from..=self.to).contains(&p.bucket)
+            && (self.only.is_empty()
+                || self.only.iter().any(|(a, b)| (*a..=*b).contains(&p.bucket)))
             && self
                 .campaigns
                 .as_ref()
