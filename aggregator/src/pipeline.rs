@@ -52,6 +52,13 @@
 //! shoppers' stored orders) and appends them to the orders topic ([`Appender`]), so
 //! whether an order or its click is stored first, the second one's lookup finds the
 //! first, and a crash before the append replays the batch and looks again.
+//!
+//! **Erasures** ([`crate::erasures`]) run between two folds: at start, and whenever
+//! a look for new ones (every `erasures_every`) finds some, the write in flight lands
+//! and the cache is dropped first, as after a rebalance, so nothing cached can write
+//! an erased id back; each erasure is then suppressed in every record read. A crash
+//! during a run leaves the erasure pending: the next start runs it again, and a run
+//! is idempotent.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
