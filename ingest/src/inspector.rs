@@ -562,6 +562,17 @@ mod tests {
         }
     }
 
+    /// Records an event of ad `ad` carrying these tracking ids.
+    fn fired(on: &Inspector, ids: &[(&'static str, &str)], ad: &str) {
+        let mut params: Vec<(&'static str, String)> =
+            ids.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        params.push(("adId", ad.to_owned()));
+        on.record(Recorded {
+            params,
+            ..ev("unused", 0)
+        });
+    }
+
     #[test]
     fn sampling_settings_parse() {
         assert_eq!(Sampling::parse("off"), Ok(Sampling::Off));
@@ -591,19 +602,7 @@ mod tests {
     #[test]
     fn a_forgotten_shopper_leaves_no_event() {
         let on = Inspector::new(Sampling::On, 10, 1 << 20);
-        let fire = |ids: &[(&'static str, &str)], ad: &str| {
-            let mut params: Vec<(&'static str, String)> =
-                ids.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-            params.push(("adId", ad.to_owned()));
-            on.record(Recorded {
-                received_at_ms: 1,
-                endpoint: Endpoint::Interaction,
-                params,
-                outcome: Outcome::Accepted,
-                message: None,
-                ad_id_verdict: None,
-            });
-        };
+        let fire = |ids: &[(&'static str, &str)], ad: &str| fired(&on, ids, ad);
         let acme = "rm2.acme.c.YmFubmVy.1900000000.bm9uY2U.c2ln";
         let zeta = "rm2.zeta.c.YmFubmVy.1900000000.bm9uY2U.c2ln";
         fire(&[("customerId", "x"), ("sessionId", "s-x")], acme);
@@ -638,15 +637,7 @@ mod tests {
     #[test]
     fn other_shoppers_of_a_served_ad_are_counted() {
         let on = Inspector::new(Sampling::On, 10, 1 << 20);
-        let fire = |ids: &[(&'static str, &str)], ad: &str| {
-            let mut params: Vec<(&'static str, String)> =
-                ids.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-            params.push(("adId", ad.to_owned()));
-            on.record(Recorded {
-                params,
-                ..ev("unused", 0)
-            });
-        };
+        let fire = |ids: &[(&'static str, &str)], ad: &str| fired(&on, ids, ad);
         fire(&[("sessionId", "s-1"), ("customerId", "c-1")], "ad-x");
         fire(&[("sessionId", "s-2")], "ad-x");
         fire(&[("sessionId", "s-3")], "ad-x");

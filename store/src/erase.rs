@@ -13,6 +13,18 @@ use std::future::Future;
 use crate::model::erasure::{Erased, Erasure};
 use crate::{Backend, StoreError};
 
+/// `Ok` when `e` can run: it still holds the id (a settled erasure keeps only its
+/// digest and hash, and cannot find the rows).
+pub fn runnable(e: &Erasure) -> Result<(), StoreError> {
+    if e.holds_id() {
+        return Ok(());
+    }
+    Err(StoreError::Refused(format!(
+        "erasure {} has settled: it no longer holds the id",
+        e.request_id
+    )))
+}
+
 /// Recording, running and reading erasures.
 pub trait EraseStore: Backend {
     /// Records a requested erasure (pending) in the audit log.

@@ -576,12 +576,7 @@ impl EraseStore for ClickHouseStore {
     }
 
     async fn erase(&self, e: &Erasure) -> Result<Erased, StoreError> {
-        if !e.holds_id() {
-            return Err(StoreError::Refused(format!(
-                "erasure {} has settled: it no longer holds the id",
-                e.request_id
-            )));
-        }
+        crate::erase::runnable(e)?;
         let run = async {
             let ads = self.candidate_ads(e).await?;
             let orders = self.candidate_orders(e).await?;

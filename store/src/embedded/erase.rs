@@ -391,12 +391,7 @@ impl EraseStore for EmbeddedStore {
     }
 
     async fn erase(&self, e: &Erasure) -> Result<Erased, StoreError> {
-        if !e.holds_id() {
-            return Err(StoreError::Refused(format!(
-                "erasure {} has settled: it no longer holds the id",
-                e.request_id
-            )));
-        }
+        crate::erase::runnable(e)?;
         let (e, store) = (e.clone(), self.clone());
         self.blocking(move |db| {
             let w = db.begin_write().map_err(err)?;
