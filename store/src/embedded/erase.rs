@@ -441,16 +441,20 @@ impl EraseStore for EmbeddedStore {
             {
                 let by_time = w.open_table(BY_TIME).map_err(err)?;
                 let all = w.open_table(ERASURES).map_err(err)?;
+                // Newest first, stopping at the first one settled already: every
+                // settling settles all before its time, and that time only grows, so
+                // the settled ones are the oldest (a pass costs the new ones only).
                 let to = super::codec::time_prefix(before_ms);
-                for row in by_time.range(..to.as_slice()).map_err(err)? {
+                for row in by_time.range(..to.as_slice()).map_err(err)?.rev() {
                     let (k, _) = row.map_err(err)?;
                     let id = std::str::from_utf8(&k.value()[8..]).map_err(super::codec::corrupt)?;
                     if let Some(v) = all.get(id).map_err(err)? {
                         let mut s = parse_erasure(v.value())?;
-                        if s.holds_id() {
-                            s.tracking_id.clear();
-                            settled.push(s);
+                        if !s.holds_id() {
+                            break;
                         }
+                        s.tracking_id.clear();
+                        settled.push(s);
                     }
                 }
             }
