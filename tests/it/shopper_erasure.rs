@@ -306,3 +306,49 @@ fn a_shoppers_ids_are_erased_in_the_callers_namespace_and_never_stored_again() {
         );
     }
 }
+
+/// One tenant cannot queue erasures without bound (each is a scan of the store that
+/// the aggregator runs before anything else): with the aggregator looking only once
+/// an hour, a namespace's ninth pending erasure is a 429, while another namespace's
+/// is still taken.
+#[test]
+fn a_tenant_queues_at_most_eight_pending_erasures() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::start(
+        "all",
+        dir.path(),
+        &[
+            ("RM_AGGREGATOR_ERASURES_SECS", "3600".to_owned()),
+            ("RM_API_ERASURE_WAIT_SECS", "0".to_owned()),
+        ],
+    );
+    svc.wait_ready(svc.api, Duration::from_secs(60));
+    svc.wait_ready(svc.aggregator, Duration::from_secs(60));
+    let api = svc.api;
+    let ours = format!("Bearer {}", token(api, "demo-client", "demo-secret", None));
+    for i in 0..8 {
+        let r = call(api, "DELETE", &format!("/v1/shoppers/flood-{i}"), &ours);
+        assert_eq!(r.status, 202, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let r = call(api, "DELETE", "/v1/shoppers/flood-8", &ours);
+    assert_eq!(r.status, 429, "{}", String::from_utf8_lossy(&r.body));
+    let operator = format!("Bearer {}", demo_token(api));
+    let created = send(
+        api,
+        "POST",
+        "/v1/admin/clients",
+        &[
+            ("Authorization", &operator),
+            ("Content-Type", "application/json"),
+        ],
+        &serde_json::to_vec(&json!({"clientId": "other-client", "namespaceId": "other",
+            "scopes": ["shoppers"]}))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(created.status, 201);
+    let secret = created.json()["clientSecret"].as_str().unwrap().to_owned();
+    let theirs = format!("Bearer {}", token(api, "other-client", &secret, None));
+    let r = call(api, "DELETE", "/v1/shoppers/flood-0", &theirs);
+    assert_eq!(r.status, 202, "another namespace's own share");
+}

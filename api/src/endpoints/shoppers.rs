@@ -32,6 +32,14 @@ use rm_auth::client::Scope;
 /// Longest tracking id an erasure takes (the beacon's ids are bounded alike).
 pub const MAX_ID_BYTES: usize = 512;
 
+/// Most erasures one party (a namespace, or the operators) may have waiting for the
+/// aggregator at once; one more is a 429. Each run scans the report store and the
+/// aggregator folds nothing meanwhile, so no tenant may queue them without bound.
+pub const MAX_PENDING: usize = 8;
+
+/// How far back the pending erasures are looked for (ms).
+const PENDING_WINDOW_MS: i64 = 60 * 60 * 1000;
+
 /// How often a waiting request reads the erasure's state.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -109,7 +117,7 @@ pub(crate) fn routes() -> Vec<Route> {
             request: RequestBody::None,
             ok: 200,
             response: Content::Json(schema::<ErasureAnswer>),
-            errors: &[202, 400, 401, 403, 503],
+            errors: &[202, 400, 401, 403, 429, 503],
         },
         Route {
             method: Method::GET,
@@ -142,12 +150,26 @@ async fn erase(api: &Api, call: Call) -> Result<Response, ApiError> {
             format!("a tracking id of 1 to {MAX_ID_BYTES} bytes without control characters"),
         ));
     }
+    let (namespace, now) = (scope_of(&caller), chrono::Utc::now().timestamp_millis());
+    let pending = api
+        .store
+        .erasures_since(now - PENDING_WINDOW_MS)
+        .await?
+        .iter()
+        .filter(|x| x.done_ms == 0 && x.namespace == namespace)
+        .count();
+    if pending >= MAX_PENDING {
+        return Err(ApiError::ResourceExhausted(format!(
+            "{pending} erasures of this namespace are still waiting for the aggregator \
+             (at most {MAX_PENDING}); retry once they are done"
+        )));
+    }
     let e = Erasure::new(
         uuid::Uuid::now_v7().to_string(),
-        scope_of(&caller),
+        namespace,
         id,
         caller.client_id.clone(),
-        chrono::Utc::now().timestamp_millis(),
+        now,
         None,
     );
     api.store.request_erasure(&e).await?;
