@@ -197,6 +197,18 @@ pub struct Settings {
         hide_env_values = true
     )]
     pub consent_id_key: Option<String>,
+    /// The secret of the keyed hashes that replace shopper ids past their retention
+    /// (`RM_IDENTIFIER_RETENTION_DAYS`): any text of at least 16 bytes. Every
+    /// aggregator of a deployment needs the same one (a shopper's aged rows then
+    /// agree). Unset: a key generated once and kept in `<data-dir>/identifier.key`
+    /// (fine for one machine). Keep it apart from the report store: with it, a known
+    /// id can be found among aged rows.
+    #[arg(
+        long = "identifier-key",
+        env = "RM_IDENTIFIER_KEY",
+        hide_env_values = true
+    )]
+    pub identifier_key: Option<String>,
     /// Two controls of one video view closer than this (ms) are a rapid toggle (spec
     /// rule 2): the funnel report counts repeats of one control within it once, and the
     /// edge's inspector flags them. Give the aggregator and the edge the same value.

@@ -86,6 +86,24 @@ pub fn consent_key(settings: &Settings) -> anyhow::Result<Vec<u8>> {
     Ok(key.trim().as_bytes().to_vec())
 }
 
+/// The secret of the ageing passes: from the setting, or a key generated once under
+/// the data dir.
+pub fn identifier_key(settings: &Settings) -> anyhow::Result<Vec<u8>> {
+    if let Some(k) = settings
+        .identifier_key
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+    {
+        anyhow::ensure!(k.len() >= 16, "RM_IDENTIFIER_KEY: at least 16 bytes");
+        return Ok(k.as_bytes().to_vec());
+    }
+    let key = stored_key(
+        &settings.data_dir.join("identifier.key"),
+        "RM_IDENTIFIER_KEY",
+    )?;
+    Ok(key.trim().as_bytes().to_vec())
+}
+
 async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
@@ -202,11 +220,20 @@ pub async fn run(service: Service, settings: Settings) -> anyhow::Result<()> {
             )?),
         };
         let stop = shutdown.clone();
+        let ageing_key = if cfg.identifier_retention_days > 0 {
+            let k = identifier_key(&settings)?;
+            Some(rm_store::model::ageing::AgeingKey::new(&k))
+        } else {
+            tracing::info!("RM_IDENTIFIER_RETENTION_DAYS=0: shopper ids are kept for ever");
+            None
+        };
         let shared = rm_aggregator::Shared {
             debounce: settings.debounce(),
             ad_ttl_secs: settings.ad_ttl_secs,
             windows: settings.store.attribution(),
+            ageing_key,
         };
+        cfg.check_retention(&shared).map_err(anyhow::Error::msg)?;
         tasks.spawn(async move {
             rm_aggregator::run(cfg, shared, source, store, listener, stop, serve)
                 .await

@@ -23,6 +23,7 @@
 use std::collections::HashSet;
 
 use rm_schemas::EventRecord;
+use rm_store::model::ageing::AgeingKey;
 use rm_store::model::erasure::{Erased, Erasure, Suppression};
 use rm_store::{EraseStore, StoreError};
 
@@ -116,11 +117,19 @@ impl Erasures {
 }
 
 /// Runs an erasure that still holds its id, and records the end of its first run.
-pub async fn run(store: &impl EraseStore, e: &Erasure) -> Result<Erased, StoreError> {
+/// With an ageing key, the id's aged form is erased too (`crate::ageing`).
+pub async fn run(
+    store: &impl EraseStore,
+    e: &Erasure,
+    ageing: Option<AgeingKey>,
+) -> Result<Erased, StoreError> {
     if !e.holds_id() {
         return Ok(Erased::default());
     }
-    let erased = store.erase(e).await?;
+    let mut erased = store.erase(e).await?;
+    if let Some(aged) = ageing.and_then(|k| crate::ageing::aged_erasure(e, k)) {
+        erased += store.erase(&aged).await?;
+    }
     if e.done_ms == 0 {
         store
             .finish_erasure(e, chrono::Utc::now().timestamp_millis(), erased)

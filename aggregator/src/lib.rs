@@ -7,6 +7,7 @@
 //! The service's operational endpoints (`/healthz`, `/readyz`, `/metrics`) listen on
 //! their own port (default 127.0.0.1:8082).
 
+pub mod ageing;
 pub mod batch;
 pub mod compact;
 pub mod erasures;
@@ -131,6 +132,22 @@ pub struct AggregatorConfig {
         default_value_t = 600
     )]
     pub erasure_settle_secs: u64,
+    /// Days a stored row keeps its shopper ids; then they are replaced by keyed
+    /// hashes and the counts stay (`rm_store::model::ageing`). Longer than the
+    /// attribution windows and the late horizon together; 0: kept for ever.
+    #[arg(
+        long = "identifier-retention-days",
+        env = "RM_IDENTIFIER_RETENTION_DAYS",
+        default_value_t = rm_store::model::ageing::DEFAULT_RETENTION_DAYS
+    )]
+    pub identifier_retention_days: u32,
+    /// Seconds between two ageing passes (one runs at start too).
+    #[arg(
+        long = "aggregator-ageing-secs",
+        env = "RM_AGGREGATOR_AGEING_SECS",
+        default_value_t = ageing::DEFAULT_AGEING_SECS
+    )]
+    pub ageing_secs: u64,
 }
 
 /// Settings the aggregator shares with other services (the binary reads them once).
@@ -144,6 +161,9 @@ pub struct Shared {
     /// The attribution windows (the store's settings, shared with the api's
     /// drill-down by served ad).
     pub windows: rm_store::model::attribution::Windows,
+    /// The key of the ageing passes (the binary's `RM_IDENTIFIER_KEY`); `None`: no
+    /// pass runs.
+    pub ageing_key: Option<rm_store::model::ageing::AgeingKey>,
 }
 
 impl AggregatorConfig {
@@ -167,7 +187,41 @@ impl AggregatorConfig {
             ),
             erasures_every: Duration::from_secs(self.erasures_secs.max(1)),
             erasure_settle: Duration::from_secs(self.erasure_settle_secs.max(1)),
+            ageing: shared
+                .ageing_key
+                .filter(|_| self.identifier_retention_days > 0)
+                .map(|key| {
+                    ageing::AgeingOptions::days(
+                        key,
+                        self.identifier_retention_days,
+                        Duration::from_secs(self.ageing_secs.max(1)),
+                    )
+                }),
         }
+    }
+
+    /// Refuses an identifier retention that rows still looked up by shopper would
+    /// outlive (see [`ageing::shortest_retention`]).
+    pub fn check_retention(&self, shared: &Shared) -> Result<(), String> {
+        if self.identifier_retention_days == 0 {
+            return Ok(());
+        }
+        let w = shared.windows;
+        let shortest = ageing::shortest_retention(
+            w.click_ms.max(w.view_ms),
+            self.late_horizon_hours.max(0).saturating_mul(3_600_000),
+            self.served_retention_hours.max(0).saturating_mul(3_600_000),
+        );
+        let days = u64::from(self.identifier_retention_days);
+        if Duration::from_secs(days * 86_400) <= shortest {
+            return Err(format!(
+                "RM_IDENTIFIER_RETENTION_DAYS={days} is not longer than the attribution \
+                 window plus the late horizon (or the served ads' retention): {} days; \
+                 set more, or 0 to keep identifiers",
+                shortest.as_secs().div_ceil(86_400)
+            ));
+        }
+        Ok(())
     }
 }
 

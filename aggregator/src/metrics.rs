@@ -20,6 +20,10 @@
 //! | `aggregator_overtaken_total` | counter | |
 //! | `aggregator_rollups_compactions_total` | counter | `outcome` (done, failed) |
 //! | `aggregator_rollups_open_from_day` | gauge | |
+//! | `aggregator_erasures_total` | counter | |
+//! | `aggregator_erased_id_records_total` | counter | |
+//! | `aggregator_ageing_passes_total` | counter | `outcome` (done, failed) |
+//! | `aggregator_aged_rows_total` | counter | |
 
 use metrics::{counter, gauge, histogram};
 use rm_schemas::agent::InvalidReason;
@@ -80,6 +84,10 @@ pub const OVERTAKEN: &str = "aggregator_overtaken_total";
 pub const ERASURES: &str = "aggregator_erasures_total";
 /// Records whose erased ids were replaced before they were folded.
 pub const ERASED_RECORDS: &str = "aggregator_erased_id_records_total";
+/// Ageing passes (`crate::ageing`), by outcome (done, failed).
+pub const AGEING_PASSES: &str = "aggregator_ageing_passes_total";
+/// Rows whose ids an ageing pass replaced.
+pub const AGED_ROWS: &str = "aggregator_aged_rows_total";
 
 /// Registers every series at zero so dashboards see them from the first scrape.
 pub fn register(backend: &'static str) {
@@ -104,6 +112,10 @@ pub fn register(backend: &'static str) {
     counter!(OVERTAKEN).absolute(0);
     counter!(ERASURES).absolute(0);
     counter!(ERASED_RECORDS).absolute(0);
+    counter!(AGED_ROWS).absolute(0);
+    for o in ["done", "failed"] {
+        counter!(AGEING_PASSES, "outcome" => o).absolute(0);
+    }
     counter!(OFFERS_SENT).absolute(0);
     for o in ["credited", "kept", "orphan"] {
         counter!(OFFERS, "outcome" => o).absolute(0);

@@ -59,6 +59,10 @@
 //! an erased id back; each erasure is then suppressed in every record read. A crash
 //! during a run leaves the erasure pending: the next start runs it again, and a run
 //! is idempotent.
+//!
+//! **Ageing** ([`crate::ageing`]) runs the same way: a pass at start and every
+//! `ageing.every`, after the write in flight landed and the cache was dropped, so
+//! nothing cached writes a raw id back under a row the pass aged.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -76,6 +80,7 @@ use rm_store::model::tallies::sales::OrderCredits;
 use rm_store::model::tallies::{Metric, Place, PlaceTallies};
 use rm_store::{EntitySets, EraseStore, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
 
+use crate::ageing::AgeingOptions;
 use crate::batch::{
     cart_places, copy_places, fold_at, progress_places, touched_at, view_places, FoldStats, Policy,
     Position, Touched,
@@ -107,6 +112,9 @@ pub struct PipelineOptions {
     pub erasures_every: Duration,
     /// How long an erasure keeps the id itself before the loop settles it.
     pub erasure_settle: Duration,
+    /// How the loop ages identifiers past their retention ([`crate::ageing`]);
+    /// `None`: never.
+    pub ageing: Option<AgeingOptions>,
 }
 
 /// How often the loop settles erasures old enough (their ids forgotten).
@@ -268,11 +276,20 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
     match look_for_erasures(&*store, &mut erasures, true, &shutdown).await {
         None => return Ok(()),
         Some(new) => {
-            if !run_erasures(&*store, &new, &shutdown).await {
+            if !run_erasures(&*store, &new, opts.ageing.map(|a| a.key), &shutdown).await {
                 return Ok(());
             }
         }
     }
+    // Identifiers past their retention are aged once before this loop folds
+    // anything, then every `ageing.every` (`crate::ageing`).
+    if !age(&*store, opts.ageing, &shutdown).await {
+        return Ok(());
+    }
+    let mut ageing_tick =
+        tokio::time::interval(opts.ageing.map_or(Duration::from_secs(86_400), |a| a.every));
+    ageing_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ageing_tick.tick().await;
     let mut erasure_tick = tokio::time::interval(opts.erasures_every);
     erasure_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     erasure_tick.tick().await;
@@ -328,6 +345,18 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
                 continue;
             }
             p = next.recv() => p,
+            _ = ageing_tick.tick(), if opts.ageing.is_some() => {
+                // As before an erasure: nothing cached may write a raw id back.
+                if !stored(&commits, &progress, wait(&mut in_flight).await) {
+                    return Ok(());
+                }
+                in_flight = None;
+                cache = Cache::default();
+                if !age(&*store, opts.ageing, &shutdown).await {
+                    return Ok(());
+                }
+                continue;
+            }
             _ = erasure_tick.tick() => {
                 let Some(new) = look_for_erasures(&*store, &mut erasures, false, &shutdown).await else {
                     return Ok(());
@@ -340,7 +369,7 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
                     }
                     in_flight = None;
                     cache = Cache::default();
-                    if !run_erasures(&*store, &new, &shutdown).await {
+                    if !run_erasures(&*store, &new, opts.ageing.map(|a| a.key), &shutdown).await {
                         return Ok(());
                     }
                 }
@@ -556,16 +585,49 @@ async fn look_for_erasures<T: EraseStore>(
     }
 }
 
+/// Runs an ageing pass when `ageing` is set (retrying while the store is
+/// unavailable); false on shutdown. A pass the store refuses is logged and counted,
+/// and the next one runs at its time.
+async fn age<T: EraseStore>(
+    store: &T,
+    ageing: Option<AgeingOptions>,
+    shutdown: &CancellationToken,
+) -> bool {
+    let Some(o) = ageing else { return true };
+    let a = o.pass(chrono::Utc::now().timestamp_millis());
+    match retry("age identifiers", shutdown, || store.age(&a)).await {
+        None => false,
+        Some(Ok(aged)) => {
+            ::metrics::counter!(metrics::AGEING_PASSES, "outcome" => "done").increment(1);
+            ::metrics::counter!(metrics::AGED_ROWS).increment(aged.total());
+            tracing::info!(
+                target: "audit",
+                before_ms = a.before_ms,
+                rows = aged.total(),
+                aged = ?aged,
+                "identifiers past their retention aged"
+            );
+            true
+        }
+        Some(Err(e)) => {
+            ::metrics::counter!(metrics::AGEING_PASSES, "outcome" => "failed").increment(1);
+            tracing::error!(error = %e, "an ageing pass was refused; the next one runs at its time");
+            true
+        }
+    }
+}
+
 /// Runs each erasure that still holds its id (retrying while the store is
 /// unavailable); false on shutdown. One the store refuses is logged and left (the
 /// next start runs it again).
 async fn run_erasures<T: EraseStore>(
     store: &T,
     new: &[rm_store::model::erasure::Erasure],
+    ageing: Option<rm_store::model::ageing::AgeingKey>,
     shutdown: &CancellationToken,
 ) -> bool {
     for e in new.iter().filter(|e| e.holds_id()) {
-        match retry("erase", shutdown, || erasures::run(store, e)).await {
+        match retry("erase", shutdown, || erasures::run(store, e, ageing)).await {
             None => return false,
             Some(Ok(erased)) => {
                 ::metrics::counter!(metrics::ERASURES).increment(1);

@@ -227,6 +227,7 @@ fn options() -> PipelineOptions {
         served_retention: Duration::from_secs(48 * 3_600),
         erasures_every: Duration::from_secs(1),
         erasure_settle: Duration::from_secs(600),
+        ageing: None,
     }
 }
 

@@ -72,6 +72,7 @@ fn start(store: &Arc<EmbeddedStore>, log: &EmbeddedLog) -> Running {
         served_retention: Duration::from_secs(48 * 3_600),
         erasures_every: Duration::from_millis(100),
         erasure_settle: Duration::from_secs(600),
+        ageing: None,
     };
     let task = tokio::spawn(pipeline::run_with_progress(
         source,

@@ -122,6 +122,9 @@ impl rm_store::EraseStore for Gated {
     async fn settle_erasures(&self, before_ms: i64) -> Result<usize, StoreError> {
         self.inner.settle_erasures(before_ms).await
     }
+    async fn age(&self, a: &rm_store::model::ageing::Ageing) -> Result<Erased, StoreError> {
+        self.inner.age(a).await
+    }
 }
 
 /// Shopper `i`'s play of their own served ad, one per record: every record is a view.
@@ -196,6 +199,7 @@ impl Running {
             served_retention: Duration::from_secs(48 * 3_600),
             erasures_every: Duration::from_secs(1),
             erasure_settle: Duration::from_secs(600),
+            ageing: None,
         };
         let task = tokio::spawn(pipeline::run_with_progress(
             source,

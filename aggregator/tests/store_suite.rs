@@ -38,6 +38,8 @@ impl<T: WriteStore + ReportStore> Store for T {}
 
 #[path = "store_suite/ads.rs"]
 mod ads;
+#[path = "store_suite/ageing.rs"]
+mod ageing;
 #[path = "store_suite/erasure.rs"]
 mod erasure;
 #[path = "store_suite/migration.rs"]
@@ -1635,6 +1637,108 @@ async fn drop_table(config: &ClickHouseConfig, table: &str) {
         .execute()
         .await
         .expect("drop table");
+}
+
+/// Ages a stream's rows, forgets its expired served ads (as the aggregator does),
+/// then erases one shopper's aged rows and settles the erasure: the traces a search
+/// of every table must not find (each shopper's raw id and hash, the erased
+/// shopper's pseudonym and aged hash).
+async fn aged_then_erased(
+    store: &(impl erasure::Erasing + WriteStore),
+) -> Vec<(&'static str, Vec<u8>)> {
+    use rm_store::model::traffic::shopper_hash;
+    let a = ageing::aged_past_retention(store).await;
+    let now = chrono::Utc::now().timestamp_millis();
+    // A served ad of now: the embedded store keeps its newest state whatever it is.
+    let fresh = rm_schemas::ad_id::AdIdKeys::new(vec![b"a key of a served ad of now".to_vec()])
+        .expect("key")
+        .mint("c1", "banner", now / 1000 + 600)
+        .expect("id");
+    store
+        .write(&rm_store::BatchWrite {
+            served: vec![(fresh, rm_store::model::served::ServedAd::default())],
+            ..rm_store::BatchWrite::default()
+        })
+        .await
+        .expect("a served ad of now");
+    store
+        .write(&rm_store::BatchWrite {
+            forget_served_before: Some(now / 1000),
+            ..rm_store::BatchWrite::default()
+        })
+        .await
+        .expect("forget the expired served ads");
+    ageing::erased_after_ageing(store, &a).await;
+    store.settle_erasures(now + 60_000).await.expect("settle");
+    let mut traces = Vec::new();
+    for id in ageing::SHOPPERS {
+        traces.extend(erasure::traces_of(id, shopper_hash(id)));
+    }
+    traces.extend(erasure::traces_of(
+        &a.pseudonym(erasure::ERASED),
+        a.hash(shopper_hash(erasure::ERASED)),
+    ));
+    traces
+}
+
+/// The embedded store's ageing pass; then every table of its file, read whole,
+/// holds no shopper's raw id, and no trace of the aged rows an erasure replaced.
+#[tokio::test]
+async fn embedded_ageing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = EmbeddedStore::path(dir.path());
+    let store = EmbeddedStore::open(&path).expect("open");
+    let traces = aged_then_erased(&store).await;
+    drop(store);
+    for (name, bytes) in rm_store::embedded::tables_content(&path).expect("every table") {
+        assert_eq!(erasure::trace_of_in(&traces, &name, &bytes), None, "{name}");
+    }
+}
+
+/// ClickHouse's ageing pass; then every table of the database, read whole as
+/// tab-separated text, holds no shopper's raw id, and no trace of the aged rows an
+/// erasure replaced.
+async fn clickhouse_ageing(url: &str) {
+    let config = fresh_database(url, "age");
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    let traces = aged_then_erased(&store).await;
+    let client = clickhouse::Client::default()
+        .with_url(url.to_owned())
+        .with_validation(false)
+        .with_database(config.database.clone());
+    let tables: Vec<String> = client
+        .query("SELECT name FROM system.tables WHERE database = currentDatabase()")
+        .fetch_all()
+        .await
+        .expect("tables");
+    for name in tables {
+        let bytes = client
+            .query(&format!("SELECT * FROM {name}"))
+            .fetch_bytes("TabSeparated")
+            .expect("select")
+            .collect()
+            .await
+            .expect("rows");
+        assert_eq!(erasure::trace_of_in(&traces, &name, &bytes), None, "{name}");
+    }
+    drop_database(url, &config.database).await;
+}
+
+#[tokio::test]
+async fn clickhouse_ageing_18() {
+    if let Some(url) = server_url("RM_CLICKHOUSE_URL", "ClickHouse 18.16") {
+        clickhouse_ageing(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn clickhouse_ageing_newest() {
+    if let Some(url) = server_url(
+        "RM_CLICKHOUSE_NEWEST_URL",
+        "the chDB shim (ClickHouse 26.9)",
+    ) {
+        clickhouse_ageing(&url).await;
+    }
 }
 
 /// The embedded store's erasure; then every table of its file, read whole, holds no

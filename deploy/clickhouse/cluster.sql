@@ -79,7 +79,8 @@ CREATE TABLE IF NOT EXISTS retail_media.product_facts_local ON CLUSTER '{cluster
     traffic UInt8,
     shopper UInt64,
     received_ms Int64,
-    time_ms Int64
+    time_ms Int64,
+    aged UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/product_facts', '{replica}')
 ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, ad_id_status);
@@ -159,7 +160,8 @@ CREATE TABLE IF NOT EXISTS retail_media.ad_facts_local ON CLUSTER '{cluster}' (
     ad_id_status UInt8,
     traffic UInt8,
     shopper UInt64,
-    received_ms Int64
+    received_ms Int64,
+    aged UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/ad_facts', '{replica}')
 ORDER BY (campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status);

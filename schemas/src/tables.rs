@@ -70,6 +70,11 @@
 //! as above. The columns are not in the sorting keys: copies of one event that differ
 //! only in them may be merged to one of them.
 //!
+//! **Aged shoppers** (issue 25). `aged` is 1 once a fact's `shopper` was replaced
+//! by its keyed hash past the identifier retention (`rm_store::model::ageing`): the
+//! hash carries no mark of its own, so the column makes a pass idempotent. It is in
+//! [`ADDED_COLUMNS`]; a row written before reads 0 (not aged yet).
+//!
 //! **Exact money** (issue 15). `order_lines` keeps a line's revenue as the text of
 //! its exact decimal (`revenue_exact`, a `String`: no `Decimal` column, whose
 //! precision and text form differ between 18.16 and later servers) and its currency
@@ -134,7 +139,8 @@ pub const PRODUCT_FACTS: &str = "CREATE TABLE IF NOT EXISTS product_facts (
     traffic UInt8,
     shopper UInt64,
     received_ms Int64,
-    time_ms Int64
+    time_ms Int64,
+    aged UInt8
 ) ENGINE = ReplacingMergeTree
 ORDER BY (campaign_id, ad_id, catalog_id, product_code, day, action, dedup_key, ad_id_status)";
 
@@ -211,7 +217,8 @@ pub const AD_FACTS: &str = "CREATE TABLE IF NOT EXISTS ad_facts (
     ad_id_status UInt8,
     traffic UInt8,
     shopper UInt64,
-    received_ms Int64
+    received_ms Int64,
+    aged UInt8
 ) ENGINE = ReplacingMergeTree
 ORDER BY (campaign_id, ad_id, action, dedup_key, time_ms, ad_id_status)";
 
@@ -355,7 +362,7 @@ pub const ALL: [&str; 14] = [
 /// Columns added to a table after it first shipped: (table, column, type). Each is
 /// also in the table's statement above; the store adds the ones a table created
 /// earlier lacks (the type's default fills the old rows).
-pub const ADDED_COLUMNS: [(&str, &str, &str); 14] = [
+pub const ADDED_COLUMNS: [(&str, &str, &str); 16] = [
     ("view_facts", "ad_id_status", "UInt8"),
     ("views", "ad_id_status", "UInt8"),
     ("product_facts", "ad_id_status", "UInt8"),
@@ -370,6 +377,8 @@ pub const ADDED_COLUMNS: [(&str, &str, &str); 14] = [
     ("order_lines", "currency", "String"),
     ("views", "served_repeat", "UInt8"),
     ("product_facts", "time_ms", "Int64"),
+    ("product_facts", "aged", "UInt8"),
+    ("ad_facts", "aged", "UInt8"),
 ];
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use crate::clickhouse::ClickHouseStore;
 use crate::embedded::EmbeddedStore;
 use crate::erase::EraseStore;
 use crate::model::ads::AdReportRow;
+use crate::model::ageing::Ageing;
 use crate::model::attribution::{SalesReportRow, Touch, Windows};
 use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
 use crate::model::carts::{CartCampaignRow, CartKey, CartStateRow};
@@ -197,5 +198,8 @@ impl EraseStore for AnyStore {
     }
     async fn settle_erasures(&self, before_ms: i64) -> Result<usize, StoreError> {
         dispatch!(self, s => s.settle_erasures(before_ms).await)
+    }
+    async fn age(&self, a: &Ageing) -> Result<Erased, StoreError> {
+        dispatch!(self, s => s.age(a).await)
     }
 }

@@ -7,9 +7,14 @@
 //! it cached ([`EraseStore::erase`]), and records the end of the first run
 //! ([`EraseStore::finish_erasure`]). A run is idempotent: run again (another
 //! aggregator, a restart) it replaces what is left, usually nothing.
+//!
+//! The same side ages identifiers past their retention ([`EraseStore::age`],
+//! [`crate::model::ageing`]): the aggregator runs a pass at start and every
+//! `RM_AGGREGATOR_AGEING_SECS`, between two of its writes, as it runs erasures.
 
 use std::future::Future;
 
+use crate::model::ageing::Ageing;
 use crate::model::erasure::{Erased, Erasure};
 use crate::{Backend, StoreError};
 
@@ -61,4 +66,9 @@ pub trait EraseStore: Backend {
         &self,
         before_ms: i64,
     ) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
+    /// Ages the identifiers of the rows older than the pass's time
+    /// ([`crate::model::ageing`]): what it replaced. Idempotent: a second pass over
+    /// the same time replaces nothing.
+    fn age(&self, a: &Ageing) -> impl Future<Output = Result<Erased, StoreError>> + Send;
 }

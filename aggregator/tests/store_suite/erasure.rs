@@ -21,7 +21,7 @@ pub(crate) trait Erasing: Store + EraseStore {}
 impl<T: Store + EraseStore> Erasing for T {}
 
 /// Every report that reads facts or sums, with the erased id read as `as_id`.
-async fn reports(store: &impl Erasing) -> Vec<String> {
+pub(crate) async fn reports(store: &impl Erasing) -> Vec<String> {
     let mut out = super::rollups::transcript(store, 3, false).await;
     out.push(format!("{:?}", store.funnel(&all()).await.expect("funnel")));
     out.push(format!(
@@ -57,7 +57,7 @@ async fn reports(store: &impl Erasing) -> Vec<String> {
 }
 
 /// Fails naming only the lines that differ (the transcripts are long).
-fn same(got: &[String], want: &[String], what: &str) {
+pub(crate) fn same(got: &[String], want: &[String], what: &str) {
     let missing: Vec<&String> = want.iter().filter(|l| !got.contains(l)).collect();
     let extra: Vec<&String> = got.iter().filter(|l| !want.contains(l)).collect();
     assert!(
@@ -191,7 +191,11 @@ pub(crate) async fn erased_as_asked(store: &impl Erasing) -> Erasure {
 /// hash as postcard, as fixed little- and big-endian integers, and as text. (A bare
 /// `s-1` is too short to search binary data for without finding it by chance.)
 pub(crate) fn traces() -> Vec<(&'static str, Vec<u8>)> {
-    let h = shopper_hash(ERASED);
+    traces_of(ERASED, shopper_hash(ERASED))
+}
+
+/// The forms of any id and hash (see [`traces`]).
+pub(crate) fn traces_of(id: &str, h: u64) -> Vec<(&'static str, Vec<u8>)> {
     let mut varint = Vec::new();
     let mut v = h;
     while v >= 0x80 {
@@ -199,10 +203,11 @@ pub(crate) fn traces() -> Vec<(&'static str, Vec<u8>)> {
         v >>= 7;
     }
     varint.push(v as u8);
-    let id = ERASED.as_bytes();
+    let len = u8::try_from(id.len()).expect("a short id");
+    let id = id.as_bytes();
     let framed = |before: &[u8], after: &[u8]| [before, id, after].concat();
     vec![
-        ("the id, postcard", framed(&[3], &[])),
+        ("the id, postcard", framed(&[len], &[])),
         ("the id, in a shopper", framed(b":", &[])),
         ("the id, a TSV field", framed(b"\t", &[])),
         ("the id, a first TSV field", framed(&[], b"\t")),
@@ -217,11 +222,20 @@ pub(crate) fn traces() -> Vec<(&'static str, Vec<u8>)> {
 /// Where in `bytes` (a table's content) a trace of the id is, if anywhere; the
 /// audit log (`erasures`) may keep the hash, never the id.
 pub(crate) fn trace_in(table: &str, bytes: &[u8]) -> Option<&'static str> {
-    traces()
-        .into_iter()
+    trace_of_in(&traces(), table, bytes)
+}
+
+/// Where in `bytes` one of `traces` is (the audit log may keep the hash).
+pub(crate) fn trace_of_in(
+    traces: &[(&'static str, Vec<u8>)],
+    table: &str,
+    bytes: &[u8],
+) -> Option<&'static str> {
+    traces
+        .iter()
         .filter(|(what, _)| table != "erasures" || what.starts_with("the id"))
         .find(|(_, t)| bytes.windows(t.len()).any(|w| w == t.as_slice()))
-        .map(|(what, _)| what)
+        .map(|(what, _)| *what)
 }
 
 #[test]

@@ -502,7 +502,7 @@ impl ClickHouseStore {
 
     /// Waits until no mutation of these tables is pending (18.16 does not say why
     /// one fails: it retries it, and the wait ends in an error at its bound).
-    async fn mutations_done(&self, tables: &[&str]) -> Result<(), StoreError> {
+    pub(super) async fn mutations_done(&self, tables: &[&str]) -> Result<(), StoreError> {
         #[derive(Row, Deserialize)]
         struct PendingCh {
             table: String,
@@ -634,6 +634,10 @@ impl EraseStore for ClickHouseStore {
             super::rows::insert_rows::<ErasureCh>(self.client(), "erasures", &[row]),
         )
         .await
+    }
+
+    async fn age(&self, a: &crate::model::ageing::Ageing) -> Result<Erased, StoreError> {
+        self.age_pass(a).await
     }
 
     async fn settle_erasures(&self, before_ms: i64) -> Result<usize, StoreError> {

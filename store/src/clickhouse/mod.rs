@@ -49,6 +49,7 @@
 //! helpers), `query.rs` the `WHERE` and `IN` builders and `error.rs` how a failure
 //! is classified.
 
+mod ageing;
 mod compact;
 mod erase;
 mod error;

@@ -378,6 +378,75 @@ pub(super) fn rekey(
     Ok(Rekeyed { kind, moved })
 }
 
+/// An entity joining another: its key and slot, the other's key and slot, and their
+/// joint row (under the other's key).
+pub(super) type Join = (Vec<u8>, u64, Vec<u8>, u64, Vec<u8>);
+
+/// What [`merge`] changed in the index, for [`Merged::apply`] once its transaction
+/// has committed.
+#[must_use]
+pub(super) struct Merged {
+    kind: Entities,
+    /// The key that left, the joint key, the joint slot.
+    joined: Vec<(Vec<u8>, Vec<u8>, u64)>,
+}
+
+impl Merged {
+    /// Drops the keys that left from the memory part of the index, and points the
+    /// joint key at the joint slot when the entity of that slot had its entry there.
+    pub(super) fn apply(self, index: &Index) -> Result<(), StoreError> {
+        let mut recent = index.recent.lock().map_err(err)?;
+        let map = &mut recent[self.kind.id];
+        for (old, new, slot) in self.joined {
+            let (a, b) = (map.remove(&old), map.remove(&new));
+            if a == Some(slot) || b == Some(slot) {
+                map.insert(new, slot);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Joins entities to others (each `Join`: an entity whose new key already names
+/// another): the joint entity keeps the other's key and the newer of the two slots,
+/// with the joint row; the older row and the leaving key's entry go. The older row
+/// is never the table's newest, so no slot is given twice.
+pub(super) fn merge(
+    w: &WriteTransaction,
+    kind: Entities,
+    joins: Vec<Join>,
+) -> Result<Merged, StoreError> {
+    let mut joined = Vec::with_capacity(joins.len());
+    for (old, old_slot, new, slot, row) in joins {
+        let (keep, gone) = (old_slot.max(slot), old_slot.min(slot));
+        if keep == gone {
+            return Err(super::corrupt(format!(
+                "{}: two keys of slot {keep}",
+                kind.mark
+            )));
+        }
+        let mut slots = w.open_table(kind.slots).map_err(err)?;
+        let mut in_table = false;
+        for k in [&old, &new] {
+            let removed = slots.remove(k.as_slice()).map_err(err)?;
+            if let Some(s) = removed.map(|s| slot_of(s.value())).transpose()? {
+                in_table |= s == keep;
+            }
+        }
+        if in_table {
+            slots
+                .insert(new.as_slice(), keep.to_be_bytes().as_slice())
+                .map_err(err)?;
+        }
+        let mut rows = w.open_table(kind.rows).map_err(err)?;
+        rows.remove(gone.to_be_bytes().as_slice()).map_err(err)?;
+        rows.insert(keep.to_be_bytes().as_slice(), row.as_slice())
+            .map_err(err)?;
+        joined.push((old, new, keep));
+    }
+    Ok(Merged { kind, joined })
+}
+
 /// Replaces the rows of these slots (the entities keep their keys).
 pub(super) fn rewrite(
     w: &WriteTransaction,

@@ -333,6 +333,11 @@ pub fn tables_content(path: &std::path::Path) -> Result<Vec<(String, Vec<u8>)>, 
                 let (k, v) = row.map_err(err)?;
                 rows(k.value().as_bytes(), &v.value().to_le_bytes());
             }
+        } else if let Ok(t) = r.open_table(TableDefinition::<&str, i64>::new(&name)) {
+            for row in t.iter().map_err(err)? {
+                let (k, v) = row.map_err(err)?;
+                rows(k.value().as_bytes(), &v.value().to_le_bytes());
+            }
         } else if let Ok(t) = r.open_table(TableDefinition::<&[u8], ()>::new(&name)) {
             for row in t.iter().map_err(err)? {
                 rows(row.map_err(err)?.0.value(), &[]);
@@ -432,6 +437,12 @@ impl EraseStore for EmbeddedStore {
             w.commit().map_err(err)
         })
         .await
+    }
+
+    async fn age(&self, a: &crate::model::ageing::Ageing) -> Result<Erased, StoreError> {
+        let (a, store) = (a.clone(), self.clone());
+        self.blocking(move |db| super::ageing::run(db, &store, &a))
+            .await
     }
 
     async fn settle_erasures(&self, before_ms: i64) -> Result<usize, StoreError> {

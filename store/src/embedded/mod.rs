@@ -21,6 +21,7 @@
 //! | `rollups` | campaign, scope, grain, bucket, creative, catalog, product, log partition, metric | the `Tally` (count, stamp; `tallies.rs`) |
 //! | `erasures` | request id | the erasure, JSON (`erase.rs`: the audit log of erasures) |
 //! | `erasures_by_time` | request time, request id | - |
+//! | `ageing` | mark name | ms (`ageing.rs`: the facts' watermark of identifier ageing) |
 //!
 //! The three fact tables only ever grow, and their keys start with the event time
 //! (8 bytes, big-endian, sign bit flipped, so byte order is time order): a batch's new
@@ -62,6 +63,7 @@ use redb::{Database, TableDefinition};
 
 use crate::{Backend, StoreError};
 
+mod ageing;
 mod codec;
 mod entities;
 mod erase;
@@ -129,6 +131,7 @@ impl EmbeddedStore {
             w.open_table(t).map_err(err)?;
         }
         erase::create(&w)?;
+        ageing::create(&w)?;
         sales::index_if_missing(&w)?;
         sales::mark_if_new(&w)?;
         w.commit().map_err(err)?;

@@ -112,6 +112,21 @@ pub struct Erased {
     pub served_ads: u64,
 }
 
+impl std::ops::AddAssign for Erased {
+    fn add_assign(&mut self, o: Self) {
+        self.views += o.views;
+        self.view_facts += o.view_facts;
+        self.product_facts += o.product_facts;
+        self.ad_facts += o.ad_facts;
+        self.cart_events += o.cart_events;
+        self.touches += o.touches;
+        self.order_lines += o.order_lines;
+        self.order_states += o.order_states;
+        self.order_shoppers += o.order_shoppers;
+        self.served_ads += o.served_ads;
+    }
+}
+
 impl Erased {
     /// Every row replaced.
     pub fn total(&self) -> u64 {

@@ -20,6 +20,7 @@
 
 pub mod ad_id_campaign;
 pub mod ads;
+pub mod ageing;
 pub mod attribution;
 pub mod campaigns;
 pub mod carts;
