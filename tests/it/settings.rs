@@ -89,6 +89,36 @@ fn an_unknown_setting_fails_at_start_naming_it() {
     assert!(String::from_utf8_lossy(&bad_value.stderr).contains("--ingest-addr"));
 }
 
+/// An identifier retention that attribution or late events would outlive is refused
+/// at start, naming the setting and the shortest it may be (issue 25); a key too
+/// short to key anything is refused too.
+#[test]
+fn an_identifier_retention_shorter_than_attribution_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_retail-media"))
+            .arg("aggregate")
+            .args(args)
+            .args(["--data-dir", dir.path().to_str().unwrap()])
+            .env_remove("RM_KAFKA_BROKERS")
+            .env_remove("RM_CLICKHOUSE_URL")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--identifier-retention-days", "45"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("RM_IDENTIFIER_RETENTION_DAYS=45") && err.contains("60 days"),
+        "{err}"
+    );
+    let out = run(&["--identifier-key", "short"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RM_IDENTIFIER_KEY"), "{err}");
+}
+
 /// `--help` shows where a secret comes from, never its value (issue 23): the
 /// ClickHouse password and the librdkafka properties (SASL passwords) set in the
 /// environment, as an operator's shell would have them.
@@ -105,12 +135,13 @@ fn help_never_prints_a_secret_from_the_environment() {
             )
             .env("RM_AD_ID_KEYS", "k1:adid-secret-4714")
             .env("RM_CONSENT_ID_KEY", "consent-secret-4715")
+            .env("RM_IDENTIFIER_KEY", "identifier-secret-4716")
             .stdin(Stdio::null())
             .output()
             .unwrap();
         assert!(out.status.success(), "{sub} --help");
         let text = String::from_utf8_lossy(&out.stdout);
-        for secret in ["4711", "4712", "4713", "4714", "4715"] {
+        for secret in ["4711", "4712", "4713", "4714", "4715", "4716"] {
             assert!(
                 !text.contains(secret),
                 "{sub} --help prints a secret:\n{text}"
@@ -196,6 +227,11 @@ fn key_material_is_readable_by_the_service_user_only() {
     svc.wait_ready(svc.api, std::time::Duration::from_secs(60));
     assert_eq!(mode(dir.path()), 0o700, "data dir");
     assert_eq!(mode(&dir.path().join("ad-id.key")), 0o600, "ad id key");
+    assert_eq!(
+        mode(&dir.path().join("identifier.key")),
+        0o600,
+        "identifier ageing key"
+    );
     assert_eq!(mode(&dir.path().join("api/state.redb")), 0o600, "api state");
     svc.terminate();
 

@@ -86,6 +86,11 @@ struct Args {
     /// erasure) and report the median time of one and the rows it replaced.
     #[arg(long, default_value_t = 0)]
     erase: usize,
+    /// After the reports (and erasures), time an ageing pass over each store
+    /// (`rm_store::EraseStore::age`): a first one that ages every row, then a
+    /// second that finds nothing left (a daily pass's cost lies between).
+    #[arg(long)]
+    age: bool,
     /// Skip the report tables (with `--erase`: time the erasures only).
     #[arg(long)]
     no_reports: bool,
@@ -412,6 +417,36 @@ async fn erasures(stores: &[(usize, BenchStore)], a: &Args, backend: &str) -> an
     Ok(())
 }
 
+/// Times a first ageing pass over every row of each store, then a second one.
+async fn ageing(stores: &[(usize, BenchStore)], backend: &str) -> anyhow::Result<()> {
+    use rm_store::model::ageing::{Ageing, AgeingKey};
+    use rm_store::EraseStore;
+    println!();
+    println!("Ageing every shopper id ({backend}, `--age`):");
+    println!();
+    println!("| store | records | first pass | rows replaced | second pass |");
+    println!("|---|---:|---:|---:|---:|");
+    let a = Ageing::new(
+        AgeingKey::new(b"reportbench-ageing-key"),
+        chrono::Utc::now().timestamp_millis() + 86_400_000,
+    );
+    for (i, (records, store)) in stores.iter().enumerate() {
+        let t = Instant::now();
+        let first = store.store.age(&a).await?;
+        let first_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let t = Instant::now();
+        let second = store.store.age(&a).await?;
+        let second_ms = t.elapsed().as_secs_f64() * 1000.0;
+        anyhow::ensure!(second.total() == 0, "a second pass replaced {second:?}");
+        println!(
+            "| {} | {records} | {first_ms:.0} ms | {} | {second_ms:.0} ms |",
+            if i == 0 { "small" } else { "large" },
+            first.total(),
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
@@ -447,6 +482,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if a.erase > 0 {
         erasures(&stores, &a, backend).await?;
+    }
+    if a.age {
+        ageing(&stores, backend).await?;
     }
     if a.optimize {
         for (_, store) in &stores {
