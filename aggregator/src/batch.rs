@@ -82,7 +82,7 @@ use rm_store::model::served::{self, ServeRules, ServedAd, Take, Unit};
 use rm_store::model::status::AdIdStatus;
 use rm_store::model::tallies::carts as carts_t;
 use rm_store::model::tallies::moves::{self, Event, Judged};
-use rm_store::model::tallies::{views, Kind, Metric, Place, TallyKey};
+use rm_store::model::tallies::{views, Kind, Metric, Place};
 use rm_store::model::traffic::{shopper_hash, TrafficClass};
 use rm_store::{BatchWrite, EntitySets, FastMap, FastSet};
 
@@ -569,7 +569,6 @@ pub fn fold_at(
     let mut dirty_views: FastSet<ViewKey> = FastSet::default();
     let mut dirty_carts: FastSet<CartKey> = FastSet::default();
     let mut dirty_served: FastSet<String> = FastSet::default();
-    let mut dirty_tallies: FastSet<TallyKey> = FastSet::default();
     // Each view's row as the tallies count it so far (`None`: not counted yet).
     let mut view_rows: FastMap<ViewKey, Option<ViewRow>> = FastMap::default();
     // Each cart line's adds as the tallies count them so far.
@@ -652,7 +651,7 @@ pub fn fold_at(
                     })
                     .map(|(_, d)| *d)
                     .sum();
-                if moves::apply(m, offset, &mut sets.tallies, &mut dirty_tallies) {
+                if moves::apply(m, offset, &mut sets.tallies) {
                     stats.tallied += 1;
                     stats.tallied_clicks = stats.tallied_clicks.saturating_add_signed(clicks);
                 }
@@ -717,7 +716,7 @@ pub fn fold_at(
                     let now = view_row(&k, facts, &sets.served, policy);
                     let old = view_rows.get(&k).and_then(Option::as_ref);
                     let m = views::moves(old, &now, partition);
-                    if moves::apply(m, offset, &mut sets.tallies, &mut dirty_tallies) {
+                    if moves::apply(m, offset, &mut sets.tallies) {
                         stats.tallied += 1;
                     }
                     view_rows.insert(k.clone(), Some(now));
@@ -755,7 +754,7 @@ pub fn fold_at(
                     let now = carts_t::adds(facts);
                     if let Some(old) = cart_adds.get(&k) {
                         let m = carts_t::moves(&k, old, &now, partition);
-                        if moves::apply(m, offset, &mut sets.tallies, &mut dirty_tallies) {
+                        if moves::apply(m, offset, &mut sets.tallies) {
                             stats.tallied += 1;
                         }
                     }
@@ -836,16 +835,12 @@ pub fn fold_at(
     // How far each partition is folded: written with the tallies, read by the next
     // fold to tell whether another writer went further (`rm_store::model::tallies`).
     for &(partition, offset) in positions.unwrap_or_default() {
-        let t = sets
-            .tallies
-            .entry(Place::progress(partition))
-            .or_default()
-            .get_mut(Metric::Progress);
-        if t.advance(offset) {
-            dirty_tallies.insert(TallyKey::progress(partition));
+        let p = sets.tallies.entry(Place::progress(partition)).or_default();
+        if p.get_mut(Metric::Progress).advance(offset) {
+            p.mark(Metric::Progress);
         }
     }
-    write.tallies = moves::dirty_rows(dirty_tallies, &sets.tallies);
+    write.tallies = moves::dirty_rows(&mut sets.tallies);
     write.served.reserve(dirty_served.len());
     for ad_id in dirty_served {
         if let Some(state) = sets.served.get(&ad_id) {

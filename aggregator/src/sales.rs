@@ -138,7 +138,6 @@ pub fn fold(
     w: &Windows,
 ) -> SalesFold {
     let mut out = SalesFold::default();
-    let mut dirty: FastSet<TallyKey> = FastSet::default();
     let mut changed: BTreeSet<String> = BTreeSet::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
     for o in orders {
@@ -160,7 +159,7 @@ pub fn fold(
                         .collect();
                     let state = OrderCredits::new(&lines);
                     let m = sales_t::moves(&Counts::new(), &state.counts(), partition);
-                    moves::apply(m, offset, tallies, &mut dirty);
+                    moves::apply(m, offset, tallies);
                     out.lines.extend(lines);
                     states.insert(id.clone(), state);
                     changed.insert(id);
@@ -173,7 +172,7 @@ pub fn fold(
                     let before = state.counts();
                     if state.offer(&offer.touch, w) {
                         let m = sales_t::moves(&before, &state.counts(), partition);
-                        moves::apply(m, offset, tallies, &mut dirty);
+                        moves::apply(m, offset, tallies);
                         changed.insert(id);
                         out.stats.credited += 1;
                     } else {
@@ -182,15 +181,9 @@ pub fn fold(
                 }
             },
         }
-        let t = tallies
-            .entry(Place::order_progress(partition))
-            .or_default()
-            .get_mut(Metric::Progress);
-        if t.advance(offset) {
-            dirty.insert(TallyKey {
-                place: Place::order_progress(partition),
-                metric: Metric::Progress,
-            });
+        let p = tallies.entry(Place::order_progress(partition)).or_default();
+        if p.get_mut(Metric::Progress).advance(offset) {
+            p.mark(Metric::Progress);
         }
     }
     out.states = changed
@@ -201,7 +194,7 @@ pub fn fold(
         .iter()
         .filter_map(|id| states.get(id).cloned())
         .collect();
-    out.tallies = moves::dirty_rows(dirty, tallies);
+    out.tallies = moves::dirty_rows(tallies);
     out
 }
 

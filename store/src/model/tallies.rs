@@ -481,21 +481,80 @@ impl Tally {
     }
 }
 
-/// The tallies of one place, by metric (a few: the metrics its events moved).
+/// The tallies of one place, by metric (a few: the metrics its events moved), and
+/// which of them moved since the batch's rows were last taken
+/// ([`moves::dirty_rows`]): the fold marks a tally where it moves it, so no set of
+/// moved keys is hashed and compared again for every move.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PlaceTallies(pub Vec<(Metric, Tally)>);
+pub struct PlaceTallies(pub Vec<(Metric, Tally)>, Moved);
+
+/// Which tallies of a place moved: bit `i` for the `i`-th (the last bit for every
+/// one from there on, so a place of more metrics than bits only writes some
+/// unmoved tallies again). Not part of a place's equality.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Moved(u64);
+
+impl PartialEq for Moved {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Moved {}
+
+impl Moved {
+    fn bit(i: usize) -> u64 {
+        1u64 << i.min(63)
+    }
+}
 
 impl PlaceTallies {
-    /// The tally of `metric` (empty when absent, inserted).
-    pub fn get_mut(&mut self, metric: Metric) -> &mut Tally {
-        let i = match self.0.iter().position(|(m, _)| *m == metric) {
+    fn index(&mut self, metric: Metric) -> usize {
+        match self.0.iter().position(|(m, _)| *m == metric) {
             Some(i) => i,
             None => {
                 self.0.push((metric, Tally::EMPTY));
                 self.0.len() - 1
             }
-        };
+        }
+    }
+
+    /// The tally of `metric` (empty when absent, inserted).
+    pub fn get_mut(&mut self, metric: Metric) -> &mut Tally {
+        let i = self.index(metric);
         &mut self.0[i].1
+    }
+
+    /// Marks the tally of `metric` as moved (inserted empty when absent).
+    pub fn mark(&mut self, metric: Metric) {
+        let i = self.index(metric);
+        self.1 .0 |= Moved::bit(i);
+    }
+
+    /// Moves the tally of `metric` by `delta` at `offset` ([`Tally::add`]), marking
+    /// it when it moved; true when it did.
+    pub fn add(&mut self, metric: Metric, offset: i64, delta: i64) -> bool {
+        let i = self.index(metric);
+        let moved = self.0[i].1.add(offset, delta);
+        if moved {
+            self.1 .0 |= Moved::bit(i);
+        }
+        moved
+    }
+
+    /// The tallies marked as moved, the marks cleared.
+    pub fn take_moved(&mut self) -> impl Iterator<Item = (Metric, Tally)> + '_ {
+        let mask = std::mem::take(&mut self.1).0;
+        self.0
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| mask & Moved::bit(*i) != 0)
+            .map(|(_, mt)| *mt)
+    }
+
+    /// Whether any tally is marked as moved.
+    pub fn any_moved(&self) -> bool {
+        self.1 .0 != 0
     }
 
     /// The tally of `metric`, when present.

@@ -6,7 +6,7 @@
 use super::{Grain, Kind, Metric, Place, PlaceTallies, Scope, Tally, TallyKey};
 use crate::model::status::AdIdStatus;
 use crate::model::traffic::{self, TrafficClass};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 /// Where a distinct event counts, apart from its time.
@@ -136,43 +136,42 @@ pub fn moves(
 }
 
 /// Applies a record's moves (from [`moves`]) at `offset` to the tallies of their
-/// places (absent places are empty), noting each tally that moved in `dirty`; true
-/// when any moved (false for a replayed record at or below the stamps).
-pub fn apply<S: BuildHasher, T: BuildHasher>(
+/// places (absent places are empty), marking each tally that moved
+/// ([`PlaceTallies::add`]); true when any moved (false for a replayed record at or
+/// below the stamps). One lookup of its place per move.
+pub fn apply<S: BuildHasher>(
     moves: Vec<(TallyKey, i64)>,
     offset: i64,
     tallies: &mut HashMap<Place, PlaceTallies, S>,
-    dirty: &mut HashSet<TallyKey, T>,
 ) -> bool {
     let mut moved = false;
     for (key, delta) in moves {
-        let t: &mut Tally = match tallies.get_mut(&key.place) {
-            Some(p) => p.get_mut(key.metric),
-            None => tallies
-                .entry(key.place.clone())
-                .or_default()
-                .get_mut(key.metric),
-        };
-        if t.add(offset, delta) {
-            moved = true;
-            dirty.insert(key);
-        }
+        let p = tallies.entry(key.place).or_default();
+        moved |= p.add(key.metric, offset, delta);
     }
     moved
 }
 
-/// The rows a batch writes: the moved tallies' new values.
-pub fn dirty_rows<S: BuildHasher, T: BuildHasher>(
-    dirty: HashSet<TallyKey, T>,
-    tallies: &HashMap<Place, PlaceTallies, S>,
+/// The rows a batch writes: the moved tallies' new values, in key order; the
+/// marks are cleared, so the next batch's rows start empty.
+pub fn dirty_rows<S: BuildHasher>(
+    tallies: &mut HashMap<Place, PlaceTallies, S>,
 ) -> Vec<(TallyKey, Tally)> {
-    let mut rows: Vec<(TallyKey, Tally)> = dirty
-        .into_iter()
-        .filter_map(|k| {
-            let t = tallies.get(&k.place)?.get(k.metric)?;
-            Some((k, t))
-        })
-        .collect();
+    let mut rows: Vec<(TallyKey, Tally)> = Vec::new();
+    for (place, p) in tallies.iter_mut() {
+        if !p.any_moved() {
+            continue;
+        }
+        for (metric, t) in p.take_moved() {
+            rows.push((
+                TallyKey {
+                    place: place.clone(),
+                    metric,
+                },
+                t,
+            ));
+        }
+    }
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     rows
 }
@@ -253,12 +252,18 @@ mod tests {
             .filter(|(_, d)| *d > 0)
             .all(|(k, _)| k.place.bucket == 0));
         let mut tallies = HashMap::new();
-        let mut dirty = HashSet::new();
-        assert!(apply(moves(&e, None, late, 0), 7, &mut tallies, &mut dirty));
+        assert!(apply(moves(&e, None, late, 0), 7, &mut tallies));
         assert!(
-            !apply(moves(&e, None, late, 0), 7, &mut tallies, &mut dirty),
+            !apply(moves(&e, None, late, 0), 7, &mut tallies),
             "a replay"
         );
-        assert_eq!(dirty_rows(dirty, &tallies).len(), 6);
+        assert_eq!(dirty_rows(&mut tallies).len(), 6);
+        assert!(dirty_rows(&mut tallies).is_empty(), "taken once");
+        // A tally moved again after its row was taken is taken again, alone.
+        let m = moves(&e, Some(late), early, 0);
+        assert!(apply(m, 8, &mut tallies));
+        let rows = dirty_rows(&mut tallies);
+        assert_eq!(rows.len(), 12, "every tally the copy moved");
+        assert!(rows.windows(2).all(|w| w[0].0 < w[1].0), "in key order");
     }
 }
