@@ -138,16 +138,26 @@ pub fn moves(
 /// Applies a record's moves (from [`moves`]) at `offset` to the tallies of their
 /// places (absent places are empty), marking each tally that moved
 /// ([`PlaceTallies::add`]); true when any moved (false for a replayed record at or
-/// below the stamps). One lookup of its place per move.
+/// below the stamps). One lookup per run of moves of one place (the move makers
+/// list a place's metrics together).
 pub fn apply<S: BuildHasher>(
     moves: Vec<(TallyKey, i64)>,
     offset: i64,
     tallies: &mut HashMap<Place, PlaceTallies, S>,
 ) -> bool {
     let mut moved = false;
-    for (key, delta) in moves {
+    let mut moves = moves.into_iter().peekable();
+    let mut run: Vec<(Metric, i64)> = Vec::new();
+    while let Some((key, delta)) = moves.next() {
+        run.clear();
+        run.push((key.metric, delta));
+        while let Some((next, d)) = moves.next_if(|(k, _)| k.place == key.place) {
+            run.push((next.metric, d));
+        }
         let p = tallies.entry(key.place).or_default();
-        moved |= p.add(key.metric, offset, delta);
+        for &(metric, d) in &run {
+            moved |= p.add(metric, offset, d);
+        }
     }
     moved
 }
