@@ -19,6 +19,9 @@ SERVER_CPU=${SERVER_CPU:-0} CLIENT_CPU=${CLIENT_CPU:-1} PORT=${PORT:-18181}
 BIN=${BIN:-$ROOT/target/release/retail-media}
 REPORTBENCH=${REPORTBENCH:-$ROOT/target/release/reportbench}
 CH=${RM_CLICKHOUSE_URL:?set RM_CLICKHOUSE_URL (deploy/local/up.sh env)}
+# The api's own state embedded under its data dir, its orders log embedded: only the
+# report store is the server's.
+unset RM_API_DATABASE_URL RM_KAFKA_BROKERS
 WORK=$(mktemp -d)
 API_PID=
 cleanup() {
@@ -54,7 +57,7 @@ for i in 0 1; do
     size=$([[ $i == 0 ]] && echo "$((SESSIONS * 20)) records" || echo "$((SESSIONS * 200)) records")
     dir=$WORK/api-$i
     mkdir -p "$dir"
-    secret=$("$BIN" clients add bench-operator --scopes reports,admin --data-dir "$dir" 2>/dev/null |
+    secret=$("$BIN" clients --data-dir "$dir" add bench-operator --scopes reports,admin 2>/dev/null |
         sed -n 's/^client_secret=//p')
     RM_API_DEMO=false taskset -c "$SERVER_CPU" "$BIN" api --data-dir "$dir" \
         --api-addr "127.0.0.1:$PORT" --clickhouse-url "$CH" --clickhouse-database "$db" \
