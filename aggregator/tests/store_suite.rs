@@ -1702,15 +1702,26 @@ async fn clickhouse_ageing(url: &str) {
     let config = fresh_database(url, "age");
     let store = ClickHouseStore::connect(&config).await.expect("connect");
     let traces = aged_then_erased(&store).await;
+    for (name, bytes) in every_table(url, &config.database).await {
+        assert_eq!(erasure::trace_of_in(&traces, &name, &bytes), None, "{name}");
+    }
+    drop_database(url, &config.database).await;
+}
+
+/// Every table of `database`, each as its name and its rows as tab-separated text:
+/// what an audit searches for an id.
+async fn every_table(url: &str, database: &str) -> Vec<(String, Vec<u8>)> {
     let client = clickhouse::Client::default()
         .with_url(url.to_owned())
         .with_validation(false)
-        .with_database(config.database.clone());
+        .with_database(database.to_owned());
     let tables: Vec<String> = client
         .query("SELECT name FROM system.tables WHERE database = currentDatabase()")
         .fetch_all()
         .await
         .expect("tables");
+    assert!(tables.len() > 10, "every table: {tables:?}");
+    let mut out = Vec::new();
     for name in tables {
         let bytes = client
             .query(&format!("SELECT * FROM {name}"))
@@ -1719,9 +1730,9 @@ async fn clickhouse_ageing(url: &str) {
             .collect()
             .await
             .expect("rows");
-        assert_eq!(erasure::trace_of_in(&traces, &name, &bytes), None, "{name}");
+        out.push((name, bytes.to_vec()));
     }
-    drop_database(url, &config.database).await;
+    out
 }
 
 #[tokio::test]
@@ -1763,24 +1774,7 @@ async fn clickhouse_erasure(url: &str) {
     let config = fresh_database(url, "erase");
     let store = ClickHouseStore::connect(&config).await.expect("connect");
     erasure::erased_as_asked(&store).await;
-    let client = clickhouse::Client::default()
-        .with_url(url.to_owned())
-        .with_validation(false)
-        .with_database(config.database.clone());
-    let tables: Vec<String> = client
-        .query("SELECT name FROM system.tables WHERE database = currentDatabase()")
-        .fetch_all()
-        .await
-        .expect("tables");
-    assert!(tables.len() > 10, "every table: {tables:?}");
-    for name in tables {
-        let bytes = client
-            .query(&format!("SELECT * FROM {name}"))
-            .fetch_bytes("TabSeparated")
-            .expect("select")
-            .collect()
-            .await
-            .expect("rows");
+    for (name, bytes) in every_table(url, &config.database).await {
         assert_eq!(erasure::trace_in(&name, &bytes), None, "{name}");
     }
     drop_database(url, &config.database).await;
