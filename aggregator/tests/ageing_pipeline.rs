@@ -6,15 +6,18 @@
 //! new event of the shopper is stored under the raw id, and is aged in its turn; an
 //! erasure then reaches the aged rows through the id's aged form.
 
+#[path = "support/log.rs"]
+mod log;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rm_aggregator::ageing::{aged_erasure, AgeingOptions};
 use rm_aggregator::batch::Policy;
 use rm_aggregator::pipeline::{self, PipelineOptions, Progress};
 use rm_aggregator::source::EmbeddedSource;
 use rm_eventlog::embedded::EmbeddedLog;
-use rm_eventlog::{EmbeddedLogConfig, EventLog};
+use rm_eventlog::EmbeddedLogConfig;
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::embedded::EmbeddedStore;
 use rm_store::model::ageing::{Ageing, AgeingKey};
@@ -23,7 +26,8 @@ use rm_store::model::erasure::Erasure;
 use rm_store::{EraseStore, ReportFilter, ReportStore};
 use tokio_util::sync::CancellationToken;
 
-const TOPIC: &str = "events";
+use log::{append, eventually, TOPIC};
+
 const SHOPPER: &str = "cust-ageing-4b1d";
 
 fn key() -> AgeingKey {
@@ -40,23 +44,6 @@ fn event(kind: T, units: Option<u64>) -> EventRecord {
         ..InteractionEvent::new("rm1.camp-1.ad-1", kind, now.fixed_offset())
     };
     EventRecord::new(event, uuid::Uuid::now_v7(), now)
-}
-
-async fn append(log: &EmbeddedLog, records: &[EventRecord]) {
-    for r in records {
-        log.append(TOPIC, r.partition_key(), r.to_bytes())
-            .await
-            .expect("append");
-    }
-}
-
-/// Polls `f` until it holds, for at most 20 s.
-async fn eventually<F: std::future::Future<Output = bool>>(what: &str, f: impl Fn() -> F) {
-    let t = Instant::now();
-    while !f().await {
-        assert!(t.elapsed() < Duration::from_secs(20), "never: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 async fn carts(store: &EmbeddedStore) -> Vec<CartStateRow> {
