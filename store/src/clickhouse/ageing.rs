@@ -114,26 +114,24 @@ impl Sql {
     }
 }
 
-/// A table whose sorting key holds the id: its old rows move to the pseudonym.
-struct Moved {
-    table: &'static str,
-    /// Every column, in order.
-    columns: &'static str,
-    /// The id column.
-    id: &'static str,
-    /// Whether the id is a shopper (`customer:<id>`) rather than a tracking id.
-    shopper: bool,
-}
+/// A table whose sorting key holds the id (the erasure's list of them,
+/// [`super::erase::MOVED`]): its old rows move to the pseudonym.
+struct Moved<'a>(&'a super::erase::Moved);
 
-impl Moved {
+impl Moved<'_> {
+    /// Whether the id is a shopper (`customer:<id>`) rather than a tracking id.
+    fn shopper(&self) -> bool {
+        self.0.id == "shopper"
+    }
+
     /// Which rows move.
     fn cond(&self, s: &Sql) -> String {
-        let fresh = if self.shopper {
-            format!("NOT {}", Sql::shopper_kept(self.id))
+        let fresh = if self.shopper() {
+            format!("NOT {}", Sql::shopper_kept(self.0.id))
         } else {
-            format!("NOT {}", Sql::kept(self.id))
+            format!("NOT {}", Sql::kept(self.0.id))
         };
-        match self.table {
+        match self.0.table {
             "views" => format!("day < {} AND {fresh}", s.before_day),
             // A line moves whole, once its newest event is old.
             "cart_events" => format!(
@@ -149,12 +147,13 @@ impl Moved {
     /// Every column, the id replaced by its aged form (under another name: `WHERE`
     /// sees the select list's aliases).
     fn aged_columns(&self, s: &Sql) -> String {
-        self.columns
+        self.0
+            .columns
             .split(", ")
             .map(|c| {
-                if c != self.id {
+                if c != self.0.id {
                     c.to_owned()
-                } else if self.shopper {
+                } else if self.shopper() {
                     format!("{} AS aged_id", s.aged_shopper(c))
                 } else {
                     format!("{} AS aged_id", s.pseudonym(c))
@@ -164,44 +163,6 @@ impl Moved {
             .join(", ")
     }
 }
-
-const MOVED: [Moved; 5] = [
-    Moved {
-        table: "view_facts",
-        columns: "ad_id, video_id, tracking_id, dedup_key, kind, time_ms, ad_id_status",
-        id: "tracking_id",
-        shopper: false,
-    },
-    Moved {
-        table: "views",
-        columns: "ad_id, video_id, tracking_id, campaign_id, day, version, creative_view, \
-                  play, first_quartile, midpoint, third_quartile, complete, skips, pauses, \
-                  resumes, mutes, unmutes, funnel_gaps, repeated_milestones, ad_id_status, \
-                  served_repeat",
-        id: "tracking_id",
-        shopper: false,
-    },
-    Moved {
-        table: "cart_events",
-        columns: "tracking_id, catalog_id, product_code, dedup_key, time_ms, units, value, \
-                  campaign_id, ad_id, prev_units, transition, version, ad_id_status",
-        id: "tracking_id",
-        shopper: false,
-    },
-    Moved {
-        table: "attribution_touches",
-        columns: "shopper, time_ms, dedup_key, kind, ad_id, campaign_id, catalog_id, \
-                  product_code",
-        id: "shopper",
-        shopper: true,
-    },
-    Moved {
-        table: "order_shoppers",
-        columns: "shopper, time_ms, order_id",
-        id: "shopper",
-        shopper: true,
-    },
-];
 
 /// Every table a pass changes.
 const TABLES: [&str; 9] = [
@@ -227,20 +188,20 @@ impl ClickHouseStore {
         self.client().query(sql).execute().await.map_err(ch("age"))
     }
 
-    async fn age_moved(&self, m: &Moved, s: &Sql) -> Result<u64, StoreError> {
+    async fn age_moved(&self, m: &Moved<'_>, s: &Sql) -> Result<u64, StoreError> {
         let cond = m.cond(s);
-        let n = self.count(m.table, &cond).await?;
+        let n = self.count(m.0.table, &cond).await?;
         if n == 0 {
             return Ok(0);
         }
         let copy = format!(
             "INSERT INTO {table} ({columns}) SELECT {aged} FROM {table} WHERE {cond}",
-            table = m.table,
-            columns = m.columns,
+            table = m.0.table,
+            columns = m.0.columns,
             aged = m.aged_columns(s),
         );
         self.execute(&copy).await?;
-        self.execute(&format!("ALTER TABLE {} DELETE WHERE {cond}", m.table))
+        self.execute(&format!("ALTER TABLE {} DELETE WHERE {cond}", m.0.table))
             .await?;
         Ok(n)
     }
@@ -327,8 +288,8 @@ impl ClickHouseStore {
                 order_states,
                 ..Erased::default()
             };
-            for m in &MOVED {
-                let n = self.age_moved(m, &s).await?;
+            for m in &super::erase::MOVED {
+                let n = self.age_moved(&Moved(m), &s).await?;
                 match m.table {
                     "view_facts" => aged.view_facts = n,
                     "views" => aged.views = n,

@@ -143,18 +143,18 @@ impl Scope {
 }
 
 /// A table whose sorting key holds the id: its rows move to the replacement.
-struct Moved {
-    table: &'static str,
+pub(super) struct Moved {
+    pub(super) table: &'static str,
     /// Every column, in order.
-    columns: &'static str,
+    pub(super) columns: &'static str,
     /// The id column (`tracking_id` or `shopper`).
-    id: &'static str,
+    pub(super) id: &'static str,
     /// The columns that identify a row beside the id.
     identity: &'static str,
     scope: Scope,
 }
 
-const MOVED: [Moved; 5] = [
+pub(super) const MOVED: [Moved; 5] = [
     Moved {
         table: "view_facts",
         columns: "ad_id, video_id, tracking_id, dedup_key, kind, time_ms, ad_id_status",
