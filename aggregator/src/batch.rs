@@ -74,6 +74,7 @@ use rm_schemas::{EventRecord, InteractionType};
 use rm_store::model::ad_id_campaign::{campaign_of, campaign_str, creative_of};
 use rm_store::model::ads::{AdAction, AdFact};
 use rm_store::model::attribution::{self, OrderLine};
+use rm_store::model::carts::lines::{self, LinePlace};
 use rm_store::model::carts::{self, CartFact, CartKey};
 use rm_store::model::day_of;
 use rm_store::model::funnel::{self, ViewFact, ViewKey, ViewRow};
@@ -567,7 +568,8 @@ pub fn fold_at(
     let mut stats = FoldStats::default();
     let mut write = BatchWrite::default();
     let mut dirty_views: FastSet<ViewKey> = FastSet::default();
-    let mut dirty_carts: FastSet<CartKey> = FastSet::default();
+    // Each touched cart line, with its place in the carts report before the batch.
+    let mut dirty_carts: FastMap<CartKey, Option<LinePlace>> = FastMap::default();
     let mut dirty_served: FastSet<String> = FastSet::default();
     // Each view's row as the tallies count it so far (`None`: not counted yet).
     let mut view_rows: FastMap<ViewKey, Option<ViewRow>> = FastMap::default();
@@ -731,6 +733,13 @@ pub fn fold_at(
                     let before = sets.carts.get(&k).map(|f| carts_t::adds(f));
                     cart_adds.insert(k.clone(), before.unwrap_or_default());
                 }
+                if !dirty_carts.contains_key(&k) {
+                    let before = sets
+                        .carts
+                        .get(&k)
+                        .and_then(|f| lines::place_of_facts(&k, f));
+                    dirty_carts.insert(k.clone(), before);
+                }
                 let fact = CartFact {
                     dedup_key: key,
                     time_ms,
@@ -760,7 +769,6 @@ pub fn fold_at(
                     }
                     cart_adds.insert(k.clone(), now);
                 }
-                dirty_carts.insert(k);
                 fresh
             }
             Entity::Product(action) => {
@@ -827,9 +835,16 @@ pub fn fold_at(
         write.views.push(row);
         write.view_facts.push((k, facts));
     }
-    for k in dirty_carts {
+    for (k, before) in dirty_carts {
         if let Some(facts) = sets.carts.get(&k) {
-            write.cart_rows.extend(carts::derive_cart(&k, facts));
+            let rows = carts::derive_cart(&k, facts);
+            let now = lines::place_of_facts(&k, facts);
+            if let (Some(before), Some(row)) =
+                (before.filter(|b| now.as_ref() != Some(b)), rows.last())
+            {
+                write.cart_lines_left.push((before, row.version));
+            }
+            write.cart_rows.extend(rows);
         }
     }
     // How far each partition is folded: written with the tallies, read by the next

@@ -40,6 +40,8 @@ impl<T: WriteStore + ReportStore> Store for T {}
 mod ads;
 #[path = "store_suite/ageing.rs"]
 mod ageing;
+#[path = "store_suite/cart_lines.rs"]
+mod cart_lines;
 #[path = "store_suite/erasure.rs"]
 mod erasure;
 #[path = "store_suite/migration.rs"]
@@ -1286,11 +1288,55 @@ async fn rollups_of_the_previous_order_are_re_sorted(url: &str) {
         .await
         .expect("tables");
     assert_eq!(left, 0, "the leftover is dropped");
-    assert_eq!(
-        rollups::transcript(&store, 1, false).await,
-        want,
-        "copies of tallies change no count"
-    );
+    let mut again = rollups::transcript(&store, 1, false).await;
+    again.extend(cart_lines::as_folded(&store, 1).await);
+    assert_eq!(again, want, "copies of tallies change no count");
+    drop_database(url, &config.database).await;
+}
+
+/// A store of the previous version (cart lines in `cart_events`, no `cart_lines`
+/// table, no index marker): the carts report reads `cart_events` until the
+/// aggregator's start indexes the lines, then reads the index, with the same lines.
+async fn cart_lines_of_the_previous_version_are_indexed(url: &str) {
+    let config = fresh_database(url, "lines");
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    let want = rollups::counted_as_the_reports_count(&store, 1, false).await;
+    let client = clickhouse::Client::default()
+        .with_url(url.to_owned())
+        .with_validation(false)
+        .with_database(config.database.clone());
+    let count = |sql: &'static str| {
+        let client = client.clone();
+        async move { client.query(sql).fetch_one::<u64>().await.expect(sql) }
+    };
+    assert!(count("SELECT count() FROM cart_lines").await > 0);
+    // As the previous version left it.
+    client
+        .query("DROP TABLE cart_lines")
+        .execute()
+        .await
+        .expect("drop");
+    client
+        .query("ALTER TABLE rollups DELETE WHERE metric = 251")
+        .execute()
+        .await
+        .expect("delete the marker");
+    for _ in 0..200 {
+        if count("SELECT count() FROM rollups WHERE metric = 251").await == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let store = ClickHouseStore::connect(&config)
+        .await
+        .expect("connect again");
+    assert_eq!(count("SELECT count() FROM cart_lines").await, 0);
+    let before = cart_lines::as_folded(&store, 1).await;
+    assert!(store.backfill_tallies().await.expect("backfill"), "indexed");
+    assert!(count("SELECT count() FROM cart_lines").await > 0);
+    let after = cart_lines::as_folded(&store, 1).await;
+    assert_eq!(before, after, "the same lines, from the index");
+    assert!(want.ends_with(&after), "as written by this version");
     drop_database(url, &config.database).await;
 }
 
@@ -1428,6 +1474,7 @@ async fn same_reports_as_embedded(url: String) {
             drop_database(&url, &fresh.database).await;
         }
         rollups_of_the_previous_order_are_re_sorted(&url).await;
+        cart_lines_of_the_previous_version_are_indexed(&url).await;
         let raced = fresh_database(&url, "backfills");
         let store2 = ClickHouseStore::connect(&raced).await.expect("connect");
         tallies::the_first_of_two_backfills_wins(&store2).await;

@@ -295,8 +295,8 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
             }
         }
     }
-    // The rollups' reports page by key; a drill-down (its range bounded) and the
-    // others by offset.
+    // The rollups' reports and the carts report page by key; a drill-down (its range
+    // bounded) and the others by offset.
     let by_key = f.ad_id.is_none();
     match kind {
         ReportKind::Ads if by_key => Ok(render_page(
@@ -318,7 +318,12 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
             sums::campaign_summary(store, &f, &q.periods, |c| costs.max_bid(c)).await?,
             &q,
         ),
-        ReportKind::Carts => render(store.carts(&f).await?, &q),
+        ReportKind::Carts => {
+            let (from, size) = q.page.line_at()?;
+            let (rows, next) = sums::cart_page(store, &f, from, size).await?;
+            let next = next.map(|p| q.page.line_token(&p));
+            Ok(render_rows(rows, next, &q))
+        }
         ReportKind::Sales => {
             let rows: Vec<SalesRow> = (sums::sales_report(store, &f, windows).await?)
                 .into_iter()

@@ -284,3 +284,28 @@ ORDER BY request_id;
 
 CREATE TABLE IF NOT EXISTS retail_media.erasures ON CLUSTER '{cluster}' AS retail_media.erasures_local
 ENGINE = Distributed('{cluster}', retail_media, erasures_local, cityHash64(request_id));
+
+-- cart_lines: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.cart_lines_local ON CLUSTER '{cluster}' (
+    campaign_id String,
+    day Int32,
+    tracking_id String,
+    catalog_id String,
+    product_code String,
+    version UInt32,
+    gone UInt8,
+    last_ms Int64,
+    units UInt64,
+    last_value Nullable(Float64),
+    adds UInt64,
+    increments UInt64,
+    decrements UInt64,
+    removals UInt64,
+    ad_id String,
+    ad_id_status UInt8
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/cart_lines', '{replica}', version)
+ORDER BY (campaign_id, day, tracking_id, catalog_id, product_code);
+
+CREATE TABLE IF NOT EXISTS retail_media.cart_lines ON CLUSTER '{cluster}' AS retail_media.cart_lines_local
+ENGINE = Distributed('{cluster}', retail_media, cart_lines_local, cityHash64(campaign_id, day, tracking_id, catalog_id, product_code));

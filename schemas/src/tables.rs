@@ -341,8 +341,35 @@ pub const ERASURES: &str = "CREATE TABLE IF NOT EXISTS erasures (
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY request_id";
 
+/// The carts report's lines by place (`rm_store::model::carts::lines`): each cart
+/// line's state under the campaign and UTC day of its latest event and its key, so a
+/// page of the report is a range of the sorting key. Written with the line's
+/// `cart_events` rows (before them), at the line's `version`; a line whose latest
+/// event moved to another campaign or day also gets a row at its old place with its
+/// new version and `gone = 1`, which replaces the entry there. Reads use `FINAL`
+/// with conditions on the sorting key only, then drop `gone` rows.
+pub const CART_LINES: &str = "CREATE TABLE IF NOT EXISTS cart_lines (
+    campaign_id String,
+    day Int32,
+    tracking_id String,
+    catalog_id String,
+    product_code String,
+    version UInt32,
+    gone UInt8,
+    last_ms Int64,
+    units UInt64,
+    last_value Nullable(Float64),
+    adds UInt64,
+    increments UInt64,
+    decrements UInt64,
+    removals UInt64,
+    ad_id String,
+    ad_id_status UInt8
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY (campaign_id, day, tracking_id, catalog_id, product_code)";
+
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 15] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
@@ -357,6 +384,7 @@ pub const ALL: [&str; 14] = [
     ROLLUPS_CLOSED,
     ROLLUPS_LATE,
     ERASURES,
+    CART_LINES,
 ];
 
 /// Columns added to a table after it first shipped: (table, column, type). Each is

@@ -10,7 +10,8 @@ use crate::model::ads::AdReportRow;
 use crate::model::ageing::Ageing;
 use crate::model::attribution::{SalesReportRow, Touch, Windows};
 use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
-use crate::model::carts::{CartCampaignRow, CartKey, CartStateRow};
+use crate::model::carts::lines::{CartLine, LinePlace};
+use crate::model::carts::{CartCampaignRow, CartKey};
 use crate::model::erasure::{Erased, Erasure};
 use crate::model::funnel::{FunnelReportRow, ViewKey};
 use crate::model::products::ProductReportRow;
@@ -144,8 +145,13 @@ impl ReportStore for AnyStore {
     async fn products(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
         dispatch!(self, s => s.products(f).await)
     }
-    async fn carts(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
-        dispatch!(self, s => s.carts(f).await)
+    async fn cart_lines(
+        &self,
+        f: &ReportFilter,
+        from: Option<&LinePlace>,
+        limit: usize,
+    ) -> Result<Vec<CartLine>, StoreError> {
+        dispatch!(self, s => s.cart_lines(f, from, limit).await)
     }
     async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
         dispatch!(self, s => s.cart_campaigns(f).await)

@@ -37,8 +37,8 @@ pub use erase::EraseStore;
 pub use error::StoreError;
 pub use filter::{ReportFilter, Tenant};
 pub use read::{
-    billable_clicks, campaign_report, campaign_sales_rows, cart_campaign_rows, cart_state_rows,
-    sales_rows, ReportStore,
+    billable_clicks, campaign_report, campaign_sales_rows, cart_campaign_rows, sales_rows,
+    ReportStore,
 };
 pub use write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 

@@ -9,6 +9,7 @@ use crate::model::attribution::{self, OrderLine, SalesReportRow, Touch, Windows}
 use crate::model::campaigns::{
     self, CampaignParts, CampaignReportRow, CampaignSalesRow, CartAddsRow,
 };
+use crate::model::carts::lines::{CartLine, LinePlace};
 use crate::model::carts::{self, CartCampaignRow, CartEventRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
@@ -29,11 +30,27 @@ pub trait ReportStore: Backend {
         f: &ReportFilter,
     ) -> impl Future<Output = Result<Vec<ProductReportRow>, StoreError>> + Send;
 
-    /// Cart states (filtered by the campaign, ad and day of each cart's latest event).
+    /// The carts report's lines (filtered by the campaign, ad, catalog and day of
+    /// each line's latest event, [`crate::model::carts::lines::selects`]) in place order, from place
+    /// `from` on (inclusive), at most `limit` of them ([`crate::model::carts::lines::page`]): a page by key
+    /// costs its lines.
+    fn cart_lines(
+        &self,
+        f: &ReportFilter,
+        from: Option<&LinePlace>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<CartLine>, StoreError>> + Send;
+
+    /// Cart states, every line of the report ([`Self::cart_lines`] whole).
     fn carts(
         &self,
         f: &ReportFilter,
-    ) -> impl Future<Output = Result<Vec<CartStateRow>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<CartStateRow>, StoreError>> + Send {
+        async move {
+            let lines = self.cart_lines(f, None, usize::MAX).await?;
+            Ok(lines.iter().map(CartLine::state).collect())
+        }
+    }
 
     /// Carts per campaign and product.
     fn cart_campaigns(
@@ -141,18 +158,6 @@ fn tenant_touches<'a>(touches: &'a [Touch], f: &ReportFilter) -> std::borrow::Co
             .cloned()
             .collect(),
     )
-}
-
-/// The cart states report from cart event rows (both stores call this): each cart's
-/// state, kept when the campaign, ad, catalog and day of its latest event pass `f`.
-pub fn cart_state_rows(rows: &[CartEventRow], f: &ReportFilter) -> Vec<CartStateRow> {
-    carts::states(rows)
-        .into_iter()
-        .filter(|s| {
-            let day = crate::model::parse_day(&s.last_day).unwrap_or(0);
-            f.matches(&s.campaign_id, Some(&s.ad_id), Some(&s.catalog_id), day)
-        })
-        .collect()
 }
 
 /// Carts per campaign and product from cart event rows (both stores call this), kept

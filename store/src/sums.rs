@@ -15,7 +15,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::model::attribution::{SalesReportRow, Windows};
 use crate::model::campaigns::{self, CampaignParts, CampaignReportRow};
-use crate::model::carts::CartCampaignRow;
+use crate::model::carts::lines::{CartLine, LinePlace};
+use crate::model::carts::{CartCampaignRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
 use crate::model::periods::Periods;
 use crate::model::rollup::{self, AdRow, ProductRow};
@@ -82,6 +83,27 @@ pub async fn cart_campaign_report<S: ReportStore + ?Sized>(
     Ok(crate::model::tallies::carts::campaign_rows(&summed, |p| {
         f.selects_cart_catalog(&p.catalog_id) && f.allows_campaign(&p.campaign_id)
     }))
+}
+
+/// A page of the carts report read by key (`cart_lines`, [`crate::model::carts::lines`]):
+/// `size` lines from place `from` on (the first without it; every line of the range
+/// without `size`), and the place the next page starts at.
+pub async fn cart_page<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    from: Option<&LinePlace>,
+    size: Option<usize>,
+) -> Result<(Vec<CartStateRow>, Option<LinePlace>), StoreError> {
+    let size = size.map(|n| n.max(1));
+    // One line more than the page: the next page's first.
+    let mut lines = store
+        .cart_lines(f, from, size.map_or(usize::MAX, |n| n + 1))
+        .await?;
+    let next = match size {
+        Some(n) if lines.len() > n => lines.pop().map(|l| l.place),
+        _ => None,
+    };
+    Ok((lines.iter().map(CartLine::state).collect(), next))
 }
 
 /// Every tally of `scope` of `campaigns` on the filter's UTC days; unavailable (what

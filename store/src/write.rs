@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::model::ads::AdFact;
 use crate::model::attribution::{OrderLine, Touch, Windows};
+use crate::model::carts::lines::LinePlace;
 use crate::model::carts::{CartEventRow, CartFact, CartKey};
 use crate::model::funnel::{ViewFact, ViewKey, ViewRow};
 use crate::model::products::ProductFact;
@@ -40,6 +41,11 @@ pub struct BatchWrite {
     pub ad_facts: Vec<AdFact>,
     /// Derived event rows of touched carts (complete per cart).
     pub cart_rows: Vec<CartEventRow>,
+    /// The carts report's places the touched lines left (where a line was before the
+    /// batch, when its latest event's campaign or day changed), each with the line's
+    /// new version: ClickHouse marks its entry there gone (the embedded store's index
+    /// follows the rows themselves, `embedded/cart_lines.rs`).
+    pub cart_lines_left: Vec<(LinePlace, u32)>,
     /// New attribution touches (idempotent by shopper and dedup key).
     pub touches: Vec<Touch>,
     /// Lines of orders the store does not hold yet (idempotent by order id and line),

@@ -162,3 +162,128 @@ fn reports_page_through_every_row_once_and_bound_their_range() {
         );
     }
 }
+
+/// The carts report pages by key too (`cart_lines`): 250 shoppers' lines read in
+/// pages of 100 are every line once, in the order of the whole CSV download; a line
+/// added between two pages before the next page's first does not shift it; a carts
+/// token on another report, or another report's on carts, is a 400.
+#[test]
+fn the_carts_report_pages_by_key() {
+    const LINES: usize = 250;
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Service::start(
+        "all",
+        dir.path(),
+        &[("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "100".to_owned())],
+    );
+    let ts = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let cart = |shopper: &str| {
+        let r = get(
+            svc.ingest,
+            &beacon(&[
+                ("adId", "rm1.camp-carts.x"),
+                ("interactionType", "cart"),
+                ("timestamp", &ts),
+                ("sessionId", shopper),
+                ("catalogId", "cat-carts"),
+                ("productCode", "p1"),
+                ("units", "2"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    };
+    for i in 0..LINES {
+        cart(&format!("s{i:04}"));
+    }
+    let token = demo_token(svc.api);
+    let base = "/v1/reports/carts?campaignId=camp-carts";
+    let shoppers = |lines: usize| {
+        let t = Instant::now();
+        loop {
+            let r = report(svc.api, &token, &format!("{base}&format=csv"));
+            assert_eq!(r.status, 200);
+            let text = String::from_utf8(r.body).unwrap();
+            if text.lines().count() == lines + 1 {
+                let column = text
+                    .lines()
+                    .next()
+                    .and_then(|h| h.split(',').position(|c| c == "trackingId"))
+                    .expect("a trackingId column");
+                return text
+                    .lines()
+                    .skip(1)
+                    .map(|l| l.split(',').nth(column).unwrap().to_owned())
+                    .collect::<Vec<String>>();
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "{text}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let want = shoppers(LINES);
+    let mut got = Vec::new();
+    let mut token_q = String::new();
+    let mut tokens = Vec::new();
+    loop {
+        let r = report(svc.api, &token, &format!("{base}&pageSize=100{token_q}"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let v: Value = r.json();
+        let rows = v["rows"].as_array().unwrap();
+        assert!(rows.len() <= 100);
+        got.extend(
+            rows.iter()
+                .map(|r| r["trackingId"].as_str().unwrap().to_owned()),
+        );
+        match v["nextPageToken"].as_str() {
+            Some(t) => {
+                tokens.push(t.to_owned());
+                token_q = format!("&pageToken={t}");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(got, want, "every line once, in order");
+    assert_eq!(tokens.len(), 2, "three pages");
+    // A line before the second page's first (s0000a sorts after s0000) does not
+    // shift it.
+    cart("s0000a");
+    shoppers(LINES + 1);
+    let second = report(
+        svc.api,
+        &token,
+        &format!("{base}&pageSize=100&pageToken={}", tokens[0]),
+    )
+    .json();
+    assert_eq!(second["rows"][0]["trackingId"], want[100].as_str());
+    // Tokens are their report's.
+    let products = report(
+        svc.api,
+        &token,
+        "/v1/reports/products?campaignId=camp-carts&pageSize=1",
+    );
+    assert_eq!(products.status, 200);
+    for path in [
+        format!(
+            "/v1/reports/products?campaignId=camp-carts&pageToken={}",
+            tokens[0]
+        ),
+        format!(
+            "{base}&catalogId=other&pageSize=100&pageToken={}",
+            tokens[0]
+        ),
+        format!("{base}&pageToken=djEuMTAuMQ"),
+    ] {
+        let r = report(svc.api, &token, &path);
+        assert_eq!(
+            r.status,
+            400,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        assert_eq!(
+            r.json()["details"][1]["fieldViolations"][0]["field"],
+            "pageToken",
+            "{path}"
+        );
+    }
+}

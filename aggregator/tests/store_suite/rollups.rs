@@ -486,7 +486,9 @@ pub(crate) async fn counted_with_compactions(store: &impl Store, seed: u64) -> V
 pub(crate) async fn counted_across_a_resort(store: &impl Store, seed: u64) -> Vec<String> {
     ingest(store, seed, false).await;
     store.backfill_tallies().await.expect("backfill re-sorts");
-    transcript(store, seed, false).await
+    let mut out = transcript(store, seed, false).await;
+    out.extend(super::cart_lines::as_folded(store, seed).await);
+    out
 }
 
 async fn counted(store: &impl Store, seed: u64, reports: bool, compact: bool) -> Vec<String> {
@@ -498,7 +500,10 @@ async fn counted(store: &impl Store, seed: u64, reports: bool, compact: bool) ->
     if compact {
         store.compact_tallies(0).await.expect("compact");
     }
-    transcript(store, seed, reports).await
+    let mut out = transcript(store, seed, reports).await;
+    // The carts report by key: the lines of the stream, at their latest places.
+    out.extend(super::cart_lines::as_folded(store, seed).await);
+    out
 }
 
 /// Checks the store's tallies against its reports (`reports`) and against each other

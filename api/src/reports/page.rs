@@ -8,8 +8,11 @@
 //! many of that place's rows earlier pages gave; the store reads only the page's
 //! places (`rm_store::model::tallies::page`), so a page costs its rows, never the
 //! report again, and rows written between two pages never shift them (a place
-//! counted meanwhile shows with its new counts if it is after the key). The others
-//! (smaller answers, or a drill-down's bounded range) page by offset: base64url of
+//! counted meanwhile shows with its new counts if it is after the key). The carts
+//! report pages by key too: `v3.<fingerprint>.<place>`, the place of the page's
+//! first line (campaign and day of its latest event, then its key, as JSON:
+//! `rm_store::model::carts::lines`). The others (smaller answers, or a drill-down's
+//! bounded range) page by offset: base64url of
 //! `v1.<offset>.<fingerprint>`. The fingerprint is a hash of the request a token
 //! continues (path, filter, format, cut; the namespace is the caller's, so a token
 //! carries nothing of another's). A token used with another request, one of the other
@@ -18,6 +21,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use rm_store::model::carts::lines::LinePlace;
 use rm_store::model::tallies::page::{PageCursor, PlaceKey};
 use rm_store::sums::PageAt;
 use rm_store::ReportFilter;
@@ -39,6 +43,9 @@ pub struct PageRequest {
     pub offset: usize,
     /// Where the page starts (a page by key: `None` before the first).
     pub cursor: Option<PageCursor>,
+    /// Where the page starts (a page of the carts report by key: `None` before the
+    /// first).
+    pub line: Option<LinePlace>,
     fingerprint: u64,
 }
 
@@ -88,6 +95,7 @@ impl PageRequest {
             size,
             offset: 0,
             cursor: None,
+            line: None,
             fingerprint: fp,
         };
         let Some(t) = token.filter(|t| !t.is_empty()) else {
@@ -95,6 +103,14 @@ impl PageRequest {
         };
         let raw = URL_SAFE_NO_PAD.decode(t).map_err(|_| bad_token())?;
         let text = String::from_utf8(raw).map_err(|_| bad_token())?;
+        if let Some(rest) = text.strip_prefix("v3.") {
+            let (h, place) = rest.split_once('.').ok_or_else(bad_token)?;
+            if h.parse::<u64>().ok() != Some(fp) {
+                return Err(bad_token());
+            }
+            page.line = Some(serde_json::from_str(place).map_err(|_| bad_token())?);
+            return Ok(page);
+        }
         if let Some(rest) = text.strip_prefix("v2.") {
             let mut parts = rest.splitn(3, '.');
             let (Some(h), Some(skip), Some(place)) = (parts.next(), parts.next(), parts.next())
@@ -126,7 +142,7 @@ impl PageRequest {
     /// The page of a report paged by key (`None`: the whole report, a CSV download
     /// without `pageSize`); a token by offset is not one of its tokens.
     pub fn at(&self) -> Result<Option<PageAt<'_>>, ApiError> {
-        if self.offset > 0 {
+        if self.offset > 0 || self.line.is_some() {
             return Err(bad_token());
         }
         const FIRST: &PageCursor = &PageCursor {
@@ -144,6 +160,22 @@ impl PageRequest {
         }))
     }
 
+    /// The page of the carts report (paged by key): where it starts (`None`: the
+    /// first) and its size (`None`: every row); a token of another kind is not one
+    /// of its tokens.
+    pub fn line_at(&self) -> Result<(Option<&LinePlace>, Option<usize>), ApiError> {
+        if self.offset > 0 || self.cursor.is_some() {
+            return Err(bad_token());
+        }
+        Ok((self.line.as_ref(), self.size))
+    }
+
+    /// The token of the carts report's page at `next`.
+    pub fn line_token(&self, next: &LinePlace) -> String {
+        let place = serde_json::to_string(next).unwrap_or_default();
+        URL_SAFE_NO_PAD.encode(format!("v3.{}.{place}", self.fingerprint))
+    }
+
     /// The token of the page at `next`.
     pub fn token_at(&self, next: &PageCursor) -> String {
         let place = serde_json::to_string(&next.place).unwrap_or_default();
@@ -153,7 +185,7 @@ impl PageRequest {
     /// The requested page of `rows`, and the token of the next one when there are
     /// more rows.
     pub fn apply<T>(&self, mut rows: Vec<T>) -> Result<(Vec<T>, Option<String>), ApiError> {
-        if self.cursor.is_some() {
+        if self.cursor.is_some() || self.line.is_some() {
             return Err(bad_token());
         }
         let start = self.offset.min(rows.len());

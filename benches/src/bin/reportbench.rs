@@ -210,7 +210,7 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
 /// The reports, by name: each read once, (ms, rows). "(facts)": the same report
 /// counted from the stored facts, as every report was before the rollups (the
 /// products and ads rows then per served ad id); the others are what the api serves.
-const REPORTS: [&str; 17] = [
+const REPORTS: [&str; 19] = [
     "campaigns",
     "campaigns (facts)",
     "products",
@@ -224,6 +224,8 @@ const REPORTS: [&str; 17] = [
     "video-funnel",
     "video-funnel (facts)",
     "carts",
+    "carts, first page",
+    "carts, page at camp-5",
     "carts/campaigns",
     "carts/campaigns (facts)",
     "sales",
@@ -303,6 +305,23 @@ async fn read(
         "video-funnel" => sized(&sums::funnel_report(store, f, &utc).await?),
         "video-funnel (facts)" => sized(&store.funnel(f).await?),
         "carts" => sized(&store.carts(f).await?),
+        "carts, first page" | "carts, page at camp-5" => {
+            let from =
+                which
+                    .ends_with("camp-5")
+                    .then(|| rm_store::model::carts::lines::LinePlace {
+                        campaign_id: "camp-5".into(),
+                        day: i32::MIN,
+                        tracking_id: String::new(),
+                        catalog_id: String::new(),
+                        product_code: String::new(),
+                    });
+            sized(
+                &sums::cart_page(store, f, from.as_ref(), Some(1_000))
+                    .await?
+                    .0,
+            )
+        }
         "carts/campaigns" => sized(&sums::cart_campaign_report(store, f).await?),
         "carts/campaigns (facts)" => sized(&store.cart_campaigns(f).await?),
         "sales" => sized(&sums::sales_report(store, f, &w).await?),

@@ -140,6 +140,13 @@ impl Moved<'_> {
                  product_code HAVING max(time_ms) < {})",
                 s.before_ms
             ),
+            // The carts report's entries of those lines (their rows at every place).
+            "cart_lines" => format!(
+                "{fresh} AND (tracking_id, catalog_id, product_code) IN (SELECT tracking_id, \
+                 catalog_id, product_code FROM cart_lines GROUP BY tracking_id, catalog_id, \
+                 product_code HAVING max(last_ms) < {})",
+                s.before_ms
+            ),
             _ => format!("time_ms < {} AND {fresh}", s.before_ms),
         }
     }
@@ -165,10 +172,11 @@ impl Moved<'_> {
 }
 
 /// Every table a pass changes.
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     "view_facts",
     "views",
     "cart_events",
+    "cart_lines",
     "attribution_touches",
     "order_shoppers",
     "product_facts",
@@ -294,6 +302,7 @@ impl ClickHouseStore {
                     "view_facts" => aged.view_facts = n,
                     "views" => aged.views = n,
                     "cart_events" => aged.cart_events = n,
+                    "cart_lines" => {}
                     "attribution_touches" => aged.touches = n,
                     _ => aged.order_shoppers = n,
                 }

@@ -154,7 +154,7 @@ pub(super) struct Moved {
     scope: Scope,
 }
 
-pub(super) const MOVED: [Moved; 5] = [
+pub(super) const MOVED: [Moved; 6] = [
     Moved {
         table: "view_facts",
         columns: "ad_id, video_id, tracking_id, dedup_key, kind, time_ms, ad_id_status",
@@ -178,6 +178,15 @@ pub(super) const MOVED: [Moved; 5] = [
                   campaign_id, ad_id, prev_units, transition, version, ad_id_status",
         id: "tracking_id",
         identity: "catalog_id, product_code, dedup_key, version",
+        scope: Scope::Scoped("catalog_id"),
+    },
+    Moved {
+        table: "cart_lines",
+        columns: "campaign_id, day, tracking_id, catalog_id, product_code, version, gone, \
+                  last_ms, units, last_value, adds, increments, decrements, removals, ad_id, \
+                  ad_id_status",
+        id: "tracking_id",
+        identity: "campaign_id, day, catalog_id, product_code, version, gone",
         scope: Scope::Scoped("catalog_id"),
     },
     Moved {
@@ -592,6 +601,8 @@ impl EraseStore for ClickHouseStore {
                     "view_facts" => erased.view_facts = n,
                     "views" => erased.views = n,
                     "cart_events" => erased.cart_events = n,
+                    // The carts report's entries of the lines just counted.
+                    "cart_lines" => {}
                     "attribution_touches" => erased.touches = n,
                     _ => erased.order_shoppers = n,
                 }

@@ -12,7 +12,7 @@
 //! and turned into rows by the same constructors ([`FunnelReportRow::new`](crate::model::funnel::FunnelReportRow::new) +
 //! [`FunnelReportRow::finish`](crate::model::funnel::FunnelReportRow::finish), [`ProductReportRow::new`](crate::model::products::ProductReportRow::new)); the cart reports read the
 //! newest derived cart rows (narrowed by the filter on the server) and roll them up
-//! with the same pure functions ([`crate::cart_state_rows`], [`crate::cart_campaign_rows`]); the
+//! with the same pure functions ([`crate::model::carts::lines`], [`crate::cart_campaign_rows`]); the
 //! sales report reads the order lines of the filter's days and catalog and the
 //! touches of their shoppers in the span the windows allow, and attributes them with
 //! [`crate::sales_rows`], as the embedded store does. The ad report resolves the
@@ -122,6 +122,8 @@ pub struct ClickHouseStore {
 struct Inner {
     client: Client,
     health: Mutex<Health>,
+    /// The carts report's index is built (its marker was seen; it stays).
+    lines_indexed: std::sync::atomic::AtomicBool,
 }
 
 /// Outcome of the last operation that says something about the server.
@@ -209,6 +211,7 @@ impl ClickHouseStore {
                 at: Instant::now(),
                 problem: None,
             }),
+            lines_indexed: Default::default(),
         });
         tokio::spawn(keep_checking(Arc::downgrade(&inner)));
         let store = Self { inner };
@@ -267,6 +270,7 @@ mod tests {
                     at: Instant::now(),
                     problem: None,
                 }),
+                lines_indexed: Default::default(),
             }),
         };
         assert_eq!(store.readiness(), Ok(()));

@@ -7,6 +7,7 @@ use rm_schemas::{DedupKey, InteractionType};
 use serde::{Deserialize, Serialize};
 
 use crate::model::attribution::{OrderLine, Touch, TouchKind};
+use crate::model::carts::lines::{CartLine, LinePlace};
 use crate::model::carts::{CartEventRow, CartFact, CartKey, Transition};
 use crate::model::products::ProductAction;
 use crate::model::status::AdIdStatus;
@@ -310,6 +311,95 @@ impl CartEventCh<'_> {
     }
 }
 
+/// A row of `cart_lines` (`gone`: the line left this place).
+#[derive(Row, Serialize, Deserialize)]
+pub(crate) struct CartLineCh {
+    pub(crate) campaign_id: String,
+    pub(crate) day: i32,
+    pub(crate) tracking_id: String,
+    pub(crate) catalog_id: String,
+    pub(crate) product_code: String,
+    pub(crate) version: u32,
+    pub(crate) gone: u8,
+    pub(crate) last_ms: i64,
+    pub(crate) units: u64,
+    pub(crate) last_value: Option<f64>,
+    pub(crate) adds: u64,
+    pub(crate) increments: u64,
+    pub(crate) decrements: u64,
+    pub(crate) removals: u64,
+    pub(crate) ad_id: String,
+    pub(crate) ad_id_status: u8,
+}
+
+impl CartLineCh {
+    /// The row of a line at its place.
+    pub(crate) fn of(l: &CartLine) -> Self {
+        Self {
+            campaign_id: l.place.campaign_id.clone(),
+            day: l.place.day,
+            tracking_id: l.place.tracking_id.clone(),
+            catalog_id: l.place.catalog_id.clone(),
+            product_code: l.place.product_code.clone(),
+            version: l.version,
+            gone: 0,
+            last_ms: l.last_ms,
+            units: l.units,
+            last_value: l.last_value,
+            adds: l.adds,
+            increments: l.increments,
+            decrements: l.decrements,
+            removals: l.removals,
+            ad_id: l.ad_id.clone(),
+            ad_id_status: l.status.rank(),
+        }
+    }
+
+    /// The row that marks a line gone from `place`, at the line's new version.
+    pub(crate) fn gone(place: &LinePlace, version: u32) -> Self {
+        Self {
+            campaign_id: place.campaign_id.clone(),
+            day: place.day,
+            tracking_id: place.tracking_id.clone(),
+            catalog_id: place.catalog_id.clone(),
+            product_code: place.product_code.clone(),
+            version,
+            gone: 1,
+            last_ms: 0,
+            units: 0,
+            last_value: None,
+            adds: 0,
+            increments: 0,
+            decrements: 0,
+            removals: 0,
+            ad_id: String::new(),
+            ad_id_status: 0,
+        }
+    }
+
+    pub(crate) fn to_line(&self) -> Result<CartLine, StoreError> {
+        Ok(CartLine {
+            place: LinePlace {
+                campaign_id: self.campaign_id.clone(),
+                day: self.day,
+                tracking_id: self.tracking_id.clone(),
+                catalog_id: self.catalog_id.clone(),
+                product_code: self.product_code.clone(),
+            },
+            version: self.version,
+            last_ms: self.last_ms,
+            units: self.units,
+            last_value: self.last_value,
+            adds: self.adds,
+            increments: self.increments,
+            decrements: self.decrements,
+            removals: self.removals,
+            ad_id: self.ad_id.clone(),
+            status: parse_status(self.ad_id_status)?,
+        })
+    }
+}
+
 /// A row of `order_lines`. `revenue_exact` and `currency` are `""` in rows written
 /// before exact money: those read their `revenue` (`f64`) in USD, as before.
 #[derive(Row, Serialize, Deserialize)]
@@ -583,7 +673,10 @@ impl SummedTallyCh {
         let metric = metric_of(self.metric)?;
         if matches!(
             metric,
-            Metric::Backfilled | Metric::SalesBackfilled | Metric::CartsBackfilled
+            Metric::Backfilled
+                | Metric::SalesBackfilled
+                | Metric::CartsBackfilled
+                | Metric::LinesBackfilled
         ) {
             return Ok(None);
         }

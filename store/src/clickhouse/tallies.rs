@@ -12,10 +12,12 @@ use super::error::ch;
 use super::page;
 use super::query::{bind_tally_places, chunks, placeholders, tally_places};
 use super::rows::{
-    corrupt, insert_rows, parse_dedup, parse_status, parse_traffic, TallyCh, CLICK, IMPRESSION,
+    corrupt, insert_rows, parse_dedup, parse_status, parse_traffic, CartLineCh, TallyCh, CLICK,
+    IMPRESSION,
 };
 use super::ClickHouseStore;
 use crate::model::ads::{AdAction, AdFact};
+use crate::model::carts;
 use crate::model::funnel::{ViewKey, ViewRow};
 use crate::model::products::{ProductAction, ProductFact, ProductGroup};
 use crate::model::tallies::backfill::Counts;
@@ -103,9 +105,10 @@ impl ClickHouseStore {
             .fetch_all()
             .await
             .map_err(ch("read facts"))?;
-        let carts = TallyKey::carts_marker();
-        if lines == [0] && !self.has(&carts).await? {
-            self.insert_tallies(&[(carts, Tally::MARKED)]).await?;
+        for marker in [TallyKey::carts_marker(), TallyKey::lines_marker()] {
+            if lines == [0] && !self.has(&marker).await? {
+                self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
+            }
         }
         self.mark_sales_if_new().await
     }
@@ -301,8 +304,9 @@ impl ClickHouseStore {
         // written to it.
         super::resort::sort_rollups(self.client()).await?;
         let carts = self.backfill_carts().await?;
+        let lines = self.backfill_lines().await?;
         if self.has_marker().await? {
-            return Ok(carts);
+            return Ok(carts || lines);
         }
         // A campaign at a time (every copy of a fact names its campaign), so the facts
         // held at once are one campaign's, not the whole store's.
@@ -365,6 +369,44 @@ impl ClickHouseStore {
             "counted the store's earlier cart lines into their products' tallies"
         );
         Ok(true)
+    }
+
+    /// The carts report's index, once: every stored line's entry in `cart_lines` at
+    /// its place, then the index's marker (a crash in between writes the same rows
+    /// again; a batch written meanwhile wrote its lines' newer versions, which win).
+    /// Reads every cart line's newest rows at once (a store's first start on this
+    /// version), as the cart products' backfill does.
+    pub(crate) async fn backfill_lines(&self) -> Result<bool, StoreError> {
+        let marker = TallyKey::lines_marker();
+        if self.has(&marker).await? {
+            return Ok(false);
+        }
+        let rows = self.cart_rows(super::query::Conds::default()).await?;
+        let lines: Vec<CartLineCh> = carts::lines::lines(&rows)
+            .iter()
+            .map(CartLineCh::of)
+            .collect();
+        insert_rows::<CartLineCh>(self.client(), "cart_lines", &lines).await?;
+        self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
+        tracing::info!(
+            lines = lines.len(),
+            "indexed the store's earlier cart lines for the carts report"
+        );
+        Ok(true)
+    }
+
+    /// Whether the carts report's index is built (its marker is stored; once seen,
+    /// remembered).
+    pub(crate) async fn lines_indexed(&self) -> Result<bool, StoreError> {
+        use std::sync::atomic::Ordering;
+        if self.inner.lines_indexed.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        let built = self.has(&TallyKey::lines_marker()).await?;
+        if built {
+            self.inner.lines_indexed.store(true, Ordering::Relaxed);
+        }
+        Ok(built)
     }
 
     /// Deletes every tally and counts the stored facts into them again (`retail-media

@@ -9,7 +9,8 @@ use super::error::ch;
 use super::query::{chunks, placeholders};
 use super::rows::{
     action_str, dedup_hex, insert_rows, parse_dedup, parse_kind, parse_status, AdFactCh,
-    CartEventCh, OrderIdCh, OrderLineCh, ProductFactCh, ServedCh, TouchCh, ViewCh, ViewFactCh,
+    CartEventCh, CartLineCh, OrderIdCh, OrderLineCh, ProductFactCh, ServedCh, TouchCh, ViewCh,
+    ViewFactCh,
 };
 use super::ClickHouseStore;
 use crate::model::attribution::{Touch, Windows};
@@ -271,11 +272,32 @@ impl ClickHouseStore {
             .iter()
             .map(|(ad_id, state)| ServedCh::of(ad_id, state))
             .collect();
+        // The carts report's entries of the touched lines, and the gone rows of the
+        // places they left: before the lines' `cart_events` rows, which the next load
+        // reads the old place from (a replay after a crash in between computes the
+        // same rows again).
+        let cart_lines: Vec<CartLineCh> = carts::lines::lines(&b.cart_rows)
+            .iter()
+            .map(CartLineCh::of)
+            .chain(
+                b.cart_lines_left
+                    .iter()
+                    .map(|(place, version)| CartLineCh::gone(place, *version)),
+            )
+            .collect();
         // Tallies first: a served ad's state must never be stored without the tallies
         // it moved (see `crate::model::tallies`), or a replay would skip the move.
-        if !b.tallies.is_empty() {
-            self.insert_tallies(&b.tallies).await?;
-        }
+        let tallies = async {
+            if b.tallies.is_empty() {
+                Ok(())
+            } else {
+                self.insert_tallies(&b.tallies).await
+            }
+        };
+        tokio::try_join!(
+            tallies,
+            insert_rows::<CartLineCh>(client, "cart_lines", &cart_lines),
+        )?;
         tokio::try_join!(
             insert_rows::<ServedCh>(client, "served_ads", &served),
             insert_rows::<ViewFactCh<'_>>(client, "view_facts", &view_facts),

@@ -53,6 +53,28 @@ pub(super) struct Entities {
     /// Rows of this kind may be removed ([`remove_oldest`]): a read that finds an
     /// index entry whose row a removal took in between takes the entity as absent.
     removable: bool,
+    /// Keeps what is derived from a row ([`super::cart_lines::follow`]) with it: called
+    /// with the row a write replaced or removed and the row it wrote, in its
+    /// transaction, by every function here that writes rows.
+    follow: Option<Follow>,
+}
+
+/// See [`Entities::follow`].
+type Follow = fn(&WriteTransaction, Option<&[u8]>, Option<&[u8]>) -> Result<(), StoreError>;
+
+impl Entities {
+    /// Calls the kind's [`Entities::follow`], if any.
+    fn followed(
+        &self,
+        w: &WriteTransaction,
+        old: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<(), StoreError> {
+        match self.follow {
+            Some(f) => f(w, old, new),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Per kind, the slot below which every entity is in the index table.
@@ -65,6 +87,7 @@ pub(super) const VIEWS: Entities = Entities {
     mark: "views",
     key_of: |v| Ok(super::key(&super::codec::parse_view_row(v)?.0.key)),
     removable: false,
+    follow: None,
 };
 
 pub(super) const CARTS: Entities = Entities {
@@ -80,6 +103,7 @@ pub(super) const CARTS: Entities = Entities {
         Ok(super::key(&first.key))
     },
     removable: false,
+    follow: Some(super::cart_lines::follow),
 };
 
 /// Served ads (the aggregator's state per realised ad id): a row is the ad id and its
@@ -94,6 +118,7 @@ pub(super) const SERVED: Entities = Entities {
         Ok(super::key(&ad_id))
     },
     removable: true,
+    follow: None,
 };
 
 /// Every kind.
@@ -225,9 +250,11 @@ pub(super) fn upsert(
     }
     placed.sort_unstable_by_key(|p| p.0);
     for (slot, v) in placed {
-        table
+        let old = table
             .insert(slot.to_be_bytes().as_slice(), v)
-            .map_err(err)?;
+            .map_err(err)?
+            .map(|o| o.value().to_vec());
+        kind.followed(w, old.as_deref(), Some(v))?;
     }
     let written = write_index || held + new.len() >= INDEX_EVERY;
     if written {
@@ -301,7 +328,11 @@ pub(super) fn remove_oldest(
         doomed.push((slot, (kind.key_of)(v.value())?));
     }
     for (slot, key) in &doomed {
-        table.remove(slot.to_be_bytes().as_slice()).map_err(err)?;
+        let old = table
+            .remove(slot.to_be_bytes().as_slice())
+            .map_err(err)?
+            .map(|o| o.value().to_vec());
+        kind.followed(w, old.as_deref(), None)?;
         slots.remove(key.as_slice()).map_err(err)?;
     }
     Ok(Removed {
@@ -371,8 +402,11 @@ pub(super) fn rekey(
                 .map_err(err)?;
         }
         let mut rows = w.open_table(kind.rows).map_err(err)?;
-        rows.insert(slot.to_be_bytes().as_slice(), row.as_slice())
-            .map_err(err)?;
+        let replaced = rows
+            .insert(slot.to_be_bytes().as_slice(), row.as_slice())
+            .map_err(err)?
+            .map(|o| o.value().to_vec());
+        kind.followed(w, replaced.as_deref(), Some(&row))?;
         moved.push((old, new, slot));
     }
     Ok(Rekeyed { kind, moved })
@@ -439,9 +473,16 @@ pub(super) fn merge(
                 .map_err(err)?;
         }
         let mut rows = w.open_table(kind.rows).map_err(err)?;
-        rows.remove(gone.to_be_bytes().as_slice()).map_err(err)?;
-        rows.insert(keep.to_be_bytes().as_slice(), row.as_slice())
-            .map_err(err)?;
+        let left = rows
+            .remove(gone.to_be_bytes().as_slice())
+            .map_err(err)?
+            .map(|o| o.value().to_vec());
+        kind.followed(w, left.as_deref(), None)?;
+        let replaced = rows
+            .insert(keep.to_be_bytes().as_slice(), row.as_slice())
+            .map_err(err)?
+            .map(|o| o.value().to_vec());
+        kind.followed(w, replaced.as_deref(), Some(&row))?;
         joined.push((old, new, keep));
     }
     Ok(Merged { kind, joined })
@@ -455,9 +496,11 @@ pub(super) fn rewrite(
 ) -> Result<(), StoreError> {
     let mut table = w.open_table(kind.rows).map_err(err)?;
     for (slot, row) in rows {
-        table
+        let old = table
             .insert(slot.to_be_bytes().as_slice(), row.as_slice())
-            .map_err(err)?;
+            .map_err(err)?
+            .map(|o| o.value().to_vec());
+        kind.followed(w, old.as_deref(), Some(row))?;
     }
     Ok(())
 }

@@ -16,6 +16,7 @@
 //! | `ad_facts_v2` | event time, campaign, ad, action, dedup key, ad id status | the `AdFact` (one copy) |
 //! | `carts_v2` | slot | the cart's derived event rows (complete) |
 //! | `cart_slots` | cart key | slot |
+//! | `cart_lines` | campaign, day, cart key of each line's latest event (bytes in place order) | the `CartLine` (`cart_lines.rs`: the carts report's index, kept with `carts_v2`) |
 //! | `orders_v2` | order id (raw) | the order's lines (`OrderLine`s, exact money) |
 //! | `touches_v2` | event time, shopper, dedup key | the `Touch` |
 //! | `rollups` | campaign, scope, grain, bucket, creative, catalog, product, log partition, metric | the `Tally` (count, stamp; `tallies.rs`) |
@@ -64,6 +65,7 @@ use redb::{Database, TableDefinition};
 use crate::{Backend, StoreError};
 
 mod ageing;
+mod cart_lines;
 mod codec;
 mod entities;
 mod erase;
@@ -133,6 +135,7 @@ impl EmbeddedStore {
         erase::create(&w)?;
         ageing::create(&w)?;
         sales::index_if_missing(&w)?;
+        cart_lines::index_if_missing(&w)?;
         sales::mark_if_new(&w)?;
         w.commit().map_err(err)?;
         let index = Index::recover(&db)?;

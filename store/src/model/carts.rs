@@ -28,6 +28,8 @@
 //! sum it exactly, as decimal strings (`"7.50"`), with a `currency`: the beacon names
 //! none, so it is the deployment's default (USD, `rm_schemas::money::DEFAULT_CURRENCY`).
 
+pub mod lines;
+
 use std::collections::BTreeMap;
 
 use rm_schemas::money::{self, Currency, Decimal};
@@ -216,8 +218,8 @@ pub struct CartCampaignRow {
 /// are superseded by the newest version).
 pub fn states<'a>(rows: impl IntoIterator<Item = &'a CartEventRow>) -> Vec<CartStateRow> {
     latest_versions(rows)
-        .into_iter()
-        .map(|(k, evs)| state_of(k, &evs))
+        .iter()
+        .filter_map(|(k, evs)| state_of(k, evs))
         .collect()
 }
 
@@ -239,7 +241,9 @@ pub fn campaign_rollup<'a>(
                 _ => {}
             }
         }
-        let s = state_of(key.clone(), &evs);
+        let Some(s) = state_of(&key, &evs) else {
+            continue;
+        };
         if s.units > 0 && evs.last().is_some_and(|e| e.fact.status.is_billable()) {
             let r = entry(&mut out, &s.campaign_id, &key);
             let v = s.last_conversion_value.unwrap_or_default();
@@ -318,32 +322,10 @@ fn latest_versions<'a>(
     by_cart
 }
 
-fn state_of(key: CartKey, evs: &[&CartEventRow]) -> CartStateRow {
-    let count = |t: Transition| evs.iter().filter(|e| e.transition == t).count() as u64;
-    let last = evs.last();
-    CartStateRow {
-        units: last.map_or(0, |e| e.fact.units),
-        last_conversion_value: evs
-            .iter()
-            .rev()
-            .find_map(|e| e.fact.value)
-            .and_then(money::decimal_of_f64)
-            .map(|v| money::stable(v, money::DEFAULT_CURRENCY)),
-        currency: money::DEFAULT_CURRENCY,
-        adds: count(Transition::Add),
-        increments: count(Transition::Increment),
-        decrements: count(Transition::Decrement),
-        removals: count(Transition::Removal),
-        campaign_id: last.map(|e| e.fact.campaign_id.clone()).unwrap_or_default(),
-        ad_id: last.map(|e| e.fact.ad_id.clone()).unwrap_or_default(),
-        last_day: last
-            .map(|e| format_day(super::day_of(e.fact.time_ms)))
-            .unwrap_or_default(),
-        ad_id_status: evs.iter().map(|e| e.fact.status).max().unwrap_or_default(),
-        tracking_id: key.tracking_id,
-        catalog_id: rm_schemas::namespace::bare(&key.catalog_id).to_owned(),
-        product_code: key.product_code,
-    }
+/// The state row of a line from its distinct events in (time, dedup key) order
+/// (`None` without events).
+fn state_of(key: &CartKey, evs: &[&CartEventRow]) -> Option<CartStateRow> {
+    lines::CartLine::of(key, evs).map(|l| l.state())
 }
 
 #[cfg(test)]

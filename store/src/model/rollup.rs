@@ -114,6 +114,7 @@ impl Acc {
             | Metric::Backfilled
             | Metric::SalesBackfilled
             | Metric::CartsBackfilled
+            | Metric::LinesBackfilled
             | Metric::Progress => {}
         }
     }

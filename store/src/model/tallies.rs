@@ -132,6 +132,10 @@ pub enum Metric {
     /// The marker of the cart products' backfill: the store's earlier cart lines are
     /// counted at their product places (one row, value 1, at [`Place::carts_marker`]).
     CartsBackfilled,
+    /// The marker of the carts report's index: the store's earlier cart lines have
+    /// their entries (`cart_lines`, [`crate::model::carts::lines`]; one row, value 1,
+    /// at [`Place::carts_marker`]).
+    LinesBackfilled,
     /// The offset of the last record of a partition folded (value and stamp), at
     /// [`Place::progress`]: how far the writers of the partition got.
     Progress,
@@ -145,7 +149,7 @@ impl Metric {
     /// for events, `64 + kind * 16 + status` for statuses, `128 + field` for the
     /// video funnel, `192 + field` for cart lines, `224 + field` for sales, 255 for
     /// the marker, 254 for a partition's progress, 253 for the sales' marker, 252
-    /// for the cart products' marker.
+    /// for the cart products' marker, 251 for the carts report's index's.
     pub fn code(self) -> u16 {
         match self {
             Self::Events(kind, why) => {
@@ -160,6 +164,7 @@ impl Metric {
             Self::Sale(f) => 224 + f.index() as u16,
             Self::SalesBackfilled => 253,
             Self::CartsBackfilled => 252,
+            Self::LinesBackfilled => 251,
             Self::Backfilled => 255,
             Self::Progress => 254,
         }
@@ -180,6 +185,7 @@ impl Metric {
             254 => return Some(Self::Progress),
             253 => return Some(Self::SalesBackfilled),
             252 => return Some(Self::CartsBackfilled),
+            251 => return Some(Self::LinesBackfilled),
             224.. => {
                 return SaleField::ALL
                     .get(usize::from(code - 224))
@@ -227,6 +233,7 @@ impl Metric {
             | Self::Backfilled
             | Self::SalesBackfilled
             | Self::CartsBackfilled
+            | Self::LinesBackfilled
             | Self::Progress => None,
         }
     }
@@ -433,6 +440,14 @@ impl TallyKey {
         Self {
             place: Place::carts_marker(),
             metric: Metric::CartsBackfilled,
+        }
+    }
+
+    /// The carts report's index's marker's key.
+    pub fn lines_marker() -> Self {
+        Self {
+            place: Place::carts_marker(),
+            metric: Metric::LinesBackfilled,
         }
     }
 }
@@ -814,6 +829,8 @@ mod tests {
             Metric::Backfilled,
             Metric::Progress,
             Metric::SalesBackfilled,
+            Metric::CartsBackfilled,
+            Metric::LinesBackfilled,
         ];
         all.extend(SaleField::ALL.iter().map(|f| Metric::Sale(*f)));
         all.extend(ViewField::ALL.iter().map(|f| Metric::View(*f)));
@@ -840,12 +857,13 @@ mod tests {
             "a verified status is no metric"
         );
         assert_eq!(Metric::from_code(9 + 16 * 3 + 1), None);
-        assert_eq!(Metric::from_code(251), None);
+        assert_eq!(Metric::from_code(250), None);
         assert_eq!(Metric::from_code(192 + 7), None);
         for m in [
             Metric::Backfilled,
             Metric::SalesBackfilled,
             Metric::CartsBackfilled,
+            Metric::LinesBackfilled,
             Metric::Progress,
         ] {
             assert_eq!(Metric::from_code(m.code()), Some(m));

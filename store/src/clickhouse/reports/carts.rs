@@ -1,13 +1,15 @@
-//! The cart reports: the newest derived cart rows, narrowed on the server and rolled
-//! up with the model's pure functions.
+//! The cart reports: the carts report's lines read by key from `cart_lines`; the
+//! others from the newest derived cart rows, narrowed on the server and rolled up with
+//! the model's pure functions.
 
 use crate::clickhouse::error::ch;
-use crate::clickhouse::query::Conds;
-use crate::clickhouse::rows::CartEventCh;
+use crate::clickhouse::query::{Arg, Conds};
+use crate::clickhouse::rows::{CartEventCh, CartLineCh};
 use crate::clickhouse::ClickHouseStore;
 use crate::model::campaigns::CartAddsRow;
-use crate::model::carts::{self, CartCampaignRow, CartEventRow, CartStateRow};
-use crate::read::{cart_campaign_rows, cart_state_rows};
+use crate::model::carts::lines::{self, CartLine, LinePlace};
+use crate::model::carts::{self, CartCampaignRow, CartEventRow};
+use crate::read::cart_campaign_rows;
 use crate::{ReportFilter, StoreError};
 
 impl ClickHouseStore {
@@ -26,25 +28,68 @@ impl ClickHouseStore {
         Ok(rows)
     }
 
-    pub(crate) async fn cart_report(
+    /// The carts report's lines from place `from` on, at most `limit`: a range of
+    /// `cart_lines`' sorting key (the filter's campaigns and days, from the place on)
+    /// read `FINAL` with conditions on that key only, so the newest row of each
+    /// place decides; then its `gone` rows, and lines of another ad id or catalog,
+    /// are dropped. Before the aggregator indexed an earlier version's lines
+    /// ([`Self::backfill_lines`]), every line is read from `cart_events` instead.
+    pub(crate) async fn cart_lines_page(
         &self,
         f: &ReportFilter,
-    ) -> Result<Vec<CartStateRow>, StoreError> {
-        let mut w = Conds::default();
-        w.cart_catalog(f);
-        // A cart passes when its latest event matches the campaign, the ad and the
-        // days: the server keeps only carts with some event that does (a superset),
-        // the exact test runs below on the cart's state.
-        let mut sub = Conds::default();
-        sub.campaign(f);
-        sub.str("ad_id = ?", &f.ad_id);
-        sub.event_days(f);
-        if !sub.sql.is_empty() {
-            sub.cart_catalog(f);
+        from: Option<&LinePlace>,
+        limit: usize,
+    ) -> Result<Vec<CartLine>, StoreError> {
+        if !self.lines_indexed().await? {
+            let mut w = Conds::default();
+            w.cart_catalog(f);
+            let rows = self.cart_rows(w).await?;
+            return Ok(lines::page(lines::lines(&rows), f, from, limit));
         }
-        w.carts_having(sub);
-        let rows = self.cart_rows(w).await?;
-        Ok(cart_state_rows(&rows, f))
+        let mut key = Conds::default();
+        key.campaign(f);
+        key.int("day >= ?", f.from_day.map(i64::from));
+        key.int("day <= ?", f.to_day.map(i64::from));
+        if let Some(p) = from {
+            key.sql.push(
+                "(campaign_id, day, tracking_id, catalog_id, product_code) >= (?, ?, ?, ?, ?)"
+                    .to_owned(),
+            );
+            key.args.extend([
+                Arg::Str(p.campaign_id.clone()),
+                Arg::Int(i64::from(p.day)),
+                Arg::Str(p.tracking_id.clone()),
+                Arg::Str(p.catalog_id.clone()),
+                Arg::Str(p.product_code.clone()),
+            ]);
+        }
+        let mut rest = Conds::default();
+        rest.sql.push("gone = 0".to_owned());
+        rest.str("ad_id = ?", &f.ad_id);
+        rest.cart_catalog(f);
+        let limit = match limit {
+            usize::MAX => String::new(),
+            n => format!(" LIMIT {n}"),
+        };
+        let sql = format!(
+            "SELECT ?fields FROM (SELECT * FROM cart_lines FINAL{}){} \
+             ORDER BY campaign_id, day, tracking_id, catalog_id, product_code{limit}",
+            key.clause(),
+            rest.clause()
+        );
+        let fail = ch("cart report");
+        let q = rest.bind(key.bind(self.client().query(&sql)));
+        let mut cursor = q.fetch::<CartLineCh>().map_err(&fail)?;
+        let mut out = Vec::new();
+        while let Some(r) = cursor.next().await.map_err(&fail)? {
+            let line = r.to_line()?;
+            // The tenant's campaigns and the days are the key's; checked again on
+            // the line as the embedded store does.
+            if lines::selects(f, &line) {
+                out.push(line);
+            }
+        }
+        Ok(out)
     }
 
     pub(crate) async fn cart_campaign_report(

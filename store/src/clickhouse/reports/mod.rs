@@ -10,7 +10,8 @@ use super::ClickHouseStore;
 use crate::model::ads::AdReportRow;
 use crate::model::attribution::{SalesReportRow, Windows};
 use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
-use crate::model::carts::{CartCampaignRow, CartStateRow};
+use crate::model::carts::lines::{CartLine, LinePlace};
+use crate::model::carts::CartCampaignRow;
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
 use crate::model::tallies::{SummedTally, TallyQuery};
@@ -26,8 +27,14 @@ impl ReportStore for ClickHouseStore {
         self.op("product report", self.product_report(f)).await
     }
 
-    async fn carts(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
-        self.op("cart report", self.cart_report(f)).await
+    async fn cart_lines(
+        &self,
+        f: &ReportFilter,
+        from: Option<&LinePlace>,
+        limit: usize,
+    ) -> Result<Vec<CartLine>, StoreError> {
+        self.op("cart report", self.cart_lines_page(f, from, limit))
+            .await
     }
 
     async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {

@@ -6,8 +6,8 @@ use redb::Database;
 use super::scan;
 use crate::embedded::entities::CARTS;
 use crate::model::campaigns::CartAddsRow;
-use crate::model::carts::{self, CartCampaignRow, CartEventRow, CartStateRow};
-use crate::read::{cart_campaign_rows, cart_state_rows};
+use crate::model::carts::{self, CartCampaignRow, CartEventRow};
+use crate::read::cart_campaign_rows;
 use crate::{ReportFilter, StoreError};
 
 /// The event rows of every cart of the filter's catalog.
@@ -21,11 +21,6 @@ pub(super) fn rows(db: &Database, f: &ReportFilter) -> Result<Vec<CartEventRow>,
         })
         .flatten()
         .collect())
-}
-
-/// Cart states.
-pub(super) fn states(db: &Database, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
-    Ok(cart_state_rows(&rows(db, f)?, f))
 }
 
 /// Carts per campaign and product, from the events of the filter's days.

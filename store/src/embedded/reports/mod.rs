@@ -15,7 +15,8 @@ use super::{err, parse, EmbeddedStore};
 use crate::model::ads::AdReportRow;
 use crate::model::attribution::{SalesReportRow, Windows};
 use crate::model::campaigns::{CampaignSalesRow, CartAddsRow};
-use crate::model::carts::{CartCampaignRow, CartStateRow};
+use crate::model::carts::lines::{CartLine, LinePlace};
+use crate::model::carts::CartCampaignRow;
 use crate::model::funnel::FunnelReportRow;
 use crate::model::products::ProductReportRow;
 use crate::model::tallies::{SummedTally, TallyQuery};
@@ -90,9 +91,15 @@ impl ReportStore for EmbeddedStore {
         self.blocking(move |db| products::report(db, &f)).await
     }
 
-    async fn carts(&self, f: &ReportFilter) -> Result<Vec<CartStateRow>, StoreError> {
-        let f = f.clone();
-        self.blocking(move |db| carts::states(db, &f)).await
+    async fn cart_lines(
+        &self,
+        f: &ReportFilter,
+        from: Option<&LinePlace>,
+        limit: usize,
+    ) -> Result<Vec<CartLine>, StoreError> {
+        let (f, from) = (f.clone(), from.cloned());
+        self.blocking(move |db| super::cart_lines::page(db, &f, from.as_ref(), limit))
+            .await
     }
 
     async fn cart_campaigns(&self, f: &ReportFilter) -> Result<Vec<CartCampaignRow>, StoreError> {
