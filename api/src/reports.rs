@@ -295,8 +295,8 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
             }
         }
     }
-    // The rollups' reports and the carts report page by key; a drill-down (its range
-    // bounded) and the others by offset.
+    // The rollups' reports (products, ads, funnel, sales) and the carts report page by
+    // key; a drill-down (its range bounded) and the others by offset.
     let by_key = f.ad_id.is_none();
     match kind {
         ReportKind::Ads if by_key => Ok(render_page(
@@ -307,6 +307,17 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
             sums::funnel_page(store, &f, &q.periods, q.page.at()?).await?,
             &q,
         )),
+        ReportKind::Sales if by_key => {
+            let page = sums::sales_page(store, &f, q.page.at()?).await?;
+            let rows = page.rows.into_iter().map(|r| SalesRow::new(r, costs));
+            Ok(render_page(
+                sums::Page {
+                    rows: rows.collect(),
+                    next: page.next,
+                },
+                &q,
+            ))
+        }
         ReportKind::Products if by_key => Ok(render_page(
             sums::product_page(store, &f, &q.periods, q.page.at()?).await?,
             &q,

@@ -34,10 +34,11 @@ fn campaigns(f: &ReportFilter) -> Option<BTreeSet<String>> {
     }
 }
 
-/// The sales report: rows per credited campaign ("" unattributed), catalog, product,
-/// UTC day of the order and currency, from the sales tallies (attributed as orders
-/// arrived, with the aggregator's windows); or, with the filter's `adId`, attributed
-/// from the stored orders and touches of the filter's days with windows `w`.
+/// The sales report: rows per credited campaign ("" unattributed), currency,
+/// catalog, product and UTC day of the order, from the sales tallies (attributed as
+/// orders arrived, with the aggregator's windows); or, with the filter's `adId`,
+/// attributed from the stored orders and touches of the filter's days with windows
+/// `w`.
 pub async fn sales_report<S: ReportStore + ?Sized>(
     store: &S,
     f: &ReportFilter,
@@ -46,6 +47,17 @@ pub async fn sales_report<S: ReportStore + ?Sized>(
     if f.ad_id.is_some() {
         return store.sales(f, w).await;
     }
+    Ok(sales_page(store, f, None).await?.rows)
+}
+
+/// The sales report from the sales tallies, whole (`at`: `None`) or a page by key:
+/// rows in place order (campaign, currency, the order's scoped catalog, product),
+/// then day.
+pub async fn sales_page<S: ReportStore + ?Sized>(
+    store: &S,
+    f: &ReportFilter,
+    at: Option<PageAt<'_>>,
+) -> Result<Page<SalesReportRow>, StoreError> {
     // Unattributed sales are kept under the campaign "", per namespace (the place's
     // catalog is scoped by the order's namespace).
     let campaigns = match f.campaign_id.as_deref() {
@@ -56,19 +68,30 @@ pub async fn sales_report<S: ReportStore + ?Sized>(
             c
         }),
     };
-    let summed = read_days(
-        store,
-        f,
-        campaigns,
-        Scope::Sales,
-        "orders are being attributed",
-    )
-    .await?;
-    Ok(crate::model::tallies::sales::report_rows(&summed, |p| {
+    let places = at.map(|a| a.places());
+    let q = TallyQuery {
+        page: places,
+        ..days_query(f, campaigns, Scope::Sales)
+    };
+    let summed = fetch_being(store, &q, "orders are being attributed").await?;
+    let rows = crate::model::tallies::sales::keyed_rows(&summed, |p| {
         let (ns, catalog) = rm_schemas::namespace::split(&p.catalog_id);
         f.catalog_id.as_deref().is_none_or(|c| c == catalog)
             && f.tenant.as_ref().is_none_or(|t| t.namespace == ns)
-    }))
+    });
+    Ok(match at {
+        None => Page {
+            rows: rows.into_iter().map(|(_, r)| r).collect(),
+            next: None,
+        },
+        Some(at) => {
+            let page = at.cut(rows, |(k, _)| k.clone(), &summed);
+            Page {
+                rows: page.rows.into_iter().map(|(_, r)| r).collect(),
+                next: page.next,
+            }
+        }
+    })
 }
 
 /// Carts per campaign, catalog and product over the filter's UTC days, from the cart
@@ -115,7 +138,12 @@ async fn read_days<S: ReportStore + ?Sized>(
     scope: Scope,
     being: &str,
 ) -> Result<Vec<SummedTally>, StoreError> {
-    let q = TallyQuery {
+    fetch_being(store, &days_query(f, campaigns, scope), being).await
+}
+
+/// The query of every tally of `scope` of `campaigns` on the filter's UTC days.
+fn days_query(f: &ReportFilter, campaigns: Option<BTreeSet<String>>, scope: Scope) -> TallyQuery {
+    TallyQuery {
         campaigns,
         scope,
         grain: crate::model::tallies::Grain::Day,
@@ -125,8 +153,7 @@ async fn read_days<S: ReportStore + ?Sized>(
         catalog_id: None,
         page: None,
         only: Vec::new(),
-    };
-    fetch_being(store, &q, being).await
+    }
 }
 
 /// The query of the tallies of `scope` and `kinds` a report of `f` over `periods`

@@ -240,6 +240,19 @@ pub(crate) async fn attributed_as_the_reports_attribute(
             .expect("sales from the rollups");
         let facts = store.sales(&f, &w).await.expect("sales from the facts");
         assert_eq!(tallied, facts, "seed {seed}: {f:?}");
+        // Pages by key give the whole report.
+        for size in [1, 3] {
+            let f = &f;
+            let paged = super::pages::by_pages(size, |cursor| async move {
+                let at = rm_store::sums::PageAt {
+                    cursor: &cursor,
+                    size,
+                };
+                rm_store::sums::sales_page(store, f, Some(at)).await
+            })
+            .await;
+            assert_eq!(paged, tallied, "seed {seed}: {f:?} by pages of {size}");
+        }
         attributed += tallied.iter().filter(|r| !r.campaign_id.is_empty()).count();
         transcript.extend(tallied.iter().map(|r| format!("{f:?} {r:?}")));
     }

@@ -12,7 +12,7 @@ use super::{all, Store};
 
 /// Reads every page of size `size` with `read` (a cursor and a size to a page);
 /// fails when a page is over size or the pages do not end.
-async fn by_pages<R, F, Fut>(size: usize, read: F) -> Vec<R>
+pub(crate) async fn by_pages<R, F, Fut>(size: usize, read: F) -> Vec<R>
 where
     F: Fn(PageCursor) -> Fut,
     Fut: std::future::Future<Output = Result<Page<R>, StoreError>>,

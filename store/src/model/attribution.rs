@@ -404,9 +404,8 @@ pub(crate) fn add(a: Decimal, b: Decimal) -> Decimal {
     money::exact_add(a, b).unwrap_or(Decimal::MAX)
 }
 
-/// Attributes every line and rolls up per campaign, catalog, product, order day and
-/// currency,
-/// keeping the lines whose credited campaign and ad (both "" when unattributed) pass
+/// Attributes every line and rolls up per campaign, currency, catalog, product and
+/// order day, keeping the lines whose credited campaign and ad (both "" when unattributed) pass
 /// `keep`. Copies of lines (same order id and line) and of touches count once; lines
 /// are summed in (order id, line) order, so the revenue is the same float whatever
 /// order the store returned them in. Rows are sorted by their group.
@@ -416,7 +415,9 @@ pub fn sales_report(
     w: &Windows,
     keep: impl Fn(&str, &str) -> bool,
 ) -> Vec<SalesReportRow> {
-    type Group<'a> = (&'a str, &'a str, &'a str, i32, Currency);
+    // In the sales tallies' place order (`tallies::sales::keyed_rows`): campaign,
+    // currency, catalog, product, day.
+    type Group<'a> = (&'a str, Currency, &'a str, &'a str, i32);
     let mut groups: BTreeMap<Group<'_>, Acc<'_>> = BTreeMap::new();
     for (l, credit) in credited(lines, touches, w) {
         let (campaign, ad) = credit.map_or(("", ""), |(t, _)| (&t.campaign_id, &t.ad_id));
@@ -426,10 +427,10 @@ pub fn sales_report(
         let acc = groups
             .entry((
                 campaign,
+                l.revenue.currency,
                 &l.catalog_id,
                 &l.product_code,
                 l.day(),
-                l.revenue.currency,
             ))
             .or_default();
         acc.orders.insert(&l.order_id);
@@ -444,7 +445,7 @@ pub fn sales_report(
     groups
         .into_iter()
         .map(
-            |((campaign, catalog, product, day, currency), a)| SalesReportRow {
+            |((campaign, currency, catalog, product, day), a)| SalesReportRow {
                 campaign_id: campaign.to_owned(),
                 catalog_id: catalog.to_owned(),
                 product_code: product.to_owned(),

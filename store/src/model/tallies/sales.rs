@@ -38,6 +38,7 @@ use std::collections::BTreeMap;
 use rm_schemas::money::{Currency, Decimal};
 use serde::{Deserialize, Serialize};
 
+use super::page::PlaceKey;
 use super::{Grain, Metric, Place, Scope, SummedTally, TallyKey};
 use crate::model::attribution::{self, Credit, OrderLine, Touch, Windows};
 use crate::model::campaigns::CampaignSalesRow;
@@ -420,14 +421,14 @@ pub fn offers_for_touches(touches: &[Touch], orders: &[ShopperOrder], w: &Window
 }
 
 /// The sales report's rows from summed [`Scope::Sales`] tallies whose place `keep`
-/// selects, in (campaign, catalog, product, day, currency) order; places whose
-/// orders all moved elsewhere (every count 0) are left out.
-pub fn report_rows(
+/// selects, each with its place's key, in place order (campaign, currency, scoped
+/// catalog, product), then day; places whose orders all moved elsewhere (every count
+/// 0) are left out.
+pub fn keyed_rows(
     summed: &[SummedTally],
     keep: impl Fn(&Place) -> bool,
-) -> Vec<attribution::SalesReportRow> {
-    type Group = (String, String, String, i32, String);
-    let mut groups: BTreeMap<Group, [i64; 6]> = BTreeMap::new();
+) -> Vec<(PlaceKey, attribution::SalesReportRow)> {
+    let mut groups: BTreeMap<(PlaceKey, i32), [i64; 6]> = BTreeMap::new();
     for s in summed {
         let (Metric::Sale(f), Scope::Sales) = (s.metric, s.place.scope) else {
             continue;
@@ -435,26 +436,19 @@ pub fn report_rows(
         if !keep(&s.place) {
             continue;
         }
-        let p = &s.place;
-        let key = (
-            p.campaign_id.clone(),
-            rm_schemas::namespace::bare(&p.catalog_id).to_owned(),
-            p.product_code.clone(),
-            p.bucket,
-            p.creative.clone(),
-        );
+        let key = (PlaceKey::of(&s.place), s.place.bucket);
         groups.entry(key).or_default()[f.index()] += s.value;
     }
     groups
         .into_iter()
         .filter(|(_, v)| v.iter().any(|n| *n != 0))
-        .filter_map(|((campaign, catalog, product, day, currency), v)| {
-            let currency = Currency::from_code(&currency)?;
+        .filter_map(|((place, day), v)| {
+            let currency = Currency::from_code(&place.creative)?;
             let count = |f: SaleField| u64::try_from(v[f.index()]).unwrap_or(0);
-            Some(attribution::SalesReportRow {
-                campaign_id: campaign,
-                catalog_id: catalog,
-                product_code: product,
+            let row = attribution::SalesReportRow {
+                campaign_id: place.campaign_id.clone(),
+                catalog_id: rm_schemas::namespace::bare(&place.catalog_id).to_owned(),
+                product_code: place.product_code.clone(),
                 day: crate::model::format_day(day),
                 orders: count(SaleField::Orders),
                 units: count(SaleField::Units),
@@ -468,8 +462,20 @@ pub fn report_rows(
                 currency,
                 click_attributions: count(SaleField::ClickAttributions),
                 view_attributions: count(SaleField::ViewAttributions),
-            })
+            };
+            Some((place, row))
         })
+        .collect()
+}
+
+/// The sales report's rows ([`keyed_rows`] without their keys).
+pub fn report_rows(
+    summed: &[SummedTally],
+    keep: impl Fn(&Place) -> bool,
+) -> Vec<attribution::SalesReportRow> {
+    keyed_rows(summed, keep)
+        .into_iter()
+        .map(|(_, r)| r)
         .collect()
 }
 
