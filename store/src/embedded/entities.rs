@@ -60,18 +60,19 @@ pub(super) struct Entities {
 }
 
 /// See [`Entities::follow`].
-type Follow = fn(&WriteTransaction, Option<&[u8]>, Option<&[u8]>) -> Result<(), StoreError>;
+type Follow = fn(&WriteTransaction, u64, Option<&[u8]>, Option<&[u8]>) -> Result<(), StoreError>;
 
 impl Entities {
     /// Calls the kind's [`Entities::follow`], if any.
     fn followed(
         &self,
         w: &WriteTransaction,
+        slot: u64,
         old: Option<&[u8]>,
         new: Option<&[u8]>,
     ) -> Result<(), StoreError> {
         match self.follow {
-            Some(f) => f(w, old, new),
+            Some(f) => f(w, slot, old, new),
             None => Ok(()),
         }
     }
@@ -254,7 +255,7 @@ pub(super) fn upsert(
             .insert(slot.to_be_bytes().as_slice(), v)
             .map_err(err)?
             .map(|o| o.value().to_vec());
-        kind.followed(w, old.as_deref(), Some(v))?;
+        kind.followed(w, slot, old.as_deref(), Some(v))?;
     }
     let written = write_index || held + new.len() >= INDEX_EVERY;
     if written {
@@ -332,7 +333,7 @@ pub(super) fn remove_oldest(
             .remove(slot.to_be_bytes().as_slice())
             .map_err(err)?
             .map(|o| o.value().to_vec());
-        kind.followed(w, old.as_deref(), None)?;
+        kind.followed(w, *slot, old.as_deref(), None)?;
         slots.remove(key.as_slice()).map_err(err)?;
     }
     Ok(Removed {
@@ -406,7 +407,7 @@ pub(super) fn rekey(
             .insert(slot.to_be_bytes().as_slice(), row.as_slice())
             .map_err(err)?
             .map(|o| o.value().to_vec());
-        kind.followed(w, replaced.as_deref(), Some(&row))?;
+        kind.followed(w, slot, replaced.as_deref(), Some(&row))?;
         moved.push((old, new, slot));
     }
     Ok(Rekeyed { kind, moved })
@@ -477,12 +478,12 @@ pub(super) fn merge(
             .remove(gone.to_be_bytes().as_slice())
             .map_err(err)?
             .map(|o| o.value().to_vec());
-        kind.followed(w, left.as_deref(), None)?;
+        kind.followed(w, gone, left.as_deref(), None)?;
         let replaced = rows
             .insert(keep.to_be_bytes().as_slice(), row.as_slice())
             .map_err(err)?
             .map(|o| o.value().to_vec());
-        kind.followed(w, replaced.as_deref(), Some(&row))?;
+        kind.followed(w, keep, replaced.as_deref(), Some(&row))?;
         joined.push((old, new, keep));
     }
     Ok(Merged { kind, joined })
@@ -500,7 +501,7 @@ pub(super) fn rewrite(
             .insert(slot.to_be_bytes().as_slice(), row.as_slice())
             .map_err(err)?
             .map(|o| o.value().to_vec());
-        kind.followed(w, old.as_deref(), Some(row))?;
+        kind.followed(w, *slot, old.as_deref(), Some(row))?;
     }
     Ok(())
 }

@@ -16,7 +16,7 @@
 //! | `ad_facts_v2` | event time, campaign, ad, action, dedup key, ad id status | the `AdFact` (one copy) |
 //! | `carts_v2` | slot | the cart's derived event rows (complete) |
 //! | `cart_slots` | cart key | slot |
-//! | `cart_lines` | campaign, day, cart key of each line's latest event (bytes in place order) | the `CartLine` (`cart_lines.rs`: the carts report's index, kept with `carts_v2`) |
+//! | `cart_lines` | campaign, day, cart key of each line's latest event (bytes in place order) | the line's slot (`cart_lines.rs`: the carts report's index, kept with `carts_v2`) |
 //! | `orders_v2` | order id (raw) | the order's lines (`OrderLine`s, exact money) |
 //! | `touches_v2` | event time, shopper, dedup key | the `Touch` |
 //! | `rollups` | campaign, scope, grain, bucket, creative, catalog, product, log partition, metric | the `Tally` (count, stamp; `tallies.rs`) |
