@@ -46,9 +46,13 @@ impl ClickHouseStore {
             let rows = self.cart_rows(w).await?;
             return Ok(lines::page(lines::lines(&rows), f, from, limit));
         }
-        // A campaign at a time, in key order (the filter's, the tenant's, or every
-        // campaign with lines): each read is one campaign's range of the sorting key,
-        // so a page costs the campaigns it reaches, not every line.
+        // The whole report in one read (a download without a page size).
+        if limit == usize::MAX {
+            return self.campaign_lines(f, None, from, limit).await;
+        }
+        // A page: a campaign at a time, in key order (the filter's, the tenant's, or
+        // every campaign with lines), each read one campaign's range of the sorting
+        // key, so a page costs the campaigns it reaches, not every line.
         let campaigns: Vec<String> = match (&f.campaign_id, &f.tenant) {
             (Some(c), _) => vec![c.clone()],
             (None, Some(t)) => t.campaigns.iter().cloned().collect(),
@@ -63,7 +67,10 @@ impl ClickHouseStore {
                 break;
             }
             let from = from.filter(|p| p.campaign_id == *c);
-            out.extend(self.campaign_lines(f, c, from, limit - out.len()).await?);
+            out.extend(
+                self.campaign_lines(f, Some(c), from, limit - out.len())
+                    .await?,
+            );
         }
         Ok(out)
     }
@@ -82,23 +89,29 @@ impl ClickHouseStore {
             .map_err(ch("cart report"))
     }
 
-    /// At most `limit` lines of campaign `c` that `f` selects, from `from` on (a place
-    /// of `c`), in key order.
+    /// At most `limit` lines that `f` selects, of campaign `c` (`None`: of the
+    /// filter's campaigns), from `from` on, in key order.
     async fn campaign_lines(
         &self,
         f: &ReportFilter,
-        c: &str,
+        c: Option<&str>,
         from: Option<&LinePlace>,
         limit: usize,
     ) -> Result<Vec<CartLine>, StoreError> {
         let mut key = Conds::default();
-        key.str("campaign_id = ?", &Some(c.to_owned()));
+        match c {
+            Some(c) => key.str("campaign_id = ?", &Some(c.to_owned())),
+            None => key.campaign(f),
+        }
         key.int("day >= ?", f.from_day.map(i64::from));
         key.int("day <= ?", f.to_day.map(i64::from));
         if let Some(p) = from {
-            key.sql
-                .push("(day, tracking_id, catalog_id, product_code) >= (?, ?, ?, ?)".to_owned());
+            key.sql.push(
+                "(campaign_id, day, tracking_id, catalog_id, product_code) >= (?, ?, ?, ?, ?)"
+                    .to_owned(),
+            );
             key.args.extend([
+                Arg::Str(p.campaign_id.clone()),
                 Arg::Int(i64::from(p.day)),
                 Arg::Str(p.tracking_id.clone()),
                 Arg::Str(p.catalog_id.clone()),
@@ -115,7 +128,7 @@ impl ClickHouseStore {
         };
         let sql = format!(
             "SELECT ?fields FROM (SELECT * FROM cart_lines FINAL{}){} \
-             ORDER BY day, tracking_id, catalog_id, product_code{limit}",
+             ORDER BY campaign_id, day, tracking_id, catalog_id, product_code{limit}",
             key.clause(),
             rest.clause()
         );
