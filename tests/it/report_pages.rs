@@ -28,30 +28,39 @@ fn report(api: SocketAddr, token: &str, path: &str) -> common::HttpResponse {
     .unwrap()
 }
 
+/// `retail-media all` batching every 100 ms.
+fn start(dir: &std::path::Path) -> Service {
+    Service::start(
+        "all",
+        dir,
+        &[("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "100".to_owned())],
+    )
+}
+
+/// Fires one beacon of `params`; it must be taken.
+fn fire(svc: &Service, params: &[(&str, &str)]) {
+    let r = get(svc.ingest, &beacon(params)).unwrap();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
+
 #[test]
 fn reports_page_through_every_row_once_and_bound_their_range() {
     let dir = tempfile::tempdir().unwrap();
-    let svc = Service::start(
-        "all",
-        dir.path(),
-        &[("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "100".to_owned())],
-    );
+    let svc = start(dir.path());
     let ts = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     // One product impression of `code`: one row of the report.
     let impression = |code: &str| {
-        let r = get(
-            svc.ingest,
-            &beacon(&[
+        fire(
+            &svc,
+            &[
                 ("adId", "rm1.camp-pages.x"),
                 ("interactionType", "productImpression"),
                 ("timestamp", &ts),
                 ("sessionId", "s-pages"),
                 ("catalogId", "cat-pages"),
                 ("productCode", code),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            ],
+        );
     };
     for i in 0..ROWS {
         impression(&format!("p{i:05}"));
@@ -171,16 +180,12 @@ fn reports_page_through_every_row_once_and_bound_their_range() {
 fn the_carts_report_pages_by_key() {
     const LINES: usize = 250;
     let dir = tempfile::tempdir().unwrap();
-    let svc = Service::start(
-        "all",
-        dir.path(),
-        &[("RM_AGGREGATOR_BATCH_MAX_WAIT_MS", "100".to_owned())],
-    );
+    let svc = start(dir.path());
     let ts = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let cart = |shopper: &str| {
-        let r = get(
-            svc.ingest,
-            &beacon(&[
+        fire(
+            &svc,
+            &[
                 ("adId", "rm1.camp-carts.x"),
                 ("interactionType", "cart"),
                 ("timestamp", &ts),
@@ -188,10 +193,8 @@ fn the_carts_report_pages_by_key() {
                 ("catalogId", "cat-carts"),
                 ("productCode", "p1"),
                 ("units", "2"),
-            ]),
-        )
-        .unwrap();
-        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            ],
+        );
     };
     for i in 0..LINES {
         cart(&format!("s{i:04}"));
