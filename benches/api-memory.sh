@@ -11,6 +11,7 @@
 # Usage: cargo build --release -p retail-media -p rm-benches && \
 #        RM_CLICKHOUSE_URL=http://127.0.0.1:8123 benches/api-memory.sh
 # Settings: SESSIONS=5000 ROUNDS=3 SERVER_CPU=0 CLIENT_CPU=1 PORT=18181
+#           REPORTS="campaigns products ..." (the reports asked, by path under /v1/reports)
 #           BIN=target/release/retail-media REPORTBENCH=target/release/reportbench
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,7 +45,7 @@ DATABASES=("rm_reportbench_small_$FILL" "rm_reportbench_large_$FILL")
 
 TO=$(date -u +%Y-%m-%d)
 FROM=$(date -u -d "$TO - 30 days" +%Y-%m-%d)
-REPORTS=(campaigns products ads video-funnel carts carts/campaigns sales)
+read -r -a REPORTS <<<"${REPORTS:-campaigns products ads video-funnel carts carts/campaigns sales}"
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 status() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$API_PID/status"; }

@@ -85,7 +85,8 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use rm_schemas::money::{self, Decimal, Money};
 use rm_service::{response, Response};
 use rm_store::model::attribution::{SalesReportRow, Windows};
-use rm_store::{sums, ReportStore, Tenant};
+use rm_store::model::carts::lines::LinePlace;
+use rm_store::{sums, ReportFilter, ReportStore, Tenant};
 use serde::Serialize;
 
 use crate::error::ApiError;
@@ -217,26 +218,74 @@ fn render_rows<T: Serialize + Send + 'static>(
                     }
                 }
             });
-            let mut r = http::Response::new(body);
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/csv; charset=utf-8"),
-            );
-            r.headers_mut().insert(
-                header::CONTENT_DISPOSITION,
-                HeaderValue::from_static("attachment"),
-            );
-            if let Some(t) = next.and_then(|t| HeaderValue::from_str(&t).ok()) {
-                r.headers_mut().insert("x-next-page-token", t);
-            }
-            r
+            csv_response(body, next)
         }
     }
 }
 
+/// A CSV answer of `body`, with the next page's token when there is one.
+fn csv_response(body: rm_service::Body, next: Option<String>) -> Response {
+    let mut r = http::Response::new(body);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    r.headers_mut().insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_static("attachment"),
+    );
+    if let Some(t) = next.and_then(|t| HeaderValue::from_str(&t).ok()) {
+        r.headers_mut().insert("x-next-page-token", t);
+    }
+    r
+}
+
+/// Lines a carts download reads from the store at a time.
+pub const CART_LINES_PER_READ: usize = 10_000;
+
+/// The carts report as a CSV download without a page size: read from the store and
+/// written a page of [`CART_LINES_PER_READ`] lines at a time, so the api holds one
+/// page whatever the range holds (the download was the api's peak at 10M records). The
+/// first page is read before answering, so a store that fails at once gets an error
+/// answer; one that fails later cuts the download ([`rm_service::body::BodySender::fail`]),
+/// never ending it as if it were whole.
+async fn cart_download<S: ReportStore + Clone>(
+    store: &S,
+    f: ReportFilter,
+    from: Option<LinePlace>,
+) -> Result<Response, ApiError> {
+    let (first, mut next) =
+        sums::cart_page(store, &f, from.as_ref(), Some(CART_LINES_PER_READ)).await?;
+    let store = store.clone();
+    let (tx, body) = rm_service::Body::channel(CSV_CHUNKS_WAITING);
+    tokio::spawn(async move {
+        let mut chunks = csv::CsvChunks::new(first.into_iter(), CSV_CHUNK_BYTES);
+        loop {
+            for chunk in chunks.by_ref() {
+                if tx.send(chunk.into()).await.is_err() {
+                    return; // the client went away
+                }
+            }
+            let Some(at) = next.take() else { return };
+            match sums::cart_page(&store, &f, Some(&at), Some(CART_LINES_PER_READ)).await {
+                Ok((rows, after)) => {
+                    chunks.refill(rows.into_iter());
+                    next = after;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a carts download failed halfway");
+                    tx.fail(e.to_string()).await;
+                    return;
+                }
+            }
+        }
+    });
+    Ok(csv_response(body, None))
+}
+
 /// Answers a report without campaign costs and with the default attribution windows;
 /// [`answer_with`] is the full entry point.
-pub async fn answer<S: ReportStore>(
+pub async fn answer<S: ReportStore + Clone>(
     store: &S,
     kind: ReportKind,
     query: &str,
@@ -247,7 +296,7 @@ pub async fn answer<S: ReportStore>(
 
 /// Answers a report over every namespace: `costs` gives the sales report's ROAS,
 /// `windows` its attribution windows (`rm_store::StoreConfig::attribution`).
-pub async fn answer_with<S: ReportStore, C: CampaignCosts + ?Sized>(
+pub async fn answer_with<S: ReportStore + Clone, C: CampaignCosts + ?Sized>(
     store: &S,
     costs: &C,
     windows: &Windows,
@@ -265,7 +314,7 @@ pub async fn answer_with<S: ReportStore, C: CampaignCosts + ?Sized>(
 
 /// The rows of report `kind` for `tenant` (`None`: every namespace), as the query
 /// `q` (decoded once, by the caller) asks, rendered.
-pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
+pub async fn rows<S: ReportStore + Clone, C: CampaignCosts + ?Sized>(
     store: &S,
     costs: &C,
     windows: &Windows,
@@ -331,6 +380,9 @@ pub async fn rows<S: ReportStore, C: CampaignCosts + ?Sized>(
         ),
         ReportKind::Carts => {
             let (from, size) = q.page.line_at()?;
+            if size.is_none() && q.format == Format::Csv {
+                return cart_download(store, f, from.cloned()).await;
+            }
             let (rows, next) = sums::cart_page(store, &f, from, size).await?;
             let next = next.map(|p| q.page.line_token(&p));
             Ok(render_rows(rows, next, &q))

@@ -20,7 +20,8 @@ use crate::model::tallies::{Place, PlaceTallies, SummedTally, TallyQuery};
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
 use crate::{Backend, ReportFilter, ReportStore, StoreConfig, StoreError};
 
-/// The store a deployment uses, chosen by configuration.
+/// The store a deployment uses, chosen by configuration. Cheap to clone.
+#[derive(Clone)]
 pub enum AnyStore {
     /// ClickHouse.
     ClickHouse(ClickHouseStore),

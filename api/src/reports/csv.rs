@@ -47,6 +47,12 @@ impl<I> CsvChunks<I> {
             chunk_bytes,
         }
     }
+
+    /// Goes on with the next rows of the same answer (a download read a page at a
+    /// time): their lines follow, under the header already written.
+    pub fn refill(&mut self, rows: I) {
+        self.rows = rows;
+    }
 }
 
 impl<T: Serialize, I: Iterator<Item = T>> Iterator for CsvChunks<I> {

@@ -352,3 +352,170 @@ fn csv_quotes_and_keeps_field_order() {
     );
     assert_eq!(to_csv::<Row>(&[]), "");
 }
+
+/// A carts download without a page size, read a page at a time.
+mod cart_downloads {
+    use super::*;
+    use rm_store::model::ads::AdReportRow;
+    use rm_store::model::attribution::SalesReportRow;
+    use rm_store::model::campaigns::{CampaignSalesRow, CartAddsRow};
+    use rm_store::model::carts::lines::CartLine;
+    use rm_store::model::carts::{self, CartCampaignRow, CartFact, CartKey};
+    use rm_store::model::funnel::FunnelReportRow;
+    use rm_store::model::products::ProductReportRow;
+    use rm_store::model::status::AdIdStatus;
+    use rm_store::model::tallies::{SummedTally, TallyQuery};
+    use rm_store::{Backend, StoreError};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// An embedded store whose carts reads fail from the `fail_from`-th on (a store
+    /// going away halfway through a download).
+    #[derive(Clone)]
+    struct Failing {
+        inner: EmbeddedStore,
+        reads: Arc<AtomicUsize>,
+        fail_from: usize,
+    }
+
+    impl Backend for Failing {
+        fn backend(&self) -> &'static str {
+            "failing"
+        }
+        fn readiness(&self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    impl ReportStore for Failing {
+        async fn funnel(&self, f: &ReportFilter) -> Result<Vec<FunnelReportRow>, StoreError> {
+            self.inner.funnel(f).await
+        }
+        async fn products(&self, f: &ReportFilter) -> Result<Vec<ProductReportRow>, StoreError> {
+            self.inner.products(f).await
+        }
+        async fn cart_lines(
+            &self,
+            f: &ReportFilter,
+            from: Option<&LinePlace>,
+            limit: usize,
+        ) -> Result<Vec<CartLine>, StoreError> {
+            if self.reads.fetch_add(1, Ordering::SeqCst) + 1 >= self.fail_from {
+                return Err(StoreError::Unavailable("the store went away".into()));
+            }
+            self.inner.cart_lines(f, from, limit).await
+        }
+        async fn cart_campaigns(
+            &self,
+            f: &ReportFilter,
+        ) -> Result<Vec<CartCampaignRow>, StoreError> {
+            self.inner.cart_campaigns(f).await
+        }
+        async fn ads(&self, f: &ReportFilter) -> Result<Vec<AdReportRow>, StoreError> {
+            self.inner.ads(f).await
+        }
+        async fn cart_adds(&self, f: &ReportFilter) -> Result<Vec<CartAddsRow>, StoreError> {
+            self.inner.cart_adds(f).await
+        }
+        async fn campaign_sales(
+            &self,
+            f: &ReportFilter,
+            w: &Windows,
+        ) -> Result<Vec<CampaignSalesRow>, StoreError> {
+            self.inner.campaign_sales(f, w).await
+        }
+        async fn tallies(&self, q: &TallyQuery) -> Result<Option<Vec<SummedTally>>, StoreError> {
+            self.inner.tallies(q).await
+        }
+        async fn sales(
+            &self,
+            f: &ReportFilter,
+            w: &Windows,
+        ) -> Result<Vec<SalesReportRow>, StoreError> {
+            self.inner.sales(f, w).await
+        }
+    }
+
+    /// A store of `n` cart lines, one per shopper.
+    async fn store_of(dir: &std::path::Path, n: usize) -> EmbeddedStore {
+        let store = EmbeddedStore::open(&EmbeddedStore::path(dir)).expect("open");
+        let mut cart_rows = Vec::new();
+        for i in 0..n {
+            let key = CartKey {
+                tracking_id: format!("s{i:06}"),
+                catalog_id: "cat".into(),
+                product_code: "p".into(),
+            };
+            let fact = CartFact {
+                dedup_key: i as u128,
+                time_ms: ORDER_AT,
+                units: 1,
+                value: Some(2.5),
+                campaign_id: "camp".into(),
+                ad_id: "rm1.camp.x".into(),
+                status: AdIdStatus::Verified,
+            };
+            cart_rows.extend(carts::derive_cart(&key, &[fact]));
+        }
+        let w = BatchWrite {
+            cart_rows,
+            ..BatchWrite::default()
+        };
+        store.write(&w).await.expect("write");
+        store
+    }
+
+    #[tokio::test]
+    async fn a_download_is_every_line_once_read_a_page_at_a_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let n = 2 * CART_LINES_PER_READ + 7;
+        let store = Failing {
+            inner: store_of(dir.path(), n).await,
+            reads: Arc::default(),
+            fail_from: usize::MAX,
+        };
+        let h = HeaderMap::new();
+        let (status, text) = body(answer(&store, ReportKind::Carts, "format=csv", &h).await).await;
+        assert_eq!(status, StatusCode::OK);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), n + 1, "a header and every line");
+        assert!(lines[0].starts_with("trackingId,"), "{}", lines[0]);
+        let ids: Vec<&str> = lines[1..]
+            .iter()
+            .map(|l| l.split(',').next().expect("id"))
+            .collect();
+        let want: Vec<String> = (0..n).map(|i| format!("s{i:06}")).collect();
+        assert_eq!(ids, want, "in order, once each");
+        assert_eq!(
+            store.reads.load(Ordering::SeqCst),
+            3,
+            "three reads of a page"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_store_failing_halfway_cuts_the_download() {
+        use http_body_util::BodyExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let inner = store_of(dir.path(), CART_LINES_PER_READ + 1).await;
+        let h = HeaderMap::new();
+        // At once: an error answer.
+        let at_once = Failing {
+            inner: inner.clone(),
+            reads: Arc::default(),
+            fail_from: 1,
+        };
+        let r = answer(&at_once, ReportKind::Carts, "format=csv", &h).await;
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        // Halfway: the body fails, never a shorter file that looks whole.
+        let halfway = Failing {
+            inner,
+            reads: Arc::default(),
+            fail_from: 2,
+        };
+        let r = answer(&halfway, ReportKind::Carts, "format=csv", &h).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        let e = r.into_body().collect().await.expect_err("a cut download");
+        assert!(e.to_string().contains("the store went away"), "{e}");
+    }
+}
