@@ -19,8 +19,7 @@
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 
-use super::entities::CARTS;
-use super::{err, parse, Table};
+use super::{err, parse, Table, CART_ROWS};
 use crate::model::carts::lines::{self, CartLine, LinePlace};
 use crate::model::carts::CartEventRow;
 use crate::{ReportFilter, StoreError};
@@ -64,7 +63,7 @@ pub(super) fn index_if_missing(w: &WriteTransaction) -> Result<(), StoreError> {
     if t.first().map_err(err)?.is_some() {
         return Ok(());
     }
-    let rows = w.open_table(CARTS.rows).map_err(err)?;
+    let rows = w.open_table(CART_ROWS).map_err(err)?;
     let mut n = 0;
     for row in rows.iter().map_err(err)? {
         let (slot, v) = row.map_err(err)?;
@@ -95,7 +94,7 @@ pub(super) fn page(
     let r = db.begin_read().map_err(err)?;
     let t = Tables {
         index: r.open_table(CART_LINES).map_err(err)?,
-        rows: r.open_table(CARTS.rows).map_err(err)?,
+        rows: r.open_table(CART_ROWS).map_err(err)?,
     };
     let mut out = Vec::new();
     let campaigns: Option<Vec<String>> = match (&f.campaign_id, &f.tenant) {

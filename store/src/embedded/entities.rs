@@ -92,7 +92,7 @@ pub(super) const VIEWS: Entities = Entities {
 };
 
 pub(super) const CARTS: Entities = Entities {
-    rows: TableDefinition::new("carts_v2"),
+    rows: super::CART_ROWS,
     slots: TableDefinition::new("cart_slots"),
     id: 1,
     mark: "carts",

@@ -88,6 +88,10 @@ const PRODUCT_FACTS: Table = TableDefinition::new("product_facts_v2");
 const TOUCHES: Table = TableDefinition::new("touches_v2");
 const AD_FACTS: Table = TableDefinition::new("ad_facts_v2");
 const ORDERS: TableDefinition<&str, &[u8]> = TableDefinition::new("orders_v2");
+/// Cart lines' rows by slot (`entities::CARTS`'s), also read by the carts report's
+/// index (`cart_lines.rs`), which `entities.rs` keeps: named here so neither of the
+/// two modules depends on the other both ways.
+const CART_ROWS: Table = TableDefinition::new("carts_v2");
 
 /// Encoded rows of one table: key and value.
 type Rows = Vec<(Vec<u8>, Vec<u8>)>;
