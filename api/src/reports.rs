@@ -248,17 +248,20 @@ pub const CART_LINES_PER_READ: usize = 10_000;
 /// page whatever the range holds (the download was the api's peak at 10M records). The
 /// first page is read before answering, so a store that fails at once gets an error
 /// answer; one that fails later cuts the download ([`rm_service::body::BodySender::fail`]),
-/// never ending it as if it were whole.
+/// never ending it as if it were whole. The report's admission `place` is held until
+/// the download ends: it reads the store all along.
 async fn cart_download<S: ReportStore + Clone>(
     store: &S,
     f: ReportFilter,
     from: Option<LinePlace>,
+    place: Option<admission::Ticket>,
 ) -> Result<Response, ApiError> {
     let (first, mut next) =
         sums::cart_page(store, &f, from.as_ref(), Some(CART_LINES_PER_READ)).await?;
     let store = store.clone();
     let (tx, body) = rm_service::Body::channel(CSV_CHUNKS_WAITING);
     tokio::spawn(async move {
+        let _place = place;
         let mut chunks = csv::CsvChunks::new(first.into_iter(), CSV_CHUNK_BYTES);
         loop {
             for chunk in chunks.by_ref() {
@@ -306,19 +309,22 @@ pub async fn answer_with<S: ReportStore + Clone, C: CampaignCosts + ?Sized>(
 ) -> Response {
     let today = rm_store::model::day_of(chrono::Utc::now().timestamp_millis());
     let answer = match query::parse(kind, query, headers, today) {
-        Ok(q) => rows(store, costs, windows, None, kind, q).await,
+        Ok(q) => rows(store, costs, windows, (None, None), kind, q).await,
         Err(e) => Err(e),
     };
     answer.unwrap_or_else(|e| e.response())
 }
 
 /// The rows of report `kind` for `tenant` (`None`: every namespace), as the query
-/// `q` (decoded once, by the caller) asks, rendered.
+/// `q` (decoded once, by the caller) asks, rendered. `place` is the report's
+/// admission ([`admission::Ticket`]), when it has one: given back once the rows are
+/// built, or, for a download read from the store as it streams (the carts report's),
+/// once the download ends.
 pub async fn rows<S: ReportStore + Clone, C: CampaignCosts + ?Sized>(
     store: &S,
     costs: &C,
     windows: &Windows,
-    tenant: Option<Tenant>,
+    (tenant, place): (Option<Tenant>, Option<admission::Ticket>),
     kind: ReportKind,
     mut q: ReportQuery,
 ) -> Result<Response, ApiError> {
@@ -381,7 +387,7 @@ pub async fn rows<S: ReportStore + Clone, C: CampaignCosts + ?Sized>(
         ReportKind::Carts => {
             let (from, size) = q.page.line_at()?;
             if size.is_none() && q.format == Format::Csv {
-                return cart_download(store, f, from.cloned()).await;
+                return cart_download(store, f, from.cloned(), place).await;
             }
             let (rows, next) = sums::cart_page(store, &f, from, size).await?;
             let next = next.map(|p| q.page.line_token(&p));

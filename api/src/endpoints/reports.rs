@@ -127,7 +127,7 @@ async fn report(api: &Api, call: Call, kind: ReportKind) -> Result<Response, Api
         .as_ref()
         .map_or(admission::OPERATOR, |t| t.namespace.as_str())
         .to_owned();
-    let _place = api.reports.enter(&party).await?;
+    let place = api.reports.enter(&party).await?;
     let (store, w) = (&*api.store, &api.windows);
-    reports::rows(store, &costs, w, tenant, kind, q).await
+    reports::rows(store, &costs, w, (tenant, Some(place)), kind, q).await
 }

@@ -17,7 +17,8 @@
 //! the others keep theirs (`RM_API_REPORTS_CONCURRENT` minus one namespace's share
 //! when the defaults are kept); its own backlog waits behind its own places. A place
 //! is held while the rows are read and built; the CSV answer then streams what was
-//! built.
+//! built. A download read from the store as it streams (the carts report's CSV) holds
+//! its place until its last chunk, so downloads count against the same share.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

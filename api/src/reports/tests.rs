@@ -494,6 +494,41 @@ mod cart_downloads {
     }
 
     #[tokio::test]
+    async fn a_download_holds_its_admission_place_until_it_ends() {
+        use http_body_util::BodyExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = store_of(dir.path(), CART_LINES_PER_READ + 1).await;
+        let places = admission::Admission::new(1, 1);
+        let place = places.enter("ns").await.expect("a place");
+        let today = rm_store::model::day_of(chrono::Utc::now().timestamp_millis());
+        let q =
+            query::parse(ReportKind::Carts, "format=csv", &HeaderMap::new(), today).expect("query");
+        let w = Windows::default();
+        let r = rows(
+            &store,
+            &NoCosts,
+            &w,
+            (None, Some(place)),
+            ReportKind::Carts,
+            q,
+        )
+        .await
+        .expect("an answer");
+        let waiting =
+            tokio::time::timeout(std::time::Duration::from_millis(200), places.enter("other"))
+                .await;
+        assert!(waiting.is_err(), "the download still reads the store");
+        let text = r.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(text.split(|b| *b == b'\n').count(), CART_LINES_PER_READ + 3);
+        let after =
+            tokio::time::timeout(std::time::Duration::from_secs(5), places.enter("other")).await;
+        assert!(
+            matches!(after, Ok(Ok(_))),
+            "the place is given back at its end"
+        );
+    }
+
+    #[tokio::test]
     async fn a_store_failing_halfway_cuts_the_download() {
         use http_body_util::BodyExt as _;
         let dir = tempfile::tempdir().expect("tempdir");
