@@ -50,13 +50,13 @@ impl ClickHouseStore {
         if limit == usize::MAX {
             return self.campaign_lines(f, None, from, limit).await;
         }
-        // A page: a campaign at a time, in key order (the filter's, the tenant's, or
-        // every campaign with lines), each read one campaign's range of the sorting
-        // key, so a page costs the campaigns it reaches, not every line.
-        let campaigns: Vec<String> = match (&f.campaign_id, &f.tenant) {
-            (Some(c), _) => vec![c.clone()],
-            (None, Some(t)) => t.campaigns.iter().cloned().collect(),
-            (None, None) => self.line_campaigns(from).await?,
+        // A page: a campaign at a time, in key order (the filter's, or those of the
+        // tenant's or every campaign with lines in the days), each read one
+        // campaign's range of the sorting key, so a page costs the campaigns it
+        // reaches, not every line.
+        let campaigns: Vec<String> = match &f.campaign_id {
+            Some(c) => vec![c.clone()],
+            None => self.line_campaigns(f, from).await?,
         };
         let mut out = Vec::new();
         for c in campaigns
@@ -75,15 +75,23 @@ impl ClickHouseStore {
         Ok(out)
     }
 
-    /// The campaigns with cart lines, from `from`'s on, in key order.
-    async fn line_campaigns(&self, from: Option<&LinePlace>) -> Result<Vec<String>, StoreError> {
-        let first = from.map_or("", |p| p.campaign_id.as_str());
-        self.client()
-            .query(
-                "SELECT DISTINCT campaign_id FROM cart_lines WHERE campaign_id >= ? \
-                 ORDER BY campaign_id",
-            )
-            .bind(first)
+    /// The campaigns of `f` (its tenant's, or every one) with cart lines in its days,
+    /// from `from`'s on, in key order: a campaign without lines costs no read.
+    async fn line_campaigns(
+        &self,
+        f: &ReportFilter,
+        from: Option<&LinePlace>,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut key = Conds::default();
+        key.campaign(f);
+        key.str("campaign_id >= ?", &from.map(|p| p.campaign_id.clone()));
+        key.int("day >= ?", f.from_day.map(i64::from));
+        key.int("day <= ?", f.to_day.map(i64::from));
+        let sql = format!(
+            "SELECT DISTINCT campaign_id FROM cart_lines{} ORDER BY campaign_id",
+            key.clause()
+        );
+        key.bind(self.client().query(&sql))
             .fetch_all::<String>()
             .await
             .map_err(ch("cart report"))
