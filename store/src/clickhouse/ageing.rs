@@ -133,20 +133,10 @@ impl Moved<'_> {
         };
         match self.0.table {
             "views" => format!("day < {} AND {fresh}", s.before_day),
-            // A line moves whole, once its newest event is old.
-            "cart_events" => format!(
-                "{fresh} AND (tracking_id, catalog_id, product_code) IN (SELECT tracking_id, \
-                 catalog_id, product_code FROM cart_events GROUP BY tracking_id, catalog_id, \
-                 product_code HAVING max(time_ms) < {})",
-                s.before_ms
-            ),
-            // The carts report's entries of those lines (their rows at every place).
-            "cart_lines" => format!(
-                "{fresh} AND (tracking_id, catalog_id, product_code) IN (SELECT tracking_id, \
-                 catalog_id, product_code FROM cart_lines GROUP BY tracking_id, catalog_id, \
-                 product_code HAVING max(last_ms) < {})",
-                s.before_ms
-            ),
+            // A line moves whole, once its newest event is old; so do the carts
+            // report's entries of those lines (their rows at every place).
+            "cart_events" => format!("{fresh} AND {}", old_lines("cart_events", "time_ms", s)),
+            "cart_lines" => format!("{fresh} AND {}", old_lines("cart_lines", "last_ms", s)),
             _ => format!("time_ms < {} AND {fresh}", s.before_ms),
         }
     }
@@ -169,6 +159,17 @@ impl Moved<'_> {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// The rows of `table`'s cart lines whose newest event (`time`, the column holding
+/// each row's) is older than the cut.
+fn old_lines(table: &str, time: &str, s: &Sql) -> String {
+    format!(
+        "(tracking_id, catalog_id, product_code) IN (SELECT tracking_id, catalog_id, \
+         product_code FROM {table} GROUP BY tracking_id, catalog_id, product_code \
+         HAVING max({time}) < {})",
+        s.before_ms
+    )
 }
 
 /// Every table a pass changes.
