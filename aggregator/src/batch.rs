@@ -83,7 +83,7 @@ use rm_store::model::served::{self, ServeRules, ServedAd, Take, Unit};
 use rm_store::model::status::AdIdStatus;
 use rm_store::model::tallies::carts as carts_t;
 use rm_store::model::tallies::moves::{self, Event, Judged};
-use rm_store::model::tallies::{views, Kind, Metric, Place};
+use rm_store::model::tallies::{views, Grain, Kind, Metric, Place};
 use rm_store::model::traffic::{shopper_hash, TrafficClass};
 use rm_store::{BatchWrite, EntitySets, FastMap, FastSet};
 
@@ -234,7 +234,7 @@ pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
                 t.places.extend(carts_t::places(
                     &line,
                     campaign_str(&r.event.ad_id),
-                    day_of(time_ms),
+                    time_ms,
                     *partition,
                 ));
             }
@@ -243,14 +243,15 @@ pub fn touched_at(records: &[EventRecord], positions: &[Position]) -> Touched {
             view_places.insert((
                 campaign_str(&e.ad_id),
                 e.video_id.as_deref().unwrap_or_default(),
-                day_of(time_ms),
+                Grain::Quarter.bucket(time_ms),
                 *partition,
             ));
         }
     }
-    for (campaign, video, day, partition) in view_places {
+    for (campaign, video, quarter, partition) in view_places {
+        let at = Grain::Quarter.start_ms(quarter);
         t.places
-            .extend(views::places_at(campaign, video, day, partition));
+            .extend(views::places_at(campaign, video, at, partition));
     }
     t
 }
@@ -305,11 +306,12 @@ pub fn cart_places(
             continue;
         };
         for f in facts {
-            at.insert((k, f.campaign_id.as_str(), day_of(f.time_ms), *p));
+            let quarter = Grain::Quarter.bucket(f.time_ms);
+            at.insert((k, f.campaign_id.as_str(), quarter, *p));
         }
     }
     at.into_iter()
-        .flat_map(|(k, c, day, p)| carts_t::places(k, c, day, p))
+        .flat_map(|(k, c, q, p)| carts_t::places(k, c, Grain::Quarter.start_ms(q), p))
         .collect()
 }
 
@@ -327,7 +329,7 @@ pub fn view_places(
     let partition_of = partition_by(records, positions, |r| {
         is_view(r.event.interaction_type).then_some(r.event.ad_id.as_str())
     });
-    let mut at: FastSet<(&str, &str, i32, i32)> = FastSet::default();
+    let mut at: FastSet<(&str, &str, i64, i32)> = FastSet::default();
     for (k, facts) in views {
         let (Some(first), Some(p)) = (
             facts.iter().map(|f| f.time_ms).min(),
@@ -335,10 +337,11 @@ pub fn view_places(
         ) else {
             continue;
         };
-        at.insert((campaign_str(&k.ad_id), &k.video_id, day_of(first), *p));
+        let first = Grain::Quarter.start_ms(Grain::Quarter.bucket(first));
+        at.insert((campaign_str(&k.ad_id), &k.video_id, first, *p));
     }
     at.into_iter()
-        .flat_map(|(c, v, day, p)| views::places_at(c, v, day, p))
+        .flat_map(|(c, v, first, p)| views::places_at(c, v, first, p))
         .collect()
 }
 
@@ -572,7 +575,8 @@ pub fn fold_at(
     let mut dirty_carts: FastMap<CartKey, Option<LinePlace>> = FastMap::default();
     let mut dirty_served: FastSet<String> = FastSet::default();
     // Each view's row as the tallies count it so far (`None`: not counted yet).
-    let mut view_rows: FastMap<ViewKey, Option<ViewRow>> = FastMap::default();
+    // Each view's row as the tallies count it, with its earliest event's time.
+    let mut view_rows: FastMap<ViewKey, Option<(ViewRow, i64)>> = FastMap::default();
     // Each cart line's adds as the tallies count them so far.
     let mut cart_adds: FastMap<CartKey, carts_t::Adds> = FastMap::default();
     let mut creative = String::new();
@@ -681,10 +685,10 @@ pub fn fold_at(
                 let at = positions.and_then(|p| p.get(i)).copied();
                 // The view's row before this record: what the tallies count of it.
                 if at.is_some() && !view_rows.contains_key(&k) {
-                    let before = sets
-                        .views
-                        .get(&k)
-                        .map(|facts| view_row(&k, facts, &sets.served, policy));
+                    let before = sets.views.get(&k).map(|facts| {
+                        let row = view_row(&k, facts, &sets.served, policy);
+                        (row, views::first_ms(facts))
+                    });
                     view_rows.insert(k.clone(), before);
                 }
                 // The served ad's view of this creative is its first eligible viewer's.
@@ -716,12 +720,21 @@ pub fn fold_at(
                 if let Some((partition, offset)) = at {
                     let facts = sets.views.get(&k).map_or(&[][..], Vec::as_slice);
                     let now = view_row(&k, facts, &sets.served, policy);
+                    let first_ms = views::first_ms(facts);
                     let old = view_rows.get(&k).and_then(Option::as_ref);
-                    let m = views::moves(old, &now, partition);
+                    let old = old.map(|(row, first_ms)| views::Counted {
+                        row,
+                        first_ms: *first_ms,
+                    });
+                    let new = views::Counted {
+                        row: &now,
+                        first_ms,
+                    };
+                    let m = views::moves(old, new, partition);
                     if moves::apply(m, offset, &mut sets.tallies) {
                         stats.tallied += 1;
                     }
-                    view_rows.insert(k.clone(), Some(now));
+                    view_rows.insert(k.clone(), Some((now, first_ms)));
                 }
                 dirty_views.insert(k);
                 fresh
@@ -829,7 +842,7 @@ pub fn fold_at(
         // Derived as the tallies counted it (a view's row changes only with its own
         // records, so the last row the batch derived is current).
         let row = match view_rows.remove(&k).flatten() {
-            Some(row) => row,
+            Some((row, _)) => row,
             None => view_row(&k, &facts, &sets.served, policy),
         };
         write.views.push(row);

@@ -270,6 +270,14 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
         Some(Ok(_)) => {}
         Some(Err(e)) => return Err(e.into()),
     }
+    // A store written before the campaigns' and videos' quarter hours has them
+    // counted once, after the other backfills and before this loop writes anything
+    // (`rm_store::model::tallies::zones`).
+    match retry("backfill zones", &shutdown, || store.backfill_zones()).await {
+        None => return Ok(()),
+        Some(Ok(_)) => {}
+        Some(Err(e)) => return Err(e.into()),
+    }
     // Erasures recorded so far are suppressed, and run where they still hold their
     // id, before this loop folds anything (`crate::erasures`).
     let mut erasures = Erasures::default();

@@ -91,6 +91,9 @@ impl WriteStore for Gated {
     async fn backfill_sales(&self, w: &Windows) -> Result<bool, StoreError> {
         self.inner.backfill_sales(w).await
     }
+    async fn backfill_zones(&self) -> Result<bool, StoreError> {
+        self.inner.backfill_zones().await
+    }
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         let permit = self.gate.acquire().await.expect("gate open");
         permit.forget();

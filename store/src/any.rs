@@ -125,6 +125,10 @@ impl WriteStore for AnyStore {
     async fn backfill_sales(&self, w: &Windows) -> Result<bool, StoreError> {
         dispatch!(self, s => s.backfill_sales(w).await)
     }
+
+    async fn backfill_zones(&self) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.backfill_zones().await)
+    }
     async fn compact_tallies(&self, margin_ms: i64) -> Result<Option<i32>, StoreError> {
         dispatch!(self, s => s.compact_tallies(margin_ms).await)
     }

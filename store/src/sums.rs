@@ -204,7 +204,7 @@ async fn fetch_being<S: ReportStore + ?Sized>(
 
 /// The tallies of `scope` and `kinds` a report of `f` over `periods` reads (of the
 /// places of `page` only, when given). A whole report in a zone other than UTC, of a
-/// scope kept by quarter hour (products, ads), reads whole UTC days and the quarters
+/// scope kept by quarter hour (all but sales and carts), reads whole UTC days and the quarters
 /// that leave them ([`Periods::mixed`]), both at once, netted into tallies per period.
 async fn read<S: ReportStore + ?Sized>(
     store: &S,
@@ -215,7 +215,7 @@ async fn read<S: ReportStore + ?Sized>(
     page: Option<&PlacePage>,
 ) -> Result<Vec<SummedTally>, StoreError> {
     let q = query_of(f, periods, scope, kinds, page);
-    let by_quarter = matches!(scope, Scope::Product | Scope::Creative);
+    let by_quarter = scope.by_quarter();
     let mixed = (by_quarter && page.is_none())
         .then(|| periods.mixed())
         .flatten();
@@ -394,8 +394,8 @@ pub async fn ad_page<S: ReportStore + ?Sized>(
     .await
 }
 
-/// The video funnel: rows per campaign, creative (the video id) and period (UTC days,
-/// weeks, months or the whole range: views are kept per UTC day), each with its
+/// The video funnel: rows per campaign, creative (the video id) and period (in any
+/// zone: views are kept per UTC day and quarter hour), each with its
 /// creative's billable ad impressions; or, with the filter's `adId`, the stored
 /// views' rows of that served ad per UTC day.
 pub async fn funnel_report<S: ReportStore + ?Sized>(
@@ -424,8 +424,15 @@ pub async fn funnel_page<S: ReportStore + ?Sized>(
         // The whole report: both reads at once.
         None => {
             let (views, ads) = futures_util::future::try_join(
-                fetch(store, &views_query),
-                fetch(store, &ads_query),
+                read(store, f, periods, Scope::Video, &[], None),
+                read(
+                    store,
+                    f,
+                    periods,
+                    Scope::Creative,
+                    &[Kind::AdImpression],
+                    None,
+                ),
             )
             .await?;
             let rows = rollup::funnel_rows(&views, periods);
@@ -452,8 +459,8 @@ pub async fn funnel_page<S: ReportStore + ?Sized>(
     Ok(page)
 }
 
-/// The campaign summary per campaign and period (UTC: its sales are kept per UTC
-/// day of the order, then put in their periods).
+/// The campaign summary per campaign and period, in any zone (every column is kept
+/// per UTC day and quarter hour).
 /// `max_bid` gives each campaign's bid per click for spend ([`campaigns::report`]).
 pub async fn campaign_summary<S: ReportStore + ?Sized>(
     store: &S,
@@ -469,22 +476,12 @@ pub async fn campaign_summary<S: ReportStore + ?Sized>(
     )
     .await?;
     let (ads, products) = rollup::campaign_parts(&summed, periods);
-    // A UTC day's label in its period.
-    let relabel = |day: &mut String| {
-        if let Some(d) = crate::model::parse_day(day) {
-            let start = crate::model::tallies::Grain::Day.start_ms(d);
-            if let Some(p) = periods.period_of(start) {
-                *day = periods.label(p).day;
-            }
-        }
-    };
-    let mut parts = CampaignParts {
+    let parts = CampaignParts {
         ads,
         products,
         funnel: rollup::funnel_rows(&summed, periods),
         cart_adds: rollup::cart_adds_rows(&summed, periods),
-        sales: crate::model::tallies::sales::campaign_rows(&sales),
+        sales: crate::model::tallies::sales::campaign_rows(&sales, periods),
     };
-    parts.sales.iter_mut().for_each(|r| relabel(&mut r.day));
     Ok(campaigns::report(&parts, max_bid))
 }

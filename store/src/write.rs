@@ -147,6 +147,12 @@ pub trait WriteStore: Backend {
     /// aggregator before its first write; true when it did it now.
     fn backfill_sales(&self, w: &Windows) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Counts what a store written before the campaigns', videos' and campaigns'
+    /// sales' quarter hours holds into them, once (see
+    /// [`crate::model::tallies::zones`]): called by the aggregator after the other
+    /// backfills and before its first write; true when it did it now.
+    fn backfill_zones(&self) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Sums the closed days' tallies over the log partitions, where the backend keeps
     /// them apart (ClickHouse: `rollups_closed`; see its `compact` module), so reads
     /// cost their answer's rows; `margin_ms` covers a writer's time between a late

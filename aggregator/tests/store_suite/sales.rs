@@ -449,6 +449,9 @@ pub async fn backfilled_as_the_report_attributes(store: &impl Store) {
         "not attributed yet"
     );
     assert!(store.backfill_sales(&w).await.expect("backfill"));
+    // The aggregator's start goes on with the zones' backfill (the campaign summary's
+    // sales by quarter hour, read below).
+    assert!(store.backfill_zones().await.expect("the zones' backfill"));
     let check = || async {
         let mut rows = 0;
         for c in [None, Some(""), Some("c1"), Some("c2")] {
@@ -471,6 +474,7 @@ pub async fn backfilled_as_the_report_attributes(store: &impl Store) {
     };
     check().await;
     assert!(!store.backfill_sales(&w).await.expect("once"));
+    assert!(!store.backfill_zones().await.expect("once"));
     check().await;
 }
 
@@ -504,5 +508,22 @@ pub async fn campaign_sales_both_ways(
         .campaign_sales(&ReportFilter::default(), &Windows::default())
         .await
         .expect("campaign sales");
-    (sales_t::campaign_rows(&summed), facts)
+    let days = summed.iter().map(|s| s.place.bucket);
+    let (first, last) = (days.clone().min().unwrap_or(0), days.max().unwrap_or(0));
+    let periods = rm_store::model::periods::Periods::utc_days(first, last);
+    let rows = sales_t::campaign_rows(&summed, &periods);
+    // The quarter hours hold the same sales: summed into the same UTC days they are
+    // the days' rows.
+    let quarters = store
+        .tallies(&TallyQuery {
+            grain: Grain::Quarter,
+            from: Grain::Quarter.bucket(Grain::Day.start_ms(first)),
+            to: Grain::Quarter.bucket(Grain::Day.start_ms(last + 1)) - 1,
+            ..q
+        })
+        .await
+        .expect("tallies")
+        .expect("counted by quarter hour");
+    assert_eq!(sales_t::campaign_rows(&quarters, &periods), rows);
+    (rows, facts)
 }

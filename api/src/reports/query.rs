@@ -11,9 +11,8 @@
 //! **Time zones and periods** (products, ads, funnel, campaigns). `timeZone` is an
 //! IANA name (default `UTC`): `from` and `to` are then local dates of that zone, and
 //! rows are cut by `granularity` (`hour`, `day` the default, `week`, `month`,
-//! `summary`) in it (`rm_store::model::periods`). The video funnel and the campaign
-//! summary take UTC only and no hours (views, carts and sales are kept by UTC day);
-//! the other reports are by UTC day. Hourly rows cover at most [`MAX_HOURLY_DAYS`]
+//! `summary`) in it (`rm_store::model::periods`); every count they read is kept per
+//! UTC day and quarter hour. The other reports are by UTC day. Hourly rows cover at most [`MAX_HOURLY_DAYS`]
 //! days. A drill-down by served ad (`adId`: products, ads and the funnel) reads the
 //! stored facts: UTC days, at most [`MAX_DRILL_DOWN_DAYS`] (also its default range).
 
@@ -207,24 +206,10 @@ fn bound_periods(
                 ));
             }
         }
-        ReportKind::Products | ReportKind::Ads => {}
-        ReportKind::Campaigns | ReportKind::VideoFunnel => {
-            if tz != chrono_tz::Tz::UTC || granularity == Granularity::Hour {
-                let what = if kind == ReportKind::Campaigns {
-                    "the campaign summary's video, cart and sales columns are kept by UTC day: \
-                     it takes"
-                } else {
-                    "video views are kept by UTC day: the funnel takes"
-                };
-                return Err(ApiError::invalid(
-                    field,
-                    format!(
-                        "{what} UTC and day, week, month or summary (the products and ads \
-                         reports take any time zone and hours)"
-                    ),
-                ));
-            }
-        }
+        ReportKind::Products
+        | ReportKind::Ads
+        | ReportKind::Campaigns
+        | ReportKind::VideoFunnel => {}
         ReportKind::Carts | ReportKind::CartCampaigns | ReportKind::Sales => {
             if !utc_days {
                 return Err(ApiError::invalid(
@@ -341,25 +326,22 @@ mod tests {
             "granularity"
         );
         assert!(at(ReportKind::Campaigns, "granularity=month").is_ok());
-        assert_eq!(
-            field(at(ReportKind::Campaigns, "timeZone=Europe/Paris").unwrap_err()),
-            "timeZone"
-        );
-        assert_eq!(
-            field(
-                at(
-                    ReportKind::Campaigns,
-                    "granularity=hour&from=2026-11-01&to=2026-11-01"
-                )
-                .unwrap_err()
-            ),
-            "granularity"
-        );
-        assert_eq!(
-            field(at(ReportKind::VideoFunnel, "timeZone=Europe/Paris").unwrap_err()),
-            "timeZone"
-        );
+        // The campaign summary and the funnel read quarter hours in a zone or by hour.
+        for kind in [ReportKind::Campaigns, ReportKind::VideoFunnel] {
+            let r = at(kind, "timeZone=Europe/Paris").expect("any zone");
+            assert_eq!(r.periods.plan().0, rm_store::model::tallies::Grain::Quarter);
+            let r = at(kind, "granularity=hour&from=2026-11-01&to=2026-11-01").expect("hours");
+            assert_eq!(r.periods.plan().0, rm_store::model::tallies::Grain::Quarter);
+            assert_eq!(
+                field(at(kind, "timeZone=Mars/Olympus").unwrap_err()),
+                "timeZone"
+            );
+        }
         assert!(at(ReportKind::VideoFunnel, "granularity=week").is_ok());
+        assert_eq!(
+            field(at(ReportKind::Sales, "timeZone=Europe/Paris").unwrap_err()),
+            "timeZone"
+        );
         assert_eq!(
             field(at(ReportKind::Carts, "granularity=week").unwrap_err()),
             "granularity"

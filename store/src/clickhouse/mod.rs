@@ -62,6 +62,7 @@ mod sales;
 mod schema;
 mod tallies;
 mod write;
+mod zones;
 
 pub use error::REFUSED_CODES;
 pub use query::{KEYS_PER_QUERY, KEY_BYTES_PER_QUERY};

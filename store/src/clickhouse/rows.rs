@@ -677,6 +677,7 @@ impl SummedTallyCh {
                 | Metric::SalesBackfilled
                 | Metric::CartsBackfilled
                 | Metric::LinesBackfilled
+                | Metric::ZonesBackfilled
         ) {
             return Ok(None);
         }

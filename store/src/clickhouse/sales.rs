@@ -84,6 +84,21 @@ impl ClickHouseStore {
         Ok(out)
     }
 
+    /// Every stored order's state (the zones' backfill: a store's first start on
+    /// this version).
+    pub(crate) async fn all_order_states(&self) -> Result<Vec<OrderCredits>, StoreError> {
+        let rows: Vec<OrderCreditCh> = self
+            .client()
+            .query(
+                "SELECT order_id, argMax(state, version) AS s, max(version) AS v \
+                 FROM order_credits GROUP BY order_id",
+            )
+            .fetch_all()
+            .await
+            .map_err(ch("load order states"))?;
+        rows.iter().map(OrderCreditCh::state).collect()
+    }
+
     /// The stored touches of `shoppers` dated `from..=to`.
     pub(crate) async fn shoppers_touches(
         &self,
@@ -246,7 +261,10 @@ impl ClickHouseStore {
                 }
                 for (k, d) in sales::moves(&Default::default(), &state.counts(), BACKFILL_PARTITION)
                 {
-                    *counts.entry(k).or_default() += d;
+                    // The quarter hours are the zones' backfill's, which follows.
+                    if !crate::model::tallies::zones::is_zoned(&k.place) {
+                        *counts.entry(k).or_default() += d;
+                    }
                 }
                 states.push(state);
             }

@@ -110,7 +110,8 @@ impl ClickHouseStore {
                 self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
             }
         }
-        self.mark_sales_if_new().await
+        self.mark_sales_if_new().await?;
+        self.mark_zones_if_new().await
     }
 
     async fn has_marker(&self) -> Result<bool, StoreError> {
@@ -441,13 +442,14 @@ impl ClickHouseStore {
         self.clear_compaction().await?;
         self.backfill(window).await?;
         // Every order attributed again, with the windows given.
-        self.backfill_order_sales(w).await.map(|_| ())
+        self.backfill_order_sales(w).await?;
+        self.backfill_zones_once().await.map(|_| ())
     }
 }
 
 /// A view's row as stored.
 #[derive(clickhouse::Row, Deserialize)]
-struct ViewRowRead {
+pub(super) struct ViewRowRead {
     ad_id: String,
     video_id: String,
     tracking_id: String,
@@ -472,7 +474,7 @@ struct ViewRowRead {
 }
 
 impl ViewRowRead {
-    fn row(self) -> Result<ViewRow, StoreError> {
+    pub(super) fn row(self) -> Result<ViewRow, StoreError> {
         Ok(ViewRow {
             key: ViewKey {
                 ad_id: self.ad_id,

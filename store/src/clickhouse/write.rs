@@ -429,6 +429,13 @@ impl WriteStore for ClickHouseStore {
         r
     }
 
+    async fn backfill_zones(&self) -> Result<bool, StoreError> {
+        // Not bounded by the operation timeout: it reads every stored view once.
+        let r = self.backfill_zones_once().await;
+        self.inner.note(&r);
+        r
+    }
+
     async fn compact_tallies(&self, margin_ms: i64) -> Result<Option<i32>, StoreError> {
         // Not bounded by the operation timeout: the first one sums every closed day.
         let r = self.compact(margin_ms).await;

@@ -75,6 +75,7 @@ mod reports;
 mod sales;
 mod tallies;
 mod write;
+mod zones;
 
 use codec::{ad_key, corrupt, key, parse, product_key, touch_key, val, view_val};
 use entities::Index;
@@ -141,6 +142,7 @@ impl EmbeddedStore {
         sales::index_if_missing(&w)?;
         cart_lines::index_if_missing(&w)?;
         sales::mark_if_new(&w)?;
+        zones::mark_if_new(&w)?;
         w.commit().map_err(err)?;
         let index = Index::recover(&db)?;
         Ok(Self {

@@ -243,7 +243,10 @@ pub(super) fn backfill(db: &Database, w: &Windows) -> Result<Option<usize>, Stor
     let mut counts: std::collections::BTreeMap<TallyKey, i64> = Default::default();
     for s in &states {
         for (k, d) in sales::moves(&Default::default(), &s.counts(), BACKFILL_PARTITION) {
-            *counts.entry(k).or_default() += d;
+            // The quarter hours are the zones' backfill's, which follows.
+            if !crate::model::tallies::zones::is_zoned(&k.place) {
+                *counts.entry(k).or_default() += d;
+            }
         }
     }
     let n = counts.len();

@@ -96,7 +96,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Reads a key back.
-fn decode(b: &[u8]) -> Result<TallyKey, StoreError> {
+pub(super) fn decode(b: &[u8]) -> Result<TallyKey, StoreError> {
     let mut r = Reader { b, at: 0 };
     let campaign_id = r.string()?;
     let sg = r.take(2)?;

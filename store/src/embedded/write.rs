@@ -205,6 +205,21 @@ impl EmbeddedStore {
         Ok(done.is_some())
     }
 
+    /// The zones' backfill (the quarter hours of campaigns, videos and campaigns'
+    /// sales of a store an earlier version wrote, with their marker, in one
+    /// transaction), once.
+    async fn backfill_zones_once(&self) -> Result<bool, StoreError> {
+        let done = self.blocking(super::zones::backfill).await?;
+        if let Some(n) = done {
+            tracing::info!(
+                tallies = n,
+                "counted the store's earlier events, views, cart adds and sales into \
+                 their campaigns' quarter hours"
+            );
+        }
+        Ok(done.is_some())
+    }
+
     /// The cart products' backfill (their places' counts of every stored line, with
     /// their marker, in one transaction), once.
     async fn backfill_carts(&self) -> Result<bool, StoreError> {
@@ -238,7 +253,8 @@ impl EmbeddedStore {
         self.blocking(super::tallies::clear).await?;
         self.blocking(super::sales::clear).await?;
         self.backfill_with(window).await?;
-        self.backfill_sales(w).await.map(|_| ())
+        self.backfill_sales(w).await?;
+        self.backfill_zones_once().await.map(|_| ())
     }
 }
 
@@ -357,6 +373,10 @@ impl WriteStore for EmbeddedStore {
             );
         }
         Ok(done.is_some())
+    }
+
+    async fn backfill_zones(&self) -> Result<bool, StoreError> {
+        self.backfill_zones_once().await
     }
 
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {

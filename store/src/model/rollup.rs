@@ -115,6 +115,7 @@ impl Acc {
             | Metric::SalesBackfilled
             | Metric::CartsBackfilled
             | Metric::LinesBackfilled
+            | Metric::ZonesBackfilled
             | Metric::Progress => {}
         }
     }

@@ -72,6 +72,7 @@ pub mod moves;
 pub mod page;
 pub mod sales;
 pub mod views;
+pub mod zones;
 
 use carts::CartField;
 use sales::SaleField;
@@ -136,6 +137,11 @@ pub enum Metric {
     /// their entries (`cart_lines`, [`crate::model::carts::lines`]; one row, value 1,
     /// at [`Place::carts_marker`]).
     LinesBackfilled,
+    /// The marker of the zones' backfill: the store's earlier events, views, cart
+    /// adds and attributed sales are counted at their campaigns' and videos' quarter
+    /// hours, so the campaign summary and the video funnel read in any zone (one row,
+    /// value 1, at [`Place::zones_marker`]).
+    ZonesBackfilled,
     /// The offset of the last record of a partition folded (value and stamp), at
     /// [`Place::progress`]: how far the writers of the partition got.
     Progress,
@@ -149,7 +155,8 @@ impl Metric {
     /// for events, `64 + kind * 16 + status` for statuses, `128 + field` for the
     /// video funnel, `192 + field` for cart lines, `224 + field` for sales, 255 for
     /// the marker, 254 for a partition's progress, 253 for the sales' marker, 252
-    /// for the cart products' marker, 251 for the carts report's index's.
+    /// for the cart products' marker, 251 for the carts report's index's, 250 for the
+    /// zones'.
     pub fn code(self) -> u16 {
         match self {
             Self::Events(kind, why) => {
@@ -165,6 +172,7 @@ impl Metric {
             Self::SalesBackfilled => 253,
             Self::CartsBackfilled => 252,
             Self::LinesBackfilled => 251,
+            Self::ZonesBackfilled => 250,
             Self::Backfilled => 255,
             Self::Progress => 254,
         }
@@ -186,6 +194,7 @@ impl Metric {
             253 => return Some(Self::SalesBackfilled),
             252 => return Some(Self::CartsBackfilled),
             251 => return Some(Self::LinesBackfilled),
+            250 => return Some(Self::ZonesBackfilled),
             224.. => {
                 return SaleField::ALL
                     .get(usize::from(code - 224))
@@ -234,6 +243,7 @@ impl Metric {
             | Self::SalesBackfilled
             | Self::CartsBackfilled
             | Self::LinesBackfilled
+            | Self::ZonesBackfilled
             | Self::Progress => None,
         }
     }
@@ -266,6 +276,15 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// The scopes counted per quarter hour since the zones' backfill
+    /// ([`Metric::ZonesBackfilled`]); products and ads were from the start.
+    pub const ZONED: [Scope; 3] = [Self::Campaign, Self::Video, Self::CampaignSales];
+
+    /// The scopes counted per quarter hour beside UTC days.
+    pub fn by_quarter(self) -> bool {
+        matches!(self, Self::Creative | Self::Product) || Self::ZONED.contains(&self)
+    }
+
     /// The scope of a stored code (`scope as u8`), `None` when unknown.
     pub fn from_code(code: u8) -> Option<Self> {
         [
@@ -399,6 +418,14 @@ impl Place {
             ..Self::marker()
         }
     }
+
+    /// The zones' backfill marker's place.
+    pub fn zones_marker() -> Self {
+        Self {
+            scope: Scope::Video,
+            ..Self::marker()
+        }
+    }
 }
 
 /// One tally: a metric at a place.
@@ -448,6 +475,14 @@ impl TallyKey {
         Self {
             place: Place::carts_marker(),
             metric: Metric::LinesBackfilled,
+        }
+    }
+
+    /// The zones' backfill marker's key.
+    pub fn zones_marker() -> Self {
+        Self {
+            place: Place::zones_marker(),
+            metric: Metric::ZonesBackfilled,
         }
     }
 }
@@ -643,9 +678,13 @@ impl TallyQuery {
         }
     }
 
-    /// The marker whose presence says the query's tallies are complete: the sales'
+    /// The marker whose presence says the query's tallies are complete: the zones'
+    /// for the quarter hours of campaigns, videos and campaigns' sales, the sales'
     /// for sales, else the backfill's.
     pub fn marker(&self) -> TallyKey {
+        if self.grain == Grain::Quarter && Scope::ZONED.contains(&self.scope) {
+            return TallyKey::zones_marker();
+        }
         match self.scope {
             Scope::Sales | Scope::CampaignSales => TallyKey::sales_marker(),
             Scope::CartProduct => TallyKey::carts_marker(),
@@ -831,6 +870,7 @@ mod tests {
             Metric::SalesBackfilled,
             Metric::CartsBackfilled,
             Metric::LinesBackfilled,
+            Metric::ZonesBackfilled,
         ];
         all.extend(SaleField::ALL.iter().map(|f| Metric::Sale(*f)));
         all.extend(ViewField::ALL.iter().map(|f| Metric::View(*f)));
@@ -857,7 +897,7 @@ mod tests {
             "a verified status is no metric"
         );
         assert_eq!(Metric::from_code(9 + 16 * 3 + 1), None);
-        assert_eq!(Metric::from_code(250), None);
+        assert_eq!(Metric::from_code(249), None);
         assert_eq!(Metric::from_code(192 + 7), None);
         for m in [
             Metric::Backfilled,

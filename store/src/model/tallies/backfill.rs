@@ -4,7 +4,9 @@
 //! clicks through the click window as those reports apply it: facts stored before
 //! the served-ad rules were never judged by them), in its three places under
 //! [`BACKFILL_PARTITION`]; each stored view's row counts as the funnel report counts
-//! it, and the cart adds as the campaign summary's fact report counted them.
+//! it, and the cart adds as the campaign summary's fact report counted them. The
+//! quarter hours of campaigns and videos are the zones' backfill's
+//! ([`super::zones`]), which follows this one.
 
 use std::collections::BTreeMap;
 
@@ -122,10 +124,13 @@ impl Counts {
         }
     }
 
-    /// Counts stored views' rows (each as the funnel report counts it).
+    /// Counts stored views' rows (each as the funnel report counts it) on their
+    /// days (the zones' backfill counts their quarter hours, [`super::zones`]).
     pub fn views<'a>(&mut self, rows: impl IntoIterator<Item = &'a ViewRow>) {
         for row in rows {
-            for (key, n) in views::moves(None, row, BACKFILL_PARTITION) {
+            let first_ms = super::Grain::Day.start_ms(row.day);
+            let v = views::Counted { row, first_ms };
+            for (key, n) in views::moves(None, v, BACKFILL_PARTITION) {
                 *self.0.entry(key).or_default() += n;
             }
         }
@@ -153,10 +158,14 @@ impl Counts {
     }
 
     /// The rows to write (stamp 0, under [`BACKFILL_PARTITION`]); the marker is
-    /// [`super::marker_row`], written after them.
+    /// [`super::marker_row`], written after them. The quarter hours of campaigns and
+    /// videos are left to the zones' backfill, which runs after this one
+    /// ([`super::zones`]: it counts them from the creatives' quarter hours this one
+    /// writes, and from the stored views with their facts' times).
     pub fn rows(self) -> Vec<(TallyKey, Tally)> {
         self.0
             .into_iter()
+            .filter(|(k, _)| !super::zones::is_zoned(&k.place))
             .map(|(k, value)| (k, Tally { value, stamp: 0 }))
             .collect()
     }

@@ -4,11 +4,12 @@
 //! contributions before and after it ([`moves`]), stamped like any tally. Pure: the
 //! aggregator's fold and the backfill both count through it.
 //!
-//! A line's contributions, per campaign and UTC day ([`Adds`]):
-//! - at its campaign's place ([`place`], the campaign summary's `cartsAdded` and
+//! A line's contributions, per campaign and quarter hour ([`Adds`]):
+//! - at its campaign's places ([`place`], the campaign summary's `cartsAdded` and
 //!   `invalidCartsAdded`): its adds (an event that takes the line from no units to
-//!   some, [`crate::model::carts::Transition::Add`]) on the day of the add, valid when
-//!   the event's ad id verified, else beside;
+//!   some, [`crate::model::carts::Transition::Add`]) on the UTC day and in the quarter
+//!   hour of the add (so the summary reads in any zone), valid when the event's ad id
+//!   verified, else beside;
 //! - at its campaign's product place ([`product_place`]: the line's scoped catalog
 //!   and product, [`Scope::CartProduct`]; the carts-per-campaign report), the events
 //!   of verified ad ids only, as [`crate::model::carts::campaign_rollup`] counts them:
@@ -71,8 +72,18 @@ impl CartField {
     }
 }
 
-/// A line's contributions per (campaign, UTC day), by [`CartField::index`].
+/// A line's contributions per (campaign, quarter hour), by [`CartField::index`].
 pub type Adds = BTreeMap<(String, i32), [i64; 7]>;
+
+/// The quarter hour of an instant.
+fn quarter(time_ms: i64) -> i32 {
+    Grain::Quarter.bucket(time_ms)
+}
+
+/// The UTC day of a quarter hour.
+fn day_of_quarter(q: i32) -> i32 {
+    day_of(Grain::Quarter.start_ms(q))
+}
 
 /// The contributions of a line's facts, kept in order by `insert_fact` (time, then
 /// key).
@@ -82,7 +93,7 @@ pub fn adds(facts: &[CartFact]) -> Adds {
     for f in facts {
         let t = Transition::of(prev, f.units);
         let at = out
-            .entry((f.campaign_id.clone(), day_of(f.time_ms)))
+            .entry((f.campaign_id.clone(), quarter(f.time_ms)))
             .or_default();
         if f.status.is_billable() {
             at[CartField::Events.index()] += 1;
@@ -114,7 +125,7 @@ pub fn adds(facts: &[CartFact]) -> Adds {
             .unwrap_or_default();
         let (whole, e8) = sales::split_amount(value);
         let at = out
-            .entry((last.campaign_id.clone(), day_of(last.time_ms)))
+            .entry((last.campaign_id.clone(), quarter(last.time_ms)))
             .or_default();
         at[CartField::ValueWhole.index()] += whole;
         at[CartField::ValueE8.index()] += e8;
@@ -129,11 +140,16 @@ fn units(n: u64) -> i64 {
 
 /// The place a line's adds count in: its campaign's, on UTC `day`, in log `partition`.
 pub fn place(campaign: &str, day: i32, partition: i32) -> Place {
+    place_at(campaign, Grain::Day, day, partition)
+}
+
+/// A campaign's place of `grain` and `bucket`, in log `partition`.
+fn place_at(campaign: &str, grain: Grain, bucket: i32, partition: i32) -> Place {
     Place {
         campaign_id: campaign.to_owned(),
         scope: Scope::Campaign,
-        grain: Grain::Day,
-        bucket: day,
+        grain,
+        bucket,
         creative: String::new(),
         catalog_id: String::new(),
         product_code: String::new(),
@@ -152,42 +168,49 @@ pub fn product_place(line: &CartKey, campaign: &str, day: i32, partition: i32) -
     }
 }
 
-/// Both places a line's event at (`campaign`, `day`) may move.
-pub fn places(line: &CartKey, campaign: &str, day: i32, partition: i32) -> [Place; 2] {
+/// Every place a line's event of `campaign` at `time_ms` may move: its campaign's
+/// day and quarter hour, and its product's day.
+pub fn places(line: &CartKey, campaign: &str, time_ms: i64, partition: i32) -> [Place; 3] {
+    let day = day_of(time_ms);
     [
         place(campaign, day, partition),
+        place_at(campaign, Grain::Quarter, quarter(time_ms), partition),
         product_place(line, campaign, day, partition),
     ]
 }
 
-/// The net moves of `line` whose contributions were `old` and now are `new`.
+/// The net moves of `line` whose contributions were `old` and now are `new`, netted
+/// per tally (two quarter hours of a day move the same day's tally).
 pub fn moves(line: &CartKey, old: &Adds, new: &Adds, partition: i32) -> Vec<(TallyKey, i64)> {
-    let mut out = Vec::new();
+    let mut out: BTreeMap<TallyKey, i64> = BTreeMap::new();
     let zero = [0; 7];
     for key in old
         .keys()
         .chain(new.keys().filter(|k| !old.contains_key(*k)))
     {
         let (before, after) = (old.get(key).unwrap_or(&zero), new.get(key).unwrap_or(&zero));
+        let (campaign, q) = (&key.0, key.1);
+        let day = day_of_quarter(q);
         for f in CartField::ALL {
             let d = after[f.index()] - before[f.index()];
-            if d != 0 {
-                let place = if f.is_product() {
-                    product_place(line, &key.0, key.1, partition)
-                } else {
-                    place(&key.0, key.1, partition)
-                };
-                out.push((
-                    TallyKey {
-                        place,
-                        metric: Metric::Cart(f),
-                    },
-                    d,
-                ));
+            if d == 0 {
+                continue;
+            }
+            let metric = Metric::Cart(f);
+            if f.is_product() {
+                let place = product_place(line, campaign, day, partition);
+                *out.entry(TallyKey { place, metric }).or_default() += d;
+            } else {
+                for place in [
+                    place(campaign, day, partition),
+                    place_at(campaign, Grain::Quarter, q, partition),
+                ] {
+                    *out.entry(TallyKey { place, metric }).or_default() += d;
+                }
             }
         }
     }
-    out
+    out.into_iter().filter(|(_, d)| *d != 0).collect()
 }
 
 /// The carts-per-campaign report's rows from summed product-place tallies, per
@@ -242,6 +265,15 @@ pub fn campaign_rows(
 /// backfill's partition: what a store written before them needs (its writer adds
 /// the marker, [`TallyKey::carts_marker`], after them).
 pub fn backfill_rows(rows: &[CartEventRow]) -> Vec<(TallyKey, Tally)> {
+    backfill_rows_of(rows, |p| p.scope == Scope::CartProduct)
+}
+
+/// The counts of stored lines (each line's newest rows) at the places `keep`
+/// selects, under the backfill's partition.
+pub fn backfill_rows_of(
+    rows: &[CartEventRow],
+    keep: impl Fn(&Place) -> bool,
+) -> Vec<(TallyKey, Tally)> {
     let mut lines: BTreeMap<&CartKey, (u32, Vec<CartFact>)> = BTreeMap::new();
     for r in rows {
         let e = lines.entry(&r.key).or_insert((r.version, Vec::new()));
@@ -256,7 +288,7 @@ pub fn backfill_rows(rows: &[CartEventRow]) -> Vec<(TallyKey, Tally)> {
     for (line, (_, facts)) in lines {
         let moved = moves(line, &Adds::new(), &adds(&facts), BACKFILL_PARTITION);
         for (k, d) in moved {
-            if k.place.scope == Scope::CartProduct {
+            if keep(&k.place) {
                 *counts.entry(k).or_default() += d;
             }
         }

@@ -27,7 +27,8 @@
 //! **What is counted** ([`SaleField`], at [`Scope::Sales`]: per credited campaign
 //! ("" unattributed), catalog (scoped by the order's namespace), product, UTC day
 //! of the order and currency, kept in the place's `creative` column; and at
-//! [`Scope::CampaignSales`]: per credited campaign, day and currency, attributed lines
+//! [`Scope::CampaignSales`]: per credited campaign, UTC day and quarter hour (the
+//! campaign summary in any zone) and currency, attributed lines
 //! only): distinct orders with a line there, units, revenue (exact: whole units and
 //! the eighth-decimal remainder, two integers), and lines credited to a click and to
 //! an impression. The windows are applied when the credit is decided: a window
@@ -207,11 +208,17 @@ impl OrderCredits {
             }
             orders.insert(sales);
             if !campaign.is_empty() {
-                let p = campaign_place(campaign, line.day(), line.revenue.currency);
-                add(&p, SaleField::Units, units);
-                add(&p, SaleField::RevenueWhole, whole);
-                add(&p, SaleField::RevenueE8, e8);
-                orders.insert(p);
+                let currency = line.revenue.currency;
+                let quarter = Grain::Quarter.bucket(line.time_ms);
+                for p in [
+                    campaign_place(campaign, line.day(), currency),
+                    campaign_place_at(campaign, Grain::Quarter, quarter, currency),
+                ] {
+                    add(&p, SaleField::Units, units);
+                    add(&p, SaleField::RevenueWhole, whole);
+                    add(&p, SaleField::RevenueE8, e8);
+                    orders.insert(p);
+                }
             }
         }
         for p in orders {
@@ -246,11 +253,17 @@ pub fn sales_place(campaign: &str, line: &OrderLine, currency: Currency) -> Plac
 
 /// The place of a campaign's attributed sales on a UTC day (partition 0).
 pub fn campaign_place(campaign: &str, day: i32, currency: Currency) -> Place {
+    campaign_place_at(campaign, Grain::Day, day, currency)
+}
+
+/// The place of a campaign's attributed sales in a bucket of `grain` (partition 0):
+/// its UTC day, and its quarter hour (the campaign summary in any zone).
+pub fn campaign_place_at(campaign: &str, grain: Grain, bucket: i32, currency: Currency) -> Place {
     Place {
         campaign_id: campaign.to_owned(),
         scope: Scope::CampaignSales,
-        grain: Grain::Day,
-        bucket: day,
+        grain,
+        bucket,
         creative: currency.code().to_owned(),
         catalog_id: String::new(),
         product_code: String::new(),
@@ -479,26 +492,33 @@ pub fn report_rows(
         .collect()
 }
 
-/// The campaign summary's sales per campaign, UTC day and currency from summed
-/// [`Scope::CampaignSales`] tallies, in that order.
-pub fn campaign_rows(summed: &[SummedTally]) -> Vec<CampaignSalesRow> {
-    let mut groups: BTreeMap<(String, i32, String), [i64; 6]> = BTreeMap::new();
+/// The campaign summary's sales per campaign, period and currency from summed
+/// [`Scope::CampaignSales`] tallies (of the grain `periods` plans), in that order;
+/// `day` is the period's label.
+pub fn campaign_rows(
+    summed: &[SummedTally],
+    periods: &crate::model::periods::Periods,
+) -> Vec<CampaignSalesRow> {
+    let mut groups: BTreeMap<(String, chrono::NaiveDateTime, String), [i64; 6]> = BTreeMap::new();
     for s in summed {
         let (Metric::Sale(f), Scope::CampaignSales) = (s.metric, s.place.scope) else {
             continue;
         };
         let p = &s.place;
+        let Some(period) = periods.period_of_bucket(p.grain, p.bucket) else {
+            continue;
+        };
         groups
-            .entry((p.campaign_id.clone(), p.bucket, p.creative.clone()))
+            .entry((p.campaign_id.clone(), period, p.creative.clone()))
             .or_default()[f.index()] += s.value;
     }
     groups
         .into_iter()
         .filter(|(_, v)| v[SaleField::Orders.index()] > 0)
-        .filter_map(|((campaign, day, currency), v)| {
+        .filter_map(|((campaign, period, currency), v)| {
             Some(CampaignSalesRow {
                 campaign_id: campaign,
-                day: crate::model::format_day(day),
+                day: periods.label(period).day,
                 orders: u64::try_from(v[SaleField::Orders.index()]).unwrap_or(0),
                 revenue: join_amount(
                     v[SaleField::RevenueWhole.index()],

@@ -1,6 +1,7 @@
 //! What a video view adds to the tallies: its row's counts ([`Counts`]) at its
-//! campaign's and its creative's ([`super::Scope::Video`]) place of the UTC day of its
-//! earliest event. A view is an entity (its row is derived from its set of facts,
+//! campaign's and its creative's ([`super::Scope::Video`]) places of the UTC day and
+//! the quarter hour of its earliest event (so the funnel and the campaign summary
+//! read in any zone). A view is an entity (its row is derived from its set of facts,
 //! [`crate::model::funnel::derive_view`]), so as its events arrive its row changes,
 //! and each change moves the difference from the old row's counts to the new one's
 //! ([`moves`]), stamped with the record that made it like any other tally. Pure: the
@@ -12,7 +13,7 @@
 //! worst status is known.
 
 use super::{Grain, Metric, Place, Scope, TallyKey};
-use crate::model::funnel::ViewRow;
+use crate::model::funnel::{ViewFact, ViewRow};
 use crate::model::status::AdIdStatus;
 
 /// A count of the funnel a view row adds to (stored: [`Metric::View`] codes are
@@ -161,36 +162,66 @@ pub fn counts(row: &ViewRow) -> Counts {
     c
 }
 
-/// The two places a view row counts in: its campaign's and its creative's (the
-/// video id), on the UTC day of its earliest event, in log `partition`.
-pub fn places(row: &ViewRow, partition: i32) -> [Place; 2] {
-    places_at(&row.campaign_id, &row.key.video_id, row.day, partition)
+/// A view as the tallies count it: its row, and the time of its earliest event
+/// (the row keeps its UTC day only; the facts give the time, [`first_ms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted<'a> {
+    /// The view's row.
+    pub row: &'a ViewRow,
+    /// Its earliest event's time, ms.
+    pub first_ms: i64,
 }
 
-/// The two places a view of `campaign` and `video` counts in on UTC `day`.
-pub fn places_at(campaign: &str, video: &str, day: i32, partition: i32) -> [Place; 2] {
-    let place = |scope: Scope, creative: &str| Place {
+/// The time of a view's earliest event (0 without facts): the instant its row's
+/// `day` is the UTC day of ([`crate::model::funnel::derive_view`]).
+pub fn first_ms(facts: &[ViewFact]) -> i64 {
+    facts.iter().map(|f| f.time_ms).min().unwrap_or(0)
+}
+
+/// The four places a view counts in: its campaign's and its creative's, each on the
+/// UTC day and the quarter hour of its earliest event, in log `partition`.
+pub fn places(v: Counted<'_>, partition: i32) -> [Place; 4] {
+    places_at(
+        &v.row.campaign_id,
+        &v.row.key.video_id,
+        v.first_ms,
+        partition,
+    )
+}
+
+/// The four places a view of `campaign` and `video` whose earliest event is at
+/// `first_ms` counts in.
+pub fn places_at(campaign: &str, video: &str, first_ms: i64, partition: i32) -> [Place; 4] {
+    let place = |scope: Scope, creative: &str, grain: Grain| Place {
         campaign_id: campaign.to_owned(),
         scope,
-        grain: Grain::Day,
-        bucket: day,
+        grain,
+        bucket: grain.bucket(first_ms),
         creative: creative.to_owned(),
         catalog_id: String::new(),
         product_code: String::new(),
         partition,
     };
-    [place(Scope::Campaign, ""), place(Scope::Video, video)]
+    [
+        place(Scope::Campaign, "", Grain::Day),
+        place(Scope::Campaign, "", Grain::Quarter),
+        place(Scope::Video, video, Grain::Day),
+        place(Scope::Video, video, Grain::Quarter),
+    ]
 }
 
 /// The net moves of a view counted as `old` (`None`: not yet) that now is `new`:
 /// the old row's counts taken away where they were, the new one's added where they
 /// are, netted per tally (none when nothing changed).
-pub fn moves(old: Option<&ViewRow>, new: &ViewRow, partition: i32) -> Vec<(TallyKey, i64)> {
-    // The common case, a view that grows on its day: only the counts that changed.
+pub fn moves(old: Option<Counted<'_>>, new: Counted<'_>, partition: i32) -> Vec<(TallyKey, i64)> {
+    // The common case, a view that grows in its quarter hour: only the counts that
+    // changed.
     if let Some(o) = old.filter(|o| {
-        o.day == new.day && o.campaign_id == new.campaign_id && o.key.video_id == new.key.video_id
+        Grain::Quarter.bucket(o.first_ms) == Grain::Quarter.bucket(new.first_ms)
+            && o.row.campaign_id == new.row.campaign_id
+            && o.row.key.video_id == new.row.key.video_id
     }) {
-        let (before, after) = (counts(o), counts(new));
+        let (before, after) = (counts(o.row), counts(new.row));
         let changed: Vec<(ViewField, i64)> = ViewField::ALL
             .iter()
             .zip(before.iter().zip(after))
@@ -200,7 +231,7 @@ pub fn moves(old: Option<&ViewRow>, new: &ViewRow, partition: i32) -> Vec<(Tally
         if changed.is_empty() {
             return Vec::new();
         }
-        let mut out = Vec::with_capacity(changed.len() * 2);
+        let mut out = Vec::with_capacity(changed.len() * 4);
         for place in places(new, partition) {
             for (f, d) in &changed {
                 out.push((
@@ -215,9 +246,9 @@ pub fn moves(old: Option<&ViewRow>, new: &ViewRow, partition: i32) -> Vec<(Tally
         return out;
     }
     let mut out: Vec<(TallyKey, i64)> = Vec::new();
-    let mut add = |row: &ViewRow, sign: i64| {
-        let c = counts(row);
-        for place in places(row, partition) {
+    let mut add = |v: Counted<'_>, sign: i64| {
+        let c = counts(v.row);
+        for place in places(v, partition) {
             for (f, n) in ViewField::ALL.iter().zip(c) {
                 if n == 0 {
                     continue;
@@ -267,23 +298,39 @@ mod tests {
 
     #[test]
     fn a_view_counts_in_its_campaign_and_creative_and_moves_as_it_grows() {
+        let c = |row, first_ms| Counted { row, first_ms };
+        let at10 = 10 * crate::model::DAY_MS + 3_600_000;
         let first = row([1, 1, 0, 0, 0, 0], 10);
-        let m = moves(None, &first, 3);
-        // views, creative views, plays, pauses at two places.
-        assert_eq!(m.len(), 8);
+        let m = moves(None, c(&first, at10), 3);
+        // views, creative views, plays, pauses at four places (two days, two quarters).
+        assert_eq!(m.len(), 16);
         assert!(m.iter().all(|(_, d)| *d == 1));
+        let quarters: std::collections::BTreeSet<i32> = m
+            .iter()
+            .filter(|(k, _)| k.place.grain == Grain::Quarter)
+            .map(|(k, _)| k.place.bucket)
+            .collect();
+        assert_eq!(quarters, [10 * 96 + 4].into());
         let later = row([1, 1, 1, 0, 0, 0], 10);
-        let m = moves(Some(&first), &later, 3);
-        assert_eq!(m.len(), 2, "only the first quartile moved: {m:?}");
+        let m = moves(Some(c(&first, at10)), c(&later, at10), 3);
+        assert_eq!(m.len(), 4, "only the first quartile moved: {m:?}");
         assert!(m
             .iter()
             .all(|(k, d)| *d == 1 && k.metric == Metric::View(ViewField::FirstQuartiles)));
-        // An earlier event moves the whole view to its day.
-        let earlier = row([1, 1, 1, 0, 0, 0], 9);
-        let m = moves(Some(&later), &earlier, 3);
+        // An earlier event on the same day moves the view to its quarter hour only.
+        let m = moves(Some(c(&later, at10)), c(&later, at10 - 1_800_000), 3);
         assert_eq!(m.iter().map(|(_, d)| d).sum::<i64>(), 0);
+        assert!(
+            m.iter().all(|(k, _)| k.place.grain == Grain::Quarter),
+            "{m:?}"
+        );
         assert_eq!(m.len(), 20);
-        assert!(moves(Some(&earlier), &earlier, 3).is_empty());
+        // One on the day before moves it whole.
+        let earlier = row([1, 1, 1, 0, 0, 0], 9);
+        let m = moves(Some(c(&later, at10)), c(&earlier, at10 - 7_200_000), 3);
+        assert_eq!(m.iter().map(|(_, d)| d).sum::<i64>(), 0);
+        assert_eq!(m.len(), 40);
+        assert!(moves(Some(c(&earlier, 5)), c(&earlier, 5), 3).is_empty());
     }
 
     #[test]

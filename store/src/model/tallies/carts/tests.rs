@@ -30,18 +30,25 @@ fn fact(t: i64, units: u64, campaign: &str) -> CartFact {
 #[test]
 fn a_late_event_turns_an_add_into_an_increment() {
     let day = 86_400_000;
-    let added = |a: &Adds, c: &str| a.get(&(c.into(), 1)).map(|v| v[0..2].to_vec());
+    // Adds are kept per quarter hour: the first of day 1 is 96.
+    let added = |a: &Adds, c: &str| a.get(&(c.into(), 96)).map(|v| v[0..2].to_vec());
     let before = adds(&[fact(day + 10, 2, "a")]);
     assert_eq!(added(&before, "a"), Some(vec![1, 0]));
     // An add of campaign b earlier the same line: a's event is an increment now.
     let after = adds(&[fact(day + 5, 1, "b"), fact(day + 10, 2, "a")]);
     let m = moves(&line(), &before, &after, 0);
-    let by: Vec<(&str, i64)> = m
-        .iter()
-        .filter(|(k, _)| k.metric == Metric::Cart(CartField::Added))
-        .map(|(k, d)| (k.place.campaign_id.as_str(), *d))
-        .collect();
-    assert_eq!(by, vec![("a", -1), ("b", 1)]);
+    let by = |grain: Grain| -> Vec<(&str, i64)> {
+        m.iter()
+            .filter(|(k, _)| k.metric == Metric::Cart(CartField::Added) && k.place.grain == grain)
+            .map(|(k, d)| (k.place.campaign_id.as_str(), *d))
+            .collect()
+    };
+    assert_eq!(by(Grain::Day), vec![("a", -1), ("b", 1)]);
+    assert_eq!(
+        by(Grain::Quarter),
+        vec![("a", -1), ("b", 1)],
+        "and their quarter hours"
+    );
     // a's event now adds one unit (2 - 1), not two.
     let units: Vec<(&str, i64)> = m
         .iter()
