@@ -1061,6 +1061,25 @@ async fn embedded_carts_of_the_previous_version_are_counted() {
     );
 }
 
+/// A store the previous version wrote (no zoned quarter hours) and crashed in, then
+/// upgraded mid-stream, counts as one folded by this version alone.
+#[tokio::test]
+async fn embedded_zones_of_the_previous_version_are_backfilled() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = EmbeddedStore::path(dir.path());
+    let store = EmbeddedStore::open(&path).expect("open");
+    let (_, got) = rollups::zones_backfilled_mid_stream(store, 1, |store| async {
+        drop(store);
+        migration::drop_zones(&path);
+        EmbeddedStore::open(&path).expect("open the previous version's store")
+    })
+    .await;
+    let fresh = tempfile::tempdir().expect("tempdir");
+    let embedded = EmbeddedStore::open(&EmbeddedStore::path(fresh.path())).expect("open");
+    let want = rollups::counted_as_the_reports_count(&embedded, 1, true).await;
+    assert_eq!(got, want, "as folded by this version alone");
+}
+
 #[tokio::test]
 async fn sales_stores_of_the_previous_version_are_converted() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1340,6 +1359,44 @@ async fn cart_lines_of_the_previous_version_are_indexed(url: &str) {
     drop_database(url, &config.database).await;
 }
 
+/// A store of the previous version (no zoned quarter hours, no zones' marker), which
+/// crashed mid-batch: upgraded mid-stream, it counts as one folded by this version
+/// alone.
+async fn zones_of_the_previous_version_are_backfilled(url: &str) {
+    let config = fresh_database(url, "zones");
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    let client = clickhouse::Client::default()
+        .with_url(url.to_owned())
+        .with_validation(false)
+        .with_database(config.database.clone());
+    let reconnect = config.clone();
+    let (_, got) = rollups::zones_backfilled_mid_stream(store, 2, |store| async move {
+        drop(store);
+        let doomed = "(grain = 1 AND scope IN (0, 3, 5)) OR metric = 250";
+        client
+            .query(&format!("ALTER TABLE rollups DELETE WHERE {doomed}"))
+            .execute()
+            .await
+            .expect("delete the quarter hours");
+        let left = format!("SELECT count() FROM rollups WHERE {doomed}");
+        for _ in 0..200 {
+            if client.query(&left).fetch_one::<u64>().await.expect("count") == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        ClickHouseStore::connect(&reconnect)
+            .await
+            .expect("connect again")
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let embedded = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    let want = rollups::counted_as_the_reports_count(&embedded, 2, true).await;
+    assert_eq!(got, want, "as folded by this version alone");
+    drop_database(url, &config.database).await;
+}
+
 /// ClickHouse 18.16 (Debian's `clickhouse-server`).
 #[tokio::test]
 async fn clickhouse() {
@@ -1475,6 +1532,7 @@ async fn same_reports_as_embedded(url: String) {
         }
         rollups_of_the_previous_order_are_re_sorted(&url).await;
         cart_lines_of_the_previous_version_are_indexed(&url).await;
+        zones_of_the_previous_version_are_backfilled(&url).await;
         let raced = fresh_database(&url, "backfills");
         let store2 = ClickHouseStore::connect(&raced).await.expect("connect");
         tallies::the_first_of_two_backfills_wins(&store2).await;

@@ -542,6 +542,75 @@ async fn counted(store: &impl Store, seed: u64, reports: bool, compact: bool) ->
     out
 }
 
+/// A store the previous version wrote until a crash mid-batch (that batch's tallies
+/// written, its served ads' states too, not its facts), then started on this version:
+/// `forget` takes away what that version never wrote (the campaigns', videos' and
+/// campaigns' sales' quarter hours and the zones' marker). Those quarter hours are
+/// unavailable until the aggregator's start counts them (`backfill_zones`); then the
+/// batch is replayed and the rest of the stream folded. Returns the store and its
+/// transcript, which must be the one of the stream folded by this version alone
+/// (each zoned quarter hour adds up to its day in it).
+pub(crate) async fn zones_backfilled_mid_stream<S, F, Fut>(
+    store: S,
+    seed: u64,
+    forget: F,
+) -> (S, Vec<String>)
+where
+    S: Store,
+    F: FnOnce(S) -> Fut,
+    Fut: std::future::Future<Output = S>,
+{
+    let (records, positions) = stream(seed);
+    let cut = records.len() / 2;
+    let mut rng = Rng(seed ^ 0x2026);
+    let mut i = 0;
+    while i < cut {
+        let end = (i + 1 + rng.below(40) as usize).min(cut);
+        let w = fold_loaded(&store, &records[i..end], &positions[i..end]).await;
+        store.write(&w).await.expect("write");
+        i = end;
+    }
+    let end = (cut + 30).min(records.len());
+    let w = fold_loaded(&store, &records[cut..end], &positions[cut..end]).await;
+    let partial = BatchWrite {
+        tallies: w.tallies.clone(),
+        served: w.served.clone(),
+        ..BatchWrite::default()
+    };
+    store.write(&partial).await.expect("write part");
+    let store = forget(store).await;
+    let zoned = TallyQuery {
+        campaigns: None,
+        scope: Scope::Campaign,
+        grain: Grain::Quarter,
+        from: i32::MIN,
+        to: i32::MAX,
+        kinds: Vec::new(),
+        catalog_id: None,
+        page: None,
+        only: Vec::new(),
+    };
+    assert_eq!(
+        store.tallies(&zoned).await.expect("read"),
+        None,
+        "seed {seed}: the quarter hours wait for the zones' backfill"
+    );
+    assert!(!store.backfill_tallies().await.expect("backfill"));
+    assert!(store.backfill_zones().await.expect("the zones' backfill"));
+    assert!(!store.backfill_zones().await.expect("once"));
+    // The aggregator's start: the crashed batch replayed, then the rest.
+    let mut i = cut;
+    while i < records.len() {
+        let end = (i + 1 + rng.below(40) as usize).min(records.len());
+        let w = fold_loaded(&store, &records[i..end], &positions[i..end]).await;
+        store.write(&w).await.expect("write");
+        i = end;
+    }
+    let mut out = transcript(&store, seed, false).await;
+    out.extend(super::cart_lines::as_folded(&store, seed).await);
+    (store, out)
+}
+
 /// Checks the store's tallies against its reports (`reports`) and against each other
 /// (see [`counted`]); returns the transcript.
 pub(crate) async fn transcript(store: &impl Store, seed: u64, reports: bool) -> Vec<String> {
