@@ -314,6 +314,7 @@ fn funnel_row(
         ad_id: ad.into(),
         video_id: video.into(),
         day: day.into(),
+        period_start: format!("{day}T00:00:00Z"),
         views: m[0],
         creative_views: m[1],
         plays: m[2],

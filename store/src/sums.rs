@@ -475,13 +475,25 @@ pub async fn campaign_summary<S: ReportStore + ?Sized>(
         read(store, &f, periods, Scope::CampaignSales, &[], None),
     )
     .await?;
+    // Every part's `day` is its period's start: the summary groups by it (hours
+    // apart), then each row takes its label back.
+    let start = rollup::Label::Start;
     let (ads, products) = rollup::campaign_parts(&summed, periods);
+    let mut funnel = rollup::funnel_rows(&summed, periods);
+    for r in &mut funnel {
+        r.day = r.period_start.clone();
+    }
     let parts = CampaignParts {
         ads,
         products,
-        funnel: rollup::funnel_rows(&summed, periods),
-        cart_adds: rollup::cart_adds_rows(&summed, periods),
-        sales: crate::model::tallies::sales::campaign_rows(&sales, periods),
+        funnel,
+        cart_adds: rollup::cart_adds_labelled(&summed, periods, start),
+        sales: crate::model::tallies::sales::campaign_rows_labelled(&sales, periods, start),
     };
-    Ok(campaigns::report(&parts, max_bid))
+    let mut rows = campaigns::report(&parts, max_bid);
+    for r in &mut rows {
+        r.period_start = std::mem::take(&mut r.day);
+        r.day = r.period_start.get(..10).unwrap_or_default().to_owned();
+    }
+    Ok(rows)
 }

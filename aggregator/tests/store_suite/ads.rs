@@ -335,6 +335,7 @@ async fn check(store: &impl Store) {
         CampaignReportRow {
             campaign_id: "c7".into(),
             day: DAY0.into(),
+            period_start: format!("{DAY0}T00:00:00Z"),
             impressions: 1,
             clicks: 1,
             ctr: 1.0,
@@ -358,6 +359,7 @@ async fn check(store: &impl Store) {
         CampaignReportRow {
             campaign_id: "c7".into(),
             day: DAY1.into(),
+            period_start: format!("{DAY1}T00:00:00Z"),
             impressions: 0,
             // C2 is a repeat of the served ad: no click, no spend.
             clicks: 0,

@@ -227,8 +227,8 @@ pub fn drop_zones(path: &Path) {
             .filter(|k| {
                 let len = u32::from_be_bytes(k[..4].try_into().expect("a length")) as usize;
                 let (scope, grain) = (k[4 + len], k[5 + len]);
-                let zoned = Scope::ZONED.iter().any(|s| *s as u8 == scope)
-                    && grain == Grain::Quarter as u8;
+                let zoned =
+                    Scope::ZONED.iter().any(|s| *s as u8 == scope) && grain == Grain::Quarter as u8;
                 zoned || k[k.len() - 2..] == marker
             })
             .collect();

@@ -84,3 +84,120 @@ pub(crate) async fn read_by_pages_as_whole(store: &impl Store, from: i32, to: i3
         }
     }
 }
+
+/// An amount column's value in units of 10^-8 (`None`: not an amount).
+fn amount(s: &str) -> Option<i128> {
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole.trim_start_matches('-'))
+        || !(frac.is_empty() || digits(frac))
+        || frac.len() > 8
+    {
+        return None;
+    }
+    let n: i128 = format!("{}{frac:0<8}", whole.trim_start_matches('-'))
+        .parse()
+        .ok()?;
+    Some(if whole.starts_with('-') { -n } else { n })
+}
+
+/// The counts and amounts of report rows (but the columns named in `skip`) summed
+/// per row key (the other string columns but the period's `day` and `periodStart`):
+/// what any cut of the same range into periods must add up to.
+fn totals<R: serde::Serialize>(
+    rows: &[R],
+    skip: &[&str],
+) -> std::collections::BTreeMap<String, i128> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in rows {
+        let v = serde_json::to_value(r).expect("a row");
+        let obj = v.as_object().expect("an object");
+        let key: Vec<String> = obj
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "day" | "periodStart" | "adIdStatus"))
+            .filter_map(|(k, v)| {
+                v.as_str()
+                    .filter(|s| amount(s).is_none())
+                    .map(|s| format!("{k}={s}"))
+            })
+            .collect();
+        for (k, v) in obj {
+            let n = v
+                .as_u64()
+                .map(i128::from)
+                .or_else(|| v.as_str().and_then(amount));
+            if let Some(n) = n.filter(|_| !skip.contains(&k.as_str())) {
+                *out.entry(format!("{} {k}", key.join(","))).or_default() += n;
+            }
+        }
+    }
+    out.retain(|_, n| *n != 0);
+    out
+}
+
+/// The video funnel and the campaign summary over days `from..=to` with a day to
+/// spare at each end (so every event of those days is inside in any zone): by hour
+/// and by day in Asia/Kolkata (quarter hours; whole UTC days and the quarters that
+/// leave them), and over the whole range in Pacific/Kiritimati, add up to the same
+/// counts as the whole range in UTC (UTC days).
+pub(crate) async fn zones_add_up_to_utc(store: &impl Store, from: i32, to: i32) {
+    let f = &all();
+    let (from, to) = (from - 1, to + 1);
+    assert!(to - from < 31, "an hourly report's range");
+    let at =
+        |zone: &str, g: Granularity| Periods::new(periods::zone(zone).expect("zone"), g, from, to);
+    let cuts = [
+        at("Asia/Kolkata", Granularity::Hour),
+        at("Asia/Kolkata", Granularity::Day),
+        at("Pacific/Kiritimati", Granularity::Summary),
+    ];
+    let utc = at("UTC", Granularity::Summary);
+    // A funnel row's `impressions` are its creative's in its period: shown only
+    // beside a period's views, they add up to the range's only where views do.
+    let skip = ["impressions"];
+    let funnel = totals(
+        &sums::funnel_report(store, f, &utc).await.expect("funnel"),
+        &skip,
+    );
+    let summary = totals(
+        &sums::campaign_summary(store, f, &utc, |_| None)
+            .await
+            .expect("campaign summary"),
+        &[],
+    );
+    assert!(
+        !funnel.is_empty() && summary.len() > 4,
+        "counts to compare: {funnel:?} {summary:?}"
+    );
+    for periods in &cuts {
+        let got = sums::funnel_report(store, f, periods)
+            .await
+            .expect("funnel in a zone");
+        assert_eq!(totals(&got, &skip), funnel, "the funnel by {periods:?}");
+        let got = sums::campaign_summary(store, f, periods, |_| None)
+            .await
+            .expect("campaign summary in a zone");
+        // A row per campaign, period and currency, each labelled by its period.
+        let mut keys: Vec<(&str, &str, rm_schemas::money::Currency)> = got
+            .iter()
+            .map(|r| (r.campaign_id.as_str(), r.period_start.as_str(), r.currency))
+            .collect();
+        keys.dedup();
+        assert_eq!(keys.len(), got.len(), "{periods:?}: a row per period");
+        let offset = if periods.granularity == Granularity::Summary {
+            "+14:00"
+        } else {
+            "+05:30"
+        };
+        assert!(
+            got.iter()
+                .all(|r| r.period_start.ends_with(offset) && r.period_start.starts_with(&r.day)),
+            "{periods:?}: labelled by their periods"
+        );
+        assert_eq!(
+            totals(&got, &[]),
+            summary,
+            "the campaign summary by {periods:?}"
+        );
+    }
+}

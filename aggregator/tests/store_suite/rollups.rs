@@ -642,6 +642,7 @@ pub(crate) async fn transcript(store: &impl Store, seed: u64, reports: bool) -> 
         .collect();
     let (from, to) = (buckets.iter().min(), buckets.iter().max());
     super::pages::read_by_pages_as_whole(store, *from.expect("days"), *to.expect("days")).await;
+    super::pages::zones_add_up_to_utc(store, *from.expect("days"), *to.expect("days")).await;
     // Creatives add up to their campaign, reason by reason.
     let mut by_campaign: BTreeMap<(String, i32, Kind), Counts> = BTreeMap::new();
     for ((c, _, _, _, day, kind), n) in &as_counts(&detail(store, Grain::Day).await) {
@@ -766,6 +767,7 @@ pub(crate) type ViewRows = BTreeMap<(String, String, String), FunnelReportRow>;
 fn empty_funnel(campaign: &str, video: &str, day: &str) -> FunnelReportRow {
     let mut r = FunnelReportRow::new(campaign.to_owned(), String::new(), video.to_owned(), 0);
     r.day = day.to_owned();
+    r.period_start = format!("{day}T00:00:00Z");
     r
 }
 

@@ -206,10 +206,12 @@ async fn ads_and_campaigns_answer_json_and_csv() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         csv,
-        "campaignId,day,impressions,clicks,ctr,notBillableImpressions,notBillableClicks,\
-         videoPlays,invalidVideoPlays,completionRate,productImpressions,productClicks,\
-         cartsAdded,invalidCartsAdded,attributedOrders,revenue,currency,spend,roas\r\n\
-         camp-1,2026-11-18,2,1,0.5,1,0,0,0,0.0,0,0,0,0,0,0.00,USD,0.50,0.0\r\n"
+        "campaignId,day,periodStart,impressions,clicks,ctr,notBillableImpressions,\
+         notBillableClicks,videoPlays,invalidVideoPlays,completionRate,productImpressions,\
+         productClicks,cartsAdded,invalidCartsAdded,attributedOrders,revenue,currency,spend,\
+         roas\r\n\
+         camp-1,2026-11-18,2026-11-18T00:00:00Z,2,1,0.5,1,0,0,0,0.0,0,0,0,0,0,0.00,USD,0.50,\
+         0.0\r\n"
     );
     let (_, unknown_bid) =
         body(answer(&store, ReportKind::Campaigns, "campaignId=camp-1", &h).await).await;

@@ -71,8 +71,11 @@ pub struct CampaignSalesRow {
 pub struct CampaignReportRow {
     /// Campaign.
     pub campaign_id: String,
-    /// UTC day, `YYYY-MM-DD`.
+    /// The period's first local day, `YYYY-MM-DD`.
     pub day: String,
+    /// The period's first instant, RFC 3339 with the zone's offset.
+    #[serde(default)]
+    pub period_start: String,
     /// Billable ad impressions.
     pub impressions: u64,
     /// Billable ad clicks.
@@ -205,6 +208,7 @@ pub fn report(
         let roas = spend.and_then(|s| money::roas(Money::new(revenue, currency), s));
         let row = CampaignReportRow {
             campaign_id,
+            period_start: format!("{day}T00:00:00Z"),
             day,
             impressions: a.impressions,
             clicks: a.clicks,

@@ -152,8 +152,12 @@ pub struct FunnelReportRow {
     pub ad_id: String,
     /// Creative (UniversalAdId idValue).
     pub video_id: String,
-    /// The period's first UTC day, `YYYY-MM-DD`.
+    /// The period's first local day, `YYYY-MM-DD` (a drill-down's UTC day).
     pub day: String,
+    /// The period's first instant, RFC 3339 with the zone's offset (a drill-down's
+    /// UTC midnight).
+    #[serde(default)]
+    pub period_start: String,
     /// Views with at least one milestone.
     pub views: u64,
     /// Billable ad impressions of the creative in the period (of ad ids minted with
@@ -213,6 +217,7 @@ impl FunnelReportRow {
             ad_id,
             video_id,
             day: super::format_day(day),
+            period_start: format!("{}T00:00:00Z", super::format_day(day)),
             views: 0,
             impressions: 0,
             creative_views: 0,

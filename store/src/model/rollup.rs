@@ -286,7 +286,9 @@ pub fn funnel_rows(summed: &[SummedTally], periods: &Periods) -> Vec<FunnelRepor
                     p.creative.clone(),
                     0,
                 );
-                r.day = periods.label(period).day;
+                let label = periods.label(period);
+                r.day = label.day;
+                r.period_start = label.start;
                 r
             });
         add_view_count(row, field, n);
@@ -330,9 +332,40 @@ fn add_view_count(r: &mut FunnelReportRow, field: ViewField, n: u64) {
     *slot += n;
 }
 
+/// What a row of a period carries in its `day`: the period's first local day, or
+/// its first instant (RFC 3339 with the zone's offset: distinct per period, and in
+/// the periods' order as text), which the campaign summary groups its parts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Label {
+    /// `YYYY-MM-DD`.
+    Day,
+    /// The period's start.
+    Start,
+}
+
+impl Label {
+    /// The label of `period`.
+    pub fn of(self, periods: &Periods, period: NaiveDateTime) -> String {
+        let l = periods.label(period);
+        match self {
+            Self::Day => l.day,
+            Self::Start => l.start,
+        }
+    }
+}
+
 /// The campaign summary's cart adds from the campaign tallies: one row per campaign
 /// and period (`day` its label).
 pub fn cart_adds_rows(summed: &[SummedTally], periods: &Periods) -> Vec<CartAddsRow> {
+    cart_adds_labelled(summed, periods, Label::Day)
+}
+
+/// As [`cart_adds_rows`], `day` labelled by `label`.
+pub fn cart_adds_labelled(
+    summed: &[SummedTally],
+    periods: &Periods,
+    label: Label,
+) -> Vec<CartAddsRow> {
     let mut period_of = PeriodOf::new(periods);
     let mut rows: BTreeMap<(String, NaiveDateTime), [u64; 2]> = BTreeMap::new();
     for s in summed {
@@ -350,7 +383,7 @@ pub fn cart_adds_rows(summed: &[SummedTally], periods: &Periods) -> Vec<CartAdds
         .filter(|(_, n)| n.iter().any(|n| *n > 0))
         .map(|((campaign_id, period), n)| CartAddsRow {
             campaign_id,
-            day: periods.label(period).day,
+            day: label.of(periods, period),
             carts_added: n[0],
             invalid_carts_added: n[1],
         })
@@ -358,7 +391,8 @@ pub fn cart_adds_rows(summed: &[SummedTally], periods: &Periods) -> Vec<CartAdds
 }
 
 /// The campaign summary's ads and products parts from campaign tallies: one row per
-/// campaign and period, `day` the period's label (so the summary groups by period).
+/// campaign and period, `day` the period's start ([`Label::Start`], so the summary
+/// groups by period, hours apart).
 pub fn campaign_parts(
     summed: &[SummedTally],
     periods: &Periods,
@@ -368,7 +402,7 @@ pub fn campaign_parts(
         .map(|r| AdReportRow {
             campaign_id: r.campaign_id,
             ad_id: String::new(),
-            day: r.day,
+            day: r.period_start,
             impressions: r.impressions,
             clicks: r.clicks,
             ctr: r.ctr,
@@ -386,7 +420,7 @@ pub fn campaign_parts(
             ad_id: String::new(),
             catalog_id: r.catalog_id,
             product_code: r.product_code,
-            day: r.day,
+            day: r.period_start,
             impressions: r.impressions,
             clicks: r.clicks,
             ctr: r.ctr,

@@ -499,6 +499,15 @@ pub fn campaign_rows(
     summed: &[SummedTally],
     periods: &crate::model::periods::Periods,
 ) -> Vec<CampaignSalesRow> {
+    campaign_rows_labelled(summed, periods, crate::model::rollup::Label::Day)
+}
+
+/// As [`campaign_rows`], `day` labelled by `label`.
+pub fn campaign_rows_labelled(
+    summed: &[SummedTally],
+    periods: &crate::model::periods::Periods,
+    label: crate::model::rollup::Label,
+) -> Vec<CampaignSalesRow> {
     let mut groups: BTreeMap<(String, chrono::NaiveDateTime, String), [i64; 6]> = BTreeMap::new();
     for s in summed {
         let (Metric::Sale(f), Scope::CampaignSales) = (s.metric, s.place.scope) else {
@@ -518,7 +527,7 @@ pub fn campaign_rows(
         .filter_map(|((campaign, period, currency), v)| {
             Some(CampaignSalesRow {
                 campaign_id: campaign,
-                day: periods.label(period).day,
+                day: label.of(periods, period),
                 orders: u64::try_from(v[SaleField::Orders.index()]).unwrap_or(0),
                 revenue: join_amount(
                     v[SaleField::RevenueWhole.index()],
