@@ -46,3 +46,4 @@ mod shopper_erasure;
 mod spend_limits;
 mod tenancy;
 mod vast_playback;
+mod zoned_reports;
