@@ -211,56 +211,46 @@ pub fn drop_tallies(path: &Path) {
     w.commit().expect("commit");
 }
 
-/// Deletes the campaigns', videos' and campaigns' sales' quarter hours and the zones'
-/// marker (what the versions before them kept: those scopes by UTC day only).
-pub fn drop_zones(path: &Path) {
-    use rm_store::model::tallies::{Grain, Metric, Scope};
+/// Deletes the rollups' rows whose key `doomed` picks (given the key and its scope
+/// and grain bytes); there must be some.
+fn drop_rollups(path: &Path, what: &str, doomed: impl Fn(&[u8], u8, u8) -> bool) {
     let db = Database::create(path).expect("open redb");
     let w = db.begin_write().expect("write");
     {
         let mut t = w.open_table(New::new("rollups")).expect("a rollups table");
-        let marker = Metric::ZonesBackfilled.code().to_be_bytes();
-        let doomed: Vec<Vec<u8>> = t
+        let keys: Vec<Vec<u8>> = t
             .iter()
             .expect("iterate")
             .map(|r| r.expect("row").0.value().to_vec())
             .filter(|k| {
                 let len = u32::from_be_bytes(k[..4].try_into().expect("a length")) as usize;
-                let (scope, grain) = (k[4 + len], k[5 + len]);
-                let zoned =
-                    Scope::ZONED.iter().any(|s| *s as u8 == scope) && grain == Grain::Quarter as u8;
-                zoned || k[k.len() - 2..] == marker
+                doomed(k, k[4 + len], k[5 + len])
             })
             .collect();
-        assert!(!doomed.is_empty(), "the zones' marker");
-        for k in doomed {
+        assert!(!keys.is_empty(), "{what}");
+        for k in keys {
             t.remove(k.as_slice()).expect("remove");
         }
     }
     w.commit().expect("commit");
 }
 
+/// Deletes the campaigns', videos' and campaigns' sales' quarter hours and the zones'
+/// marker (what the versions before them kept: those scopes by UTC day only).
+pub fn drop_zones(path: &Path) {
+    use rm_store::model::tallies::{Grain, Metric, Scope};
+    let marker = Metric::ZonesBackfilled.code().to_be_bytes();
+    drop_rollups(path, "the zones' marker", |k, scope, grain| {
+        let zoned = Scope::ZONED.iter().any(|s| *s as u8 == scope) && grain == Grain::Quarter as u8;
+        zoned || k[k.len() - 2..] == marker
+    });
+}
+
 /// Deletes the cart lines' product tallies and their marker (what the version before
 /// them kept: its rollups counted cart adds per campaign only).
 pub fn drop_cart_products(path: &Path) {
-    let db = Database::create(path).expect("open redb");
-    let w = db.begin_write().expect("write");
-    {
-        let mut t = w.open_table(New::new("rollups")).expect("a rollups table");
-        let scope = rm_store::model::tallies::Scope::CartProduct as u8;
-        let doomed: Vec<Vec<u8>> = t
-            .iter()
-            .expect("iterate")
-            .map(|r| r.expect("row").0.value().to_vec())
-            .filter(|k| {
-                let len = u32::from_be_bytes(k[..4].try_into().expect("a length")) as usize;
-                k[4 + len] == scope
-            })
-            .collect();
-        assert!(!doomed.is_empty(), "the cart products' marker");
-        for k in doomed {
-            t.remove(k.as_slice()).expect("remove");
-        }
-    }
-    w.commit().expect("commit");
+    let cart_product = rm_store::model::tallies::Scope::CartProduct as u8;
+    drop_rollups(path, "the cart products' marker", |_, scope, _| {
+        scope == cart_product
+    });
 }

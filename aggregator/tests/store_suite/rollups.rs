@@ -359,8 +359,9 @@ async fn from_reports(store: &impl Store) -> BTreeMap<Key, Counts> {
     out
 }
 
-async fn read(store: &impl Store, scope: Scope, grain: Grain) -> Vec<SummedTally> {
-    let q = TallyQuery {
+/// Every tally of a scope and grain, all history.
+pub(crate) fn everything(scope: Scope, grain: Grain) -> TallyQuery {
+    TallyQuery {
         campaigns: None,
         scope,
         grain,
@@ -370,7 +371,11 @@ async fn read(store: &impl Store, scope: Scope, grain: Grain) -> Vec<SummedTally
         catalog_id: None,
         page: None,
         only: Vec::new(),
-    };
+    }
+}
+
+async fn read(store: &impl Store, scope: Scope, grain: Grain) -> Vec<SummedTally> {
+    let q = everything(scope, grain);
     store.tallies(&q).await.expect("tallies").expect("counted")
 }
 
@@ -579,17 +584,7 @@ where
     };
     store.write(&partial).await.expect("write part");
     let store = forget(store).await;
-    let zoned = TallyQuery {
-        campaigns: None,
-        scope: Scope::Campaign,
-        grain: Grain::Quarter,
-        from: i32::MIN,
-        to: i32::MAX,
-        kinds: Vec::new(),
-        catalog_id: None,
-        page: None,
-        only: Vec::new(),
-    };
+    let zoned = everything(Scope::Campaign, Grain::Quarter);
     assert_eq!(
         store.tallies(&zoned).await.expect("read"),
         None,

@@ -488,17 +488,7 @@ pub async fn campaign_sales_both_ways(
     Vec<rm_store::model::campaigns::CampaignSalesRow>,
 ) {
     use rm_store::model::tallies::{sales as sales_t, Grain, Scope, TallyQuery};
-    let q = TallyQuery {
-        campaigns: None,
-        scope: Scope::CampaignSales,
-        grain: Grain::Day,
-        from: i32::MIN,
-        to: i32::MAX,
-        kinds: Vec::new(),
-        catalog_id: None,
-        page: None,
-        only: Vec::new(),
-    };
+    let q = super::rollups::everything(Scope::CampaignSales, Grain::Day);
     let summed = store
         .tallies(&q)
         .await

@@ -210,8 +210,10 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
 /// The reports, by name: each read once, (ms, rows). "(facts)": the same report
 /// counted from the stored facts, as every report was before the rollups (the
 /// products and ads rows then per served ad id); the others are what the api serves.
-const REPORTS: [&str; 19] = [
+const REPORTS: [&str; 23] = [
     "campaigns",
+    "campaigns, Asia/Kolkata",
+    "campaigns, Asia/Kolkata, by hour",
     "campaigns (facts)",
     "products",
     "products, first page",
@@ -222,6 +224,8 @@ const REPORTS: [&str; 19] = [
     "ads",
     "ads (facts)",
     "video-funnel",
+    "video-funnel, Asia/Kolkata",
+    "video-funnel, Asia/Kolkata, by hour",
     "video-funnel (facts)",
     "carts",
     "carts, first page",
@@ -231,6 +235,17 @@ const REPORTS: [&str; 19] = [
     "sales",
     "sales (facts)",
 ];
+
+/// Asia/Kolkata by day over `from..=to`, or by hour over its last 7 days.
+fn kolkata(which: &str, from: i32, to: i32) -> rm_store::model::periods::Periods {
+    use rm_store::model::periods::{zone, Granularity, Periods};
+    let tz = zone("Asia/Kolkata").expect("a zone");
+    if which.ends_with("by hour") {
+        Periods::new(tz, Granularity::Hour, (to - 6).max(from), to)
+    } else {
+        Periods::new(tz, Granularity::Day, from, to)
+    }
+}
 
 async fn read(
     store: &AnyStore,
@@ -254,6 +269,16 @@ async fn read(
     let (ms, rows, bytes) = match which {
         "campaigns" => sized(&sums::campaign_summary(store, f, &utc, |_| None).await?),
         "campaigns (facts)" => sized(&rm_store::campaign_report(store, f, &w, |_| None).await?),
+        // By day over the range in a zone (whole UTC days and the quarters that leave
+        // them); by hour over its last 7 days (every quarter hour).
+        "campaigns, Asia/Kolkata" | "campaigns, Asia/Kolkata, by hour" => {
+            let p = kolkata(which, from, to);
+            sized(&sums::campaign_summary(store, f, &p, |_| None).await?)
+        }
+        "video-funnel, Asia/Kolkata" | "video-funnel, Asia/Kolkata, by hour" => {
+            let p = kolkata(which, from, to);
+            sized(&sums::funnel_report(store, f, &p).await?)
+        }
         "products" => sized(&sums::product_report(store, f, &utc).await?),
         // A page of 1,000 rows by key (the api's default), from the first place or
         // from a campaign in the middle of the report.

@@ -281,7 +281,7 @@ impl ClickHouseStore {
     }
 
     /// The stored views' rows of one campaign (each view's newest).
-    async fn campaign_views(&self, campaign: &str) -> Result<Vec<ViewRow>, StoreError> {
+    pub(super) async fn campaign_views(&self, campaign: &str) -> Result<Vec<ViewRow>, StoreError> {
         let rows: Vec<ViewRowRead> = self
             .client()
             .query(
@@ -449,7 +449,7 @@ impl ClickHouseStore {
 
 /// A view's row as stored.
 #[derive(clickhouse::Row, Deserialize)]
-pub(super) struct ViewRowRead {
+struct ViewRowRead {
     ad_id: String,
     video_id: String,
     tracking_id: String,
@@ -474,7 +474,7 @@ pub(super) struct ViewRowRead {
 }
 
 impl ViewRowRead {
-    pub(super) fn row(self) -> Result<ViewRow, StoreError> {
+    fn row(self) -> Result<ViewRow, StoreError> {
         Ok(ViewRow {
             key: ViewKey {
                 ad_id: self.ad_id,

@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Deserialize;
 
 use super::error::ch;
-use super::tallies::ViewRowRead;
 use super::ClickHouseStore;
 use crate::model::funnel::ViewRow;
 use crate::model::tallies::views::Counted;
@@ -160,19 +159,7 @@ impl ClickHouseStore {
     /// A campaign's views' rows, each with its earliest fact's time (its day's start
     /// when its facts are gone).
     async fn views_with_first(&self, campaign: &str) -> Result<Vec<(ViewRow, i64)>, StoreError> {
-        let fail = ch("backfill zones");
-        let rows: Vec<ViewRowRead> = self
-            .client()
-            .query(
-                "SELECT ad_id, video_id, tracking_id, campaign_id, day, version, creative_view, \
-                 play, first_quartile, midpoint, third_quartile, complete, skips, pauses, \
-                 resumes, mutes, unmutes, funnel_gaps, repeated_milestones, ad_id_status, \
-                 served_repeat FROM views FINAL WHERE campaign_id = ?",
-            )
-            .bind(campaign)
-            .fetch_all()
-            .await
-            .map_err(&fail)?;
+        let rows = self.campaign_views(campaign).await?;
         let firsts: Vec<FirstCh> = self
             .client()
             .query(
@@ -183,14 +170,13 @@ impl ClickHouseStore {
             .bind(campaign)
             .fetch_all()
             .await
-            .map_err(&fail)?;
+            .map_err(ch("backfill zones"))?;
         let firsts: HashMap<(String, String, String), i64> = firsts
             .into_iter()
             .map(|f| ((f.ad_id, f.video_id, f.tracking_id), f.first))
             .collect();
         let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let row = r.row()?;
+        for row in rows {
             let k = &row.key;
             let first = firsts
                 .get(&(k.ad_id.clone(), k.video_id.clone(), k.tracking_id.clone()))

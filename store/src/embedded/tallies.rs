@@ -328,6 +328,24 @@ pub(super) fn needs_carts_backfill(db: &Database) -> Result<bool, StoreError> {
 /// transaction that opens it; a store with facts and no marker waits for the
 /// aggregator's backfill.
 pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> {
+    if holds_facts(w)? {
+        return Ok(());
+    }
+    let mut t = w.open_table(ROLLUPS).map_err(err)?;
+    for marker in [TallyKey::marker(), TallyKey::carts_marker()] {
+        if !has(&t, &marker)? {
+            t.insert(
+                tally_key(&marker).as_slice(),
+                val(&Tally::MARKED).as_slice(),
+            )
+            .map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the store holds any fact, view or cart line.
+pub(super) fn holds_facts(w: &redb::WriteTransaction) -> Result<bool, StoreError> {
     let facts = [
         super::AD_FACTS,
         super::PRODUCT_FACTS,
@@ -341,20 +359,10 @@ pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> 
             .map_err(err)?
             .is_some()
         {
-            return Ok(());
+            return Ok(true);
         }
     }
-    let mut t = w.open_table(ROLLUPS).map_err(err)?;
-    for marker in [TallyKey::marker(), TallyKey::carts_marker()] {
-        if !has(&t, &marker)? {
-            t.insert(
-                tally_key(&marker).as_slice(),
-                val(&Tally::MARKED).as_slice(),
-            )
-            .map_err(err)?;
-        }
-    }
-    Ok(())
+    Ok(false)
 }
 
 /// Whether the store still needs its backfill.

@@ -104,20 +104,8 @@ pub(super) fn backfill(db: &Database) -> Result<Option<usize>, StoreError> {
 /// Marks a store that holds no facts and no orders (nothing to backfill), in the
 /// transaction that opens it.
 pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> {
-    for table in [
-        super::AD_FACTS,
-        super::PRODUCT_FACTS,
-        super::entities::VIEWS.rows,
-        super::entities::CARTS.rows,
-    ] {
-        if w.open_table(table)
-            .map_err(err)?
-            .first()
-            .map_err(err)?
-            .is_some()
-        {
-            return Ok(());
-        }
+    if super::tallies::holds_facts(w)? {
+        return Ok(());
     }
     let orders = w.open_table(super::ORDERS).map_err(err)?;
     if orders.first().map_err(err)?.is_some() {
