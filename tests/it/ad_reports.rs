@@ -308,7 +308,8 @@ fn scenario(mut env: Vec<(&str, String)>) {
     );
 
     // Not billable: A's repeated impression and click, X's and B's impressions.
-    let campaign = json!({"rows": [{"campaignId": CAMPAIGN, "day": day, "impressions": 1,
+    let campaign = json!({"rows": [{"campaignId": CAMPAIGN, "day": day,
+        "periodStart": format!("{day}T00:00:00Z"), "impressions": 1,
         "clicks": 1, "ctr": 1.0, "notBillableImpressions": 3, "notBillableClicks": 1,
         "videoPlays": 1, "invalidVideoPlays": 0, "completionRate": 1.0,
         "productImpressions": 1, "productClicks": 1, "cartsAdded": 1, "invalidCartsAdded": 0,
@@ -354,10 +355,11 @@ fn scenario(mut env: Vec<(&str, String)>) {
     assert_eq!(
         csv,
         format!(
-            "campaignId,day,impressions,clicks,ctr,notBillableImpressions,notBillableClicks,\
-             videoPlays,invalidVideoPlays,completionRate,productImpressions,productClicks,\
-             cartsAdded,invalidCartsAdded,attributedOrders,revenue,currency,spend,roas\r\n\
-             {CAMPAIGN},{day},1,1,1.0,3,1,1,0,1.0,1,1,1,0,1,2.58,USD,,\r\n"
+            "campaignId,day,periodStart,impressions,clicks,ctr,notBillableImpressions,\
+             notBillableClicks,videoPlays,invalidVideoPlays,completionRate,productImpressions,\
+             productClicks,cartsAdded,invalidCartsAdded,attributedOrders,revenue,currency,spend,\
+             roas\r\n\
+             {CAMPAIGN},{day},{day}T00:00:00Z,1,1,1.0,3,1,1,0,1.0,1,1,1,0,1,2.58,USD,,\r\n"
         )
     );
     let r = send(
