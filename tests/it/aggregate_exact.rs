@@ -112,8 +112,18 @@ fn kafka_and_clickhouse_count_exactly_through_kills_and_a_store_outage() {
     slow.push(("RM_AGGREGATOR_BATCH_MAX_RECORDS", "2".to_string()));
     aggregate_with_kills(dir.path(), &slow, 10, &mut rng);
 
-    // Store outage: ClickHouse stops, beacons keep flowing, the lag rises.
+    // Store outage: ClickHouse stops, beacons keep flowing, the lag rises. The
+    // aggregator is consuming first (past its start's backfill checks, which wait for
+    // the store instead): the outage is one mid-stream.
     let agg = Service::start("aggregate", dir.path(), &env);
+    let t = Instant::now();
+    while metric(agg.aggregator, "aggregator_consumer_lag_records").unwrap_or(0.0) <= 0.0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the aggregator did not consume the backlog"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     local("clickhouse-stop");
     let back = ClickHouseBack;
     // Duplicates (identical re-fires, past the edge's window only when it restarts:
