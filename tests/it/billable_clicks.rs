@@ -103,7 +103,29 @@ fn one_billable_click(api: SocketAddr, ad: &str, records: u64) {
     assert_eq!(ads.len(), 1, "{ads:#?}");
     assert_eq!(ads[0]["clicks"], 1, "{ads:#?}");
     assert_eq!(ads[0]["invalidClicks"]["servedAdRepeat"], records - 1);
-    let products = rows(api, &format!("/v1/reports/products?adId={}", enc(ad)));
+    // The product clicks are records of their own, perhaps of a later batch.
+    let products = loop {
+        let products = rows(api, &format!("/v1/reports/products?adId={}", enc(ad)));
+        let seen: u64 = products
+            .iter()
+            .map(|r| {
+                let invalid = r["invalidClicks"].as_object().map_or(0, |o| {
+                    o.values()
+                        .filter_map(serde_json::Value::as_u64)
+                        .sum::<u64>()
+                });
+                r["clicks"].as_u64().unwrap() + invalid
+            })
+            .sum();
+        if seen == records {
+            break products;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(90),
+            "{records} product clicks expected: {products:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
     assert_eq!(products.len(), 1, "{products:#?}");
     assert_eq!(products[0]["clicks"], 1, "{products:#?}");
     assert_eq!(products[0]["invalidClicks"]["servedAdRepeat"], records - 1);
