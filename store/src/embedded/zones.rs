@@ -37,7 +37,9 @@ fn counts(db: &Database) -> Result<Vec<(TallyKey, Tally)>, StoreError> {
                 progress.insert(k.place.partition, t.value);
             }
             (Metric::Progress, _) => {}
-            _ => tallies.push((k, t)),
+            // Only what the sums read is held, not every tally of the store.
+            _ if zones::sums_into_campaigns(&k) => tallies.push((k, t)),
+            _ => {}
         }
     }
     let mut out = zones::campaign_events(tallies, &progress);

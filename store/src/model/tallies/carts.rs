@@ -293,11 +293,7 @@ pub fn backfill_rows_of(
             }
         }
     }
-    counts
-        .into_iter()
-        .filter(|(_, v)| *v != 0)
-        .map(|(k, value)| (k, Tally { value, stamp: 0 }))
-        .collect()
+    super::zones::stamped(counts)
 }
 
 #[cfg(test)]

@@ -38,6 +38,14 @@ pub fn is_zoned(p: &Place) -> bool {
     p.grain == Grain::Quarter && Scope::ZONED.contains(&p.scope)
 }
 
+/// Whether a stored tally is one [`campaign_events`] sums: a creative's or a
+/// product's quarter hour of events.
+pub fn sums_into_campaigns(k: &TallyKey) -> bool {
+    matches!(k.place.scope, Scope::Creative | Scope::Product)
+        && k.place.grain == Grain::Quarter
+        && k.metric.kind().is_some()
+}
+
 /// The campaigns' quarter hours of events from stored `tallies` (any; the creatives'
 /// and products' quarter hours are used), per log partition, each stamped with the
 /// partition's `progress` (the offset of its last record folded) where it has one.
@@ -47,11 +55,10 @@ pub fn campaign_events(
 ) -> Vec<(TallyKey, Tally)> {
     let mut out: BTreeMap<TallyKey, Tally> = BTreeMap::new();
     for (k, t) in tallies {
-        let p = &k.place;
-        let detail = matches!(p.scope, Scope::Creative | Scope::Product);
-        if !detail || p.grain != Grain::Quarter || k.metric.kind().is_none() {
+        if !sums_into_campaigns(&k) {
             continue;
         }
+        let p = &k.place;
         let key = TallyKey {
             place: Place {
                 campaign_id: p.campaign_id.clone(),
@@ -105,7 +112,7 @@ pub fn sales<'a>(states: impl IntoIterator<Item = &'a OrderCredits>) -> Vec<(Tal
 }
 
 /// Counts as rows of the backfill (stamp 0), zeros left out.
-fn stamped(counts: BTreeMap<TallyKey, i64>) -> Vec<(TallyKey, Tally)> {
+pub(crate) fn stamped(counts: BTreeMap<TallyKey, i64>) -> Vec<(TallyKey, Tally)> {
     counts
         .into_iter()
         .filter(|(_, v)| *v != 0)
