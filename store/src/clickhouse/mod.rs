@@ -217,7 +217,12 @@ impl ClickHouseStore {
         tokio::spawn(keep_checking(Arc::downgrade(&inner)));
         let store = Self { inner };
         // Not fatal: the aggregator's backfill marks the store at its start anyway.
-        if let Err(e) = bounded("mark a new store", CONNECT_TIMEOUT, store.mark_if_new()).await {
+        if let Err(e) = bounded("mark a new store", CONNECT_TIMEOUT, async {
+            store.mark_if_new().await?;
+            store.mark_zones_if_new().await
+        })
+        .await
+        {
             tracing::warn!(error = %e, "could not tell whether the report store is new");
         }
         Ok(store)

@@ -110,8 +110,7 @@ impl ClickHouseStore {
                 self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
             }
         }
-        self.mark_sales_if_new().await?;
-        self.mark_zones_if_new().await
+        self.mark_sales_if_new().await
     }
 
     async fn has_marker(&self) -> Result<bool, StoreError> {
@@ -410,10 +409,10 @@ impl ClickHouseStore {
         Ok(built)
     }
 
-    /// Deletes every tally and counts the stored facts into them again (`retail-media
-    /// rebuild`; stop the aggregators first: nothing checks that on ClickHouse), and
-    /// attributes every stored order again with windows `w`.
-    pub async fn rebuild_tallies(
+    /// Deletes every tally and counts the stored facts into them again, and
+    /// attributes every stored order again with windows `w` (the zones' backfill
+    /// follows: `write.rs`, `rebuild_tallies`).
+    pub(crate) async fn rebuild_rollups(
         &self,
         window: ClickWindow,
         w: &crate::model::attribution::Windows,
@@ -442,8 +441,7 @@ impl ClickHouseStore {
         self.clear_compaction().await?;
         self.backfill(window).await?;
         // Every order attributed again, with the windows given.
-        self.backfill_order_sales(w).await?;
-        self.backfill_zones_once().await.map(|_| ())
+        self.backfill_order_sales(w).await.map(|_| ())
     }
 }
 

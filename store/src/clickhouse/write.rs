@@ -344,6 +344,21 @@ impl ClickHouseStore {
     }
 }
 
+impl ClickHouseStore {
+    /// Deletes every tally and counts the stored facts into them again (`retail-media
+    /// rebuild`; stop the aggregators first: nothing checks that on ClickHouse),
+    /// attributes every stored order again with windows `w`, then counts the zoned
+    /// quarter hours.
+    pub async fn rebuild_tallies(
+        &self,
+        window: crate::model::traffic::ClickWindow,
+        w: &Windows,
+    ) -> Result<(), StoreError> {
+        self.rebuild_rollups(window, w).await?;
+        self.backfill_zones_once().await.map(|_| ())
+    }
+}
+
 impl WriteStore for ClickHouseStore {
     async fn load(
         &self,
