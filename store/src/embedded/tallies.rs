@@ -95,36 +95,43 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Reads a key back.
-pub(super) fn decode(b: &[u8]) -> Result<TallyKey, StoreError> {
-    let mut r = Reader { b, at: 0 };
+/// Reads a place's key back, up to its partition (left 0).
+fn read_place(r: &mut Reader<'_>) -> Result<Place, StoreError> {
     let campaign_id = r.string()?;
     let sg = r.take(2)?;
     let scope = Scope::from_code(sg[0]).ok_or_else(bad)?;
     let grain = Grain::from_code(sg[1]).ok_or_else(bad)?;
     let bucket = unflip(r.four()?);
-    let creative = r.string()?;
-    let catalog_id = r.string()?;
-    let product_code = r.string()?;
-    let partition = unflip(r.four()?);
-    let m = r.take(2)?;
-    let metric = Metric::from_code(u16::from_be_bytes([m[0], m[1]])).ok_or_else(bad)?;
+    Ok(Place {
+        campaign_id,
+        scope,
+        grain,
+        bucket,
+        creative: r.string()?,
+        catalog_id: r.string()?,
+        product_code: r.string()?,
+        partition: 0,
+    })
+}
+
+/// Reads a key's metric (its last two bytes).
+fn read_metric(m: &[u8]) -> Result<Metric, StoreError> {
+    match m {
+        [a, b] => Metric::from_code(u16::from_be_bytes([*a, *b])).ok_or_else(bad),
+        _ => Err(bad()),
+    }
+}
+
+/// Reads a key back.
+pub(super) fn decode(b: &[u8]) -> Result<TallyKey, StoreError> {
+    let mut r = Reader { b, at: 0 };
+    let mut place = read_place(&mut r)?;
+    place.partition = unflip(r.four()?);
+    let metric = read_metric(r.take(2)?)?;
     if r.at != b.len() {
         return Err(bad());
     }
-    Ok(TallyKey {
-        place: Place {
-            campaign_id,
-            scope,
-            grain,
-            bucket,
-            creative,
-            catalog_id,
-            product_code,
-            partition,
-        },
-        metric,
-    })
+    Ok(TallyKey { place, metric })
 }
 
 /// The table's rows of one batch.
@@ -181,15 +188,16 @@ pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTal
     if !has(&t, &q.marker())? {
         return Ok(None);
     }
-    let mut rows: Vec<(TallyKey, Tally)> = Vec::new();
+    let mut rows: Vec<SummedTally> = Vec::new();
     // The query's range, or each of its sub-ranges (`TallyQuery::only`).
     let ranges: Vec<(i32, i32)> = if q.only.is_empty() {
         vec![(q.from, q.to)]
     } else {
         q.only.clone()
     };
-    let campaign = |c: &str, rows: &mut Vec<(TallyKey, Tally)>| -> Result<(), StoreError> {
+    let campaign = |c: &str, rows: &mut Vec<SummedTally>| -> Result<(), StoreError> {
         let prefix = slice_prefix(c, q.scope, q.grain);
+        let mut sums = Sums::new(q, rows);
         for (a, b) in &ranges {
             let mut from = prefix.clone();
             from.extend(flip(*a));
@@ -198,13 +206,10 @@ pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTal
             to.push(0xFF);
             for row in t.range(from.as_slice()..to.as_slice()).map_err(err)? {
                 let (k, v) = row.map_err(err)?;
-                let k = decode(k.value())?;
-                if q.wants(&k) {
-                    rows.push((k, parse(v.value())?));
-                }
+                sums.add(k.value(), v.value())?;
             }
         }
-        Ok(())
+        sums.finish()
     };
     let mut campaigns: Vec<String> = match &q.campaigns {
         Some(campaigns) => campaigns.iter().cloned().collect(),
@@ -232,7 +237,7 @@ pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTal
         for c in &campaigns {
             campaign(c, &mut rows)?;
         }
-        return Ok(Some(tallies::sum(rows.iter().map(|(k, t)| (k, t)))));
+        return Ok(Some(in_order(rows)));
     };
     // A page: its campaigns in key order, from the page's first, until a campaign
     // ends with the page's places found (a later campaign's places all follow).
@@ -247,16 +252,103 @@ pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTal
         places.extend(
             rows[before..]
                 .iter()
-                .map(|(k, _)| PlaceKey::of(&k.place))
+                .map(|s| PlaceKey::of(&s.place))
                 .filter(|k| k >= &page.from),
         );
         if places.len() >= page.places {
             break;
         }
     }
-    Ok(Some(
-        page.select(tallies::sum(rows.iter().map(|(k, t)| (k, t)))),
-    ))
+    Ok(Some(page.select(in_order(rows))))
+}
+
+/// A read's tallies summed over partitions as they stream from a key range, in key
+/// order. A place's tallies of every partition and metric are adjacent there (the
+/// partition and the metric are a key's last six bytes), so each place's key is
+/// decoded once, when the next place begins, and its metrics are summed in a short
+/// list: no map of places, and no row held past its place.
+struct Sums<'a> {
+    q: &'a TallyQuery,
+    /// The current place's key, less its partition and metric.
+    head: Vec<u8>,
+    /// Its wanted metrics so far, summed.
+    metrics: Vec<(Metric, i64)>,
+    out: &'a mut Vec<SummedTally>,
+}
+
+impl<'a> Sums<'a> {
+    fn new(q: &'a TallyQuery, out: &'a mut Vec<SummedTally>) -> Self {
+        Self {
+            q,
+            head: Vec::new(),
+            metrics: Vec::new(),
+            out,
+        }
+    }
+
+    /// Adds a stored row (its key's and value's bytes).
+    fn add(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let at = key.len().checked_sub(6).ok_or_else(bad)?;
+        let (head, tail) = key.split_at(at);
+        if head != self.head.as_slice() {
+            self.flush()?;
+            self.head.clear();
+            self.head.extend_from_slice(head);
+        }
+        let metric = read_metric(&tail[4..])?;
+        if !self.q.wants_metric(metric) {
+            return Ok(());
+        }
+        let value = parse::<Tally>(value)?.value;
+        match self.metrics.iter_mut().find(|(m, _)| *m == metric) {
+            Some((_, sum)) => *sum += value,
+            None => self.metrics.push((metric, value)),
+        }
+        Ok(())
+    }
+
+    /// Ends the current place: its sums out when the query wants it.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.metrics.is_empty() {
+            return Ok(());
+        }
+        let mut r = Reader {
+            b: &self.head,
+            at: 0,
+        };
+        let place = read_place(&mut r)?;
+        if r.at != self.head.len() {
+            return Err(bad());
+        }
+        if self.q.wants_place(&place) {
+            for (metric, value) in self.metrics.drain(..) {
+                self.out.push(SummedTally {
+                    place: place.clone(),
+                    metric,
+                    value,
+                });
+            }
+        }
+        self.metrics.clear();
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<(), StoreError> {
+        self.flush()
+    }
+}
+
+/// Summed tallies in (place, metric) order, one per pair (ranges read twice merged).
+fn in_order(mut rows: Vec<SummedTally>) -> Vec<SummedTally> {
+    rows.sort_unstable_by(|a, b| (&a.place, a.metric).cmp(&(&b.place, b.metric)));
+    rows.dedup_by(|next, kept| {
+        let same = next.place == kept.place && next.metric == kept.metric;
+        if same {
+            kept.value += next.value;
+        }
+        same
+    });
+    rows
 }
 
 /// Writes the backfill once: the store's facts, read by the caller when
@@ -416,6 +508,56 @@ mod tests {
             prop_assert_eq!(decode(&tally_key(&ka)).expect("decodes"), ka.clone());
             prop_assert_eq!(a.cmp(&b), tally_key(&ka).cmp(&tally_key(&kb)));
             prop_assert!(tally_key(&ka).starts_with(&place_key(&ka.place)));
+        }
+    }
+
+    proptest! {
+        /// Rows streamed in key order and summed place by place (`Sums`) equal every
+        /// wanted row decoded and summed over partitions in a map (`tallies::sum`).
+        #[test]
+        fn streamed_sums_are_the_mapped_sums(
+            rows in proptest::collection::vec(
+                (0usize..3, 0i32..4, 0usize..3, -1i32..4, 0usize..4, -5i64..50),
+                0..80,
+            ),
+            from in 0i32..4,
+            kinds in proptest::sample::subsequence(vec![
+                tallies::Kind::ProductImpression,
+                tallies::Kind::ProductClick,
+            ], 0..=2),
+        ) {
+            let metrics = [
+                Metric::Events(tallies::Kind::ProductClick, None),
+                Metric::Events(tallies::Kind::ProductImpression, None),
+                Metric::Events(tallies::Kind::AdClick, None),
+                Metric::Backfilled,
+            ];
+            let mut stored: std::collections::BTreeMap<Vec<u8>, (TallyKey, Tally)> =
+                Default::default();
+            for (c, bucket, creative, part, m, value) in rows {
+                let mut k = key(["a", "bb", "c"][c], bucket, ["", "x", "yz"][creative], part, metrics[m]);
+                k.place.grain = Grain::Day;
+                stored.insert(tally_key(&k), (k, Tally { value, stamp: 1 }));
+            }
+            let q = TallyQuery {
+                campaigns: None,
+                scope: Scope::Product,
+                grain: Grain::Day,
+                from,
+                to: 3,
+                kinds,
+                catalog_id: None,
+                page: None,
+                only: Vec::new(),
+            };
+            let mut streamed = Vec::new();
+            let mut sums = Sums::new(&q, &mut streamed);
+            for (k, (_, t)) in &stored {
+                sums.add(k, &val(t)).expect("a stored row");
+            }
+            sums.finish().expect("a stored row");
+            let mapped = tallies::sum(stored.values().filter(|(k, _)| q.wants(k)).map(|(k, t)| (k, t)));
+            prop_assert_eq!(in_order(streamed), mapped);
         }
     }
 

@@ -694,9 +694,19 @@ impl TallyQuery {
 
     /// Whether a stored tally is one the query wants.
     pub fn wants(&self, k: &TallyKey) -> bool {
-        let p = &k.place;
-        k.metric.is_count()
-            && p.scope == self.scope
+        self.wants_metric(k.metric) && self.wants_place(&k.place)
+    }
+
+    /// Whether the query reads `metric` (of any place): a count of its kinds.
+    pub fn wants_metric(&self, metric: Metric) -> bool {
+        metric.is_count()
+            && (self.kinds.is_empty()
+                || metric.kind().is_some_and(|kind| self.kinds.contains(&kind)))
+    }
+
+    /// Whether the query reads the tallies of place `p` (of any partition).
+    pub fn wants_place(&self, p: &Place) -> bool {
+        p.scope == self.scope
             && p.grain == self.grain
             && (self.from..=self.to).contains(&p.bucket)
             && (self.only.is_empty()
@@ -705,10 +715,6 @@ impl TallyQuery {
                 .campaigns
                 .as_ref()
                 .is_none_or(|c| c.contains(&p.campaign_id))
-            && (self.kinds.is_empty()
-                || k.metric
-                    .kind()
-                    .is_some_and(|kind| self.kinds.contains(&kind)))
             && self.catalog_id.as_deref().is_none_or(|c| c == p.catalog_id)
     }
 
