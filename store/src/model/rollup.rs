@@ -14,13 +14,14 @@ use super::ad_id_campaign::creative_of;
 use super::ads::AdReportRow;
 use super::campaigns::CartAddsRow;
 use super::funnel::FunnelReportRow;
-use super::periods::Periods;
+use super::periods::{Period, Periods};
 use super::products::ProductReportRow;
 use super::rate;
 use super::status::AdIdStatus;
 use super::tallies::views::ViewField;
 use super::tallies::{Grain, Kind, Metric, Place, SummedTally};
 use super::traffic::InvalidCounts;
+use crate::write::FastMap;
 
 /// One row of the products report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -133,22 +134,33 @@ fn is_impression(k: Kind) -> bool {
     matches!(k, Kind::AdImpression | Kind::ProductImpression)
 }
 
-/// Each bucket's period, looked up once per bucket.
-struct PeriodOf<'a> {
+/// Each bucket's period, and each period's label, looked up once.
+pub(crate) struct PeriodOf<'a> {
     periods: &'a Periods,
-    seen: BTreeMap<(Grain, i32), Option<NaiveDateTime>>,
+    seen: FastMap<(Grain, i32), Option<NaiveDateTime>>,
+    labels: FastMap<NaiveDateTime, Period>,
 }
 
 impl<'a> PeriodOf<'a> {
-    fn new(periods: &'a Periods) -> Self {
+    pub(crate) fn new(periods: &'a Periods) -> Self {
         Self {
             periods,
-            seen: BTreeMap::new(),
+            seen: FastMap::default(),
+            labels: FastMap::default(),
         }
     }
 
+    /// How a period is shown ([`Periods::label`]).
+    pub(crate) fn label(&mut self, period: NaiveDateTime) -> Period {
+        let periods = self.periods;
+        self.labels
+            .entry(period)
+            .or_insert_with(|| periods.label(period))
+            .clone()
+    }
+
     /// The period of a place's bucket (`None`: outside the range).
-    fn of(&mut self, p: &Place) -> Option<NaiveDateTime> {
+    pub(crate) fn of(&mut self, p: &Place) -> Option<NaiveDateTime> {
         let periods = self.periods;
         *self
             .seen
@@ -157,14 +169,19 @@ impl<'a> PeriodOf<'a> {
     }
 }
 
-/// Row key: campaign, creative, catalog, product, the period's local start.
-type RowKey = (String, String, String, String, NaiveDateTime);
+/// Row key: campaign, creative, catalog, product (borrowed from the tallies), the
+/// period's local start.
+type RowKey<'s> = (&'s str, &'s str, &'s str, &'s str, NaiveDateTime);
 
 /// Sums tallies (of one scope and grain, as [`Periods::plan`] says) into rows per
 /// place and period, for events of `kinds`; rows with nothing counted are left out.
-fn sum_rows(summed: &[SummedTally], periods: &Periods, kinds: &[Kind]) -> BTreeMap<RowKey, Acc> {
-    let mut period_of = PeriodOf::new(periods);
-    let mut rows: BTreeMap<RowKey, Acc> = BTreeMap::new();
+fn sum_rows<'s>(
+    summed: &'s [SummedTally],
+    period_of: &mut PeriodOf<'_>,
+    kinds: &[Kind],
+) -> BTreeMap<RowKey<'s>, Acc> {
+    // In key order: the rows come out sorted (a period's start follows its local start).
+    let mut rows: BTreeMap<RowKey<'s>, Acc> = BTreeMap::new();
     for s in summed {
         let Some(kind) = s.metric.kind() else {
             continue;
@@ -178,10 +195,10 @@ fn sum_rows(summed: &[SummedTally], periods: &Periods, kinds: &[Kind]) -> BTreeM
         };
         let n = u64::try_from(s.value).unwrap_or(0);
         rows.entry((
-            p.campaign_id.clone(),
-            p.creative.clone(),
-            p.catalog_id.clone(),
-            p.product_code.clone(),
+            p.campaign_id.as_str(),
+            p.creative.as_str(),
+            p.catalog_id.as_str(),
+            p.product_code.as_str(),
             period,
         ))
         .or_default()
@@ -192,7 +209,7 @@ fn sum_rows(summed: &[SummedTally], periods: &Periods, kinds: &[Kind]) -> BTreeM
 }
 
 /// Orders rows by key, then period start (a period's label sorts as its start).
-fn in_order<R>(mut rows: Vec<(RowKey, i64, R)>) -> Vec<R> {
+fn in_order<R>(mut rows: Vec<(RowKey<'_>, i64, R)>) -> Vec<R> {
     rows.sort_by(|a, b| {
         (&a.0 .0, &a.0 .1, &a.0 .2, &a.0 .3, a.1).cmp(&(&b.0 .0, &b.0 .1, &b.0 .2, &b.0 .3, b.1))
     });
@@ -201,21 +218,22 @@ fn in_order<R>(mut rows: Vec<(RowKey, i64, R)>) -> Vec<R> {
 
 /// The products report's rows from creative tallies of product events.
 pub fn product_rows(summed: &[SummedTally], periods: &Periods) -> Vec<ProductRow> {
+    let mut period_of = PeriodOf::new(periods);
     let rows = sum_rows(
         summed,
-        periods,
+        &mut period_of,
         &[Kind::ProductImpression, Kind::ProductClick],
     );
     in_order(
         rows.into_iter()
             .map(|(k, a)| {
-                let label = periods.label(k.4);
+                let label = period_of.label(k.4);
                 let row = ProductRow {
-                    campaign_id: k.0.clone(),
-                    creative_id: k.1.clone(),
+                    campaign_id: k.0.to_owned(),
+                    creative_id: k.1.to_owned(),
                     ad_id: String::new(),
-                    catalog_id: k.2.clone(),
-                    product_code: k.3.clone(),
+                    catalog_id: k.2.to_owned(),
+                    product_code: k.3.to_owned(),
                     day: label.day,
                     period_start: label.start,
                     impressions: a.impressions,
@@ -233,14 +251,15 @@ pub fn product_rows(summed: &[SummedTally], periods: &Periods) -> Vec<ProductRow
 
 /// The ads report's rows from creative tallies of ad events.
 pub fn ad_rows(summed: &[SummedTally], periods: &Periods) -> Vec<AdRow> {
-    let rows = sum_rows(summed, periods, &[Kind::AdImpression, Kind::AdClick]);
+    let mut period_of = PeriodOf::new(periods);
+    let rows = sum_rows(summed, &mut period_of, &[Kind::AdImpression, Kind::AdClick]);
     in_order(
         rows.into_iter()
             .map(|(k, a)| {
-                let label = periods.label(k.4);
+                let label = period_of.label(k.4);
                 let row = AdRow {
-                    campaign_id: k.0.clone(),
-                    creative_id: k.1.clone(),
+                    campaign_id: k.0.to_owned(),
+                    creative_id: k.1.to_owned(),
                     ad_id: String::new(),
                     day: label.day,
                     period_start: label.start,
@@ -264,7 +283,7 @@ pub fn ad_rows(summed: &[SummedTally], periods: &Periods) -> Vec<AdRow> {
 /// `adId` empty; `impressions` is left 0 (the caller sets it from the ad tallies).
 pub fn funnel_rows(summed: &[SummedTally], periods: &Periods) -> Vec<FunnelReportRow> {
     let mut period_of = PeriodOf::new(periods);
-    let mut rows: BTreeMap<(String, String, NaiveDateTime), FunnelReportRow> = BTreeMap::new();
+    let mut rows: FastMap<(&str, &str, NaiveDateTime), FunnelReportRow> = FastMap::default();
     for s in summed {
         let Metric::View(field) = s.metric else {
             continue;
@@ -278,7 +297,7 @@ pub fn funnel_rows(summed: &[SummedTally], periods: &Periods) -> Vec<FunnelRepor
             continue;
         }
         let row = rows
-            .entry((p.campaign_id.clone(), p.creative.clone(), period))
+            .entry((p.campaign_id.as_str(), p.creative.as_str(), period))
             .or_insert_with(|| {
                 let mut r = FunnelReportRow::new(
                     p.campaign_id.clone(),
@@ -286,7 +305,7 @@ pub fn funnel_rows(summed: &[SummedTally], periods: &Periods) -> Vec<FunnelRepor
                     p.creative.clone(),
                     0,
                 );
-                let label = periods.label(period);
+                let label = period_of.label(period);
                 r.day = label.day;
                 r.period_start = label.start;
                 r
@@ -295,7 +314,7 @@ pub fn funnel_rows(summed: &[SummedTally], periods: &Periods) -> Vec<FunnelRepor
     }
     let mut out: Vec<(i64, FunnelReportRow)> = rows
         .into_iter()
-        .map(|((_, _, period), r)| (periods.label(period).start_ms, r.finish()))
+        .map(|((_, _, period), r)| (period_of.label(period).start_ms, r.finish()))
         .collect();
     out.sort_by(|a, b| {
         (&a.1.campaign_id, &a.1.video_id, a.0).cmp(&(&b.1.campaign_id, &b.1.video_id, b.0))
@@ -344,9 +363,8 @@ pub enum Label {
 }
 
 impl Label {
-    /// The label of `period`.
-    pub fn of(self, periods: &Periods, period: NaiveDateTime) -> String {
-        let l = periods.label(period);
+    /// The part of a period's label this one is.
+    pub fn of(self, l: Period) -> String {
         match self {
             Self::Day => l.day,
             Self::Start => l.start,
@@ -367,7 +385,7 @@ pub fn cart_adds_labelled(
     label: Label,
 ) -> Vec<CartAddsRow> {
     let mut period_of = PeriodOf::new(periods);
-    let mut rows: BTreeMap<(String, NaiveDateTime), [u64; 2]> = BTreeMap::new();
+    let mut rows: FastMap<(&str, NaiveDateTime), [u64; 2]> = FastMap::default();
     for s in summed {
         let Metric::Cart(field) = s.metric else {
             continue;
@@ -376,14 +394,18 @@ pub fn cart_adds_labelled(
         let Some(period) = period_of.of(p) else {
             continue;
         };
-        rows.entry((p.campaign_id.clone(), period)).or_default()[field.index()] +=
+        rows.entry((p.campaign_id.as_str(), period)).or_default()[field.index()] +=
             u64::try_from(s.value).unwrap_or(0);
     }
-    rows.into_iter()
+    let mut rows: Vec<_> = rows
+        .into_iter()
         .filter(|(_, n)| n.iter().any(|n| *n > 0))
+        .collect();
+    rows.sort_unstable_by_key(|(key, _)| *key);
+    rows.into_iter()
         .map(|((campaign_id, period), n)| CartAddsRow {
-            campaign_id,
-            day: label.of(periods, period),
+            campaign_id: campaign_id.to_owned(),
+            day: label.of(period_of.label(period)),
             carts_added: n[0],
             invalid_carts_added: n[1],
         })

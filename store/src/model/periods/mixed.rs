@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 use chrono::NaiveDateTime;
 
 use super::Periods;
-use crate::model::tallies::{Grain, Metric, Place, SummedTally};
+use crate::model::tallies::{Grain, Metric, Place, Scope, SummedTally};
+use crate::write::FastMap;
 
 /// Quarter hours in a UTC day.
 const QUARTERS: i32 = 96;
@@ -114,28 +115,43 @@ impl Periods {
     /// home, each quarter's moved from its day's home (when its day was read whole)
     /// to its own period (when it has one). Each comes out placed at its period's
     /// first quarter in the range, netted (zero ones left out).
-    pub fn net(
+    pub fn net<'s>(
         &self,
         mixed: &Mixed,
-        days: &[SummedTally],
-        quarters: &[SummedTally],
+        days: &'s [SummedTally],
+        quarters: &'s [SummedTally],
     ) -> Vec<SummedTally> {
-        type Key = (Place, Metric, NaiveDateTime);
-        let mut acc: BTreeMap<Key, i64> = BTreeMap::new();
-        let mut add = |s: &SummedTally, period: NaiveDateTime, sign: i64| {
-            let place = Place {
-                grain: Grain::Quarter,
-                bucket: 0,
-                ..s.place.clone()
-            };
-            *acc.entry((place, s.metric, period)).or_default() += sign * s.value;
+        // Keyed by the place's text borrowed from the reads (no place cloned until
+        // its netted tally comes out): campaign, scope, creative, catalog, product.
+        type Key<'s> = (
+            &'s str,
+            Scope,
+            &'s str,
+            &'s str,
+            &'s str,
+            Metric,
+            NaiveDateTime,
+        );
+        let mut acc: FastMap<Key<'s>, i64> = FastMap::default();
+        let mut add = |s: &'s SummedTally, period: NaiveDateTime, sign: i64| {
+            let p = &s.place;
+            let key = (
+                p.campaign_id.as_str(),
+                p.scope,
+                p.creative.as_str(),
+                p.catalog_id.as_str(),
+                p.product_code.as_str(),
+                s.metric,
+                period,
+            );
+            *acc.entry(key).or_default() += sign * s.value;
         };
         for s in days {
             if let Some(home) = mixed.days.get(&s.place.bucket) {
                 add(s, *home, 1);
             }
         }
-        let mut own: BTreeMap<i32, Option<NaiveDateTime>> = BTreeMap::new();
+        let mut own: FastMap<i32, Option<NaiveDateTime>> = FastMap::default();
         for s in quarters {
             let q = s.place.bucket;
             let period = *own
@@ -155,17 +171,34 @@ impl Periods {
         }
         // A period's first instant in the range (a week's Monday may be before it).
         let (start, _) = self.span_ms();
-        acc.into_iter()
+        let mut bucket_of: FastMap<NaiveDateTime, i32> = FastMap::default();
+        let mut out: Vec<SummedTally> = acc
+            .into_iter()
             .filter(|(_, v)| *v != 0)
-            .map(|((mut place, metric, period), value)| {
-                place.bucket = Grain::Quarter.bucket(self.start_of(period).max(start));
-                SummedTally {
-                    place,
-                    metric,
-                    value,
-                }
-            })
-            .collect()
+            .map(
+                |((campaign, scope, creative, catalog, product, metric, period), value)| {
+                    let bucket = *bucket_of
+                        .entry(period)
+                        .or_insert_with(|| Grain::Quarter.bucket(self.start_of(period).max(start)));
+                    SummedTally {
+                        place: Place {
+                            campaign_id: campaign.to_owned(),
+                            scope,
+                            grain: Grain::Quarter,
+                            bucket,
+                            creative: creative.to_owned(),
+                            catalog_id: catalog.to_owned(),
+                            product_code: product.to_owned(),
+                            partition: 0,
+                        },
+                        metric,
+                        value,
+                    }
+                },
+            )
+            .collect();
+        out.sort_unstable_by(|a, b| (&a.place, a.metric).cmp(&(&b.place, b.metric)));
+        out
     }
 }
 

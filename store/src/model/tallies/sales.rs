@@ -508,17 +508,18 @@ pub fn campaign_rows_labelled(
     periods: &crate::model::periods::Periods,
     label: crate::model::rollup::Label,
 ) -> Vec<CampaignSalesRow> {
-    let mut groups: BTreeMap<(String, chrono::NaiveDateTime, String), [i64; 6]> = BTreeMap::new();
+    let mut period_of = crate::model::rollup::PeriodOf::new(periods);
+    let mut groups: BTreeMap<(&str, chrono::NaiveDateTime, &str), [i64; 6]> = BTreeMap::new();
     for s in summed {
         let (Metric::Sale(f), Scope::CampaignSales) = (s.metric, s.place.scope) else {
             continue;
         };
         let p = &s.place;
-        let Some(period) = periods.period_of_bucket(p.grain, p.bucket) else {
+        let Some(period) = period_of.of(p) else {
             continue;
         };
         groups
-            .entry((p.campaign_id.clone(), period, p.creative.clone()))
+            .entry((p.campaign_id.as_str(), period, p.creative.as_str()))
             .or_default()[f.index()] += s.value;
     }
     groups
@@ -526,14 +527,14 @@ pub fn campaign_rows_labelled(
         .filter(|(_, v)| v[SaleField::Orders.index()] > 0)
         .filter_map(|((campaign, period, currency), v)| {
             Some(CampaignSalesRow {
-                campaign_id: campaign,
-                day: label.of(periods, period),
+                campaign_id: campaign.to_owned(),
+                day: label.of(period_of.label(period)),
                 orders: u64::try_from(v[SaleField::Orders.index()]).unwrap_or(0),
                 revenue: join_amount(
                     v[SaleField::RevenueWhole.index()],
                     v[SaleField::RevenueE8.index()],
                 ),
-                currency: Currency::from_code(&currency)?,
+                currency: Currency::from_code(currency)?,
             })
         })
         .collect()
