@@ -5,7 +5,7 @@
 //! `batch` fold builds it), so every write is idempotent: writing a batch again after
 //! a crash or a retry changes nothing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -20,13 +20,7 @@ use crate::model::tallies::sales::{OrderCredits, ShopperOrder};
 use crate::model::tallies::{Place, PlaceTallies, Tally, TallyKey};
 use crate::{Backend, StoreError};
 
-/// Hash maps and sets of the hot path: entity keys are hashed several times per
-/// event, so a fast hash (foldhash) rather than SipHash. The keys come from
-/// unauthenticated beacons, so a sender chooses them; foldhash's per-process random
-/// seed keeps it from aiming them at one bucket.
-pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-/// See [`FastMap`].
-pub type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+pub use crate::model::{FastMap, FastSet};
 
 /// What one batch writes to the store.
 #[derive(Debug, Default, Clone)]

@@ -34,6 +34,14 @@ pub mod status;
 pub mod tallies;
 pub mod traffic;
 
+/// Hash maps and sets of the hot path: entity keys are hashed several times per
+/// event, so a fast hash (foldhash) rather than SipHash. The keys come from
+/// unauthenticated beacons, so a sender chooses them; foldhash's per-process random
+/// seed keeps it from aiming them at one bucket.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// See [`FastMap`].
+pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 /// A fact of an entity's set: identified by its dedup key, placed by its event time,
 /// carrying the ad id status of its best copy.
 pub trait Fact {

@@ -21,7 +21,7 @@ use super::status::AdIdStatus;
 use super::tallies::views::ViewField;
 use super::tallies::{Grain, Kind, Metric, Place, SummedTally};
 use super::traffic::InvalidCounts;
-use crate::write::FastMap;
+use crate::model::FastMap;
 
 /// One row of the products report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

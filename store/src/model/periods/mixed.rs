@@ -23,7 +23,7 @@ use chrono::NaiveDateTime;
 
 use super::Periods;
 use crate::model::tallies::{Grain, Metric, Place, Scope, SummedTally};
-use crate::write::FastMap;
+use crate::model::FastMap;
 
 /// Quarter hours in a UTC day.
 const QUARTERS: i32 = 96;
