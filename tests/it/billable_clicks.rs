@@ -80,52 +80,53 @@ pub(crate) fn amount(v: &serde_json::Value) -> f64 {
     }
 }
 
+/// Reads the report at `path` until its rows' clicks (each row's `clicks` of every
+/// kind, as `count` says) add up to `records`, for at most 90 s from `t`.
+fn rows_counting(
+    api: SocketAddr,
+    path: &str,
+    records: u64,
+    t: Instant,
+    count: impl Fn(&serde_json::Value) -> u64,
+) -> Vec<serde_json::Value> {
+    loop {
+        let got = rows(api, path);
+        if got.iter().map(&count).sum::<u64>() == records {
+            return got;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(90),
+            "{records} clicks expected of {path}: {got:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// Waits until the reports hold every click that reached the log (`records` ad clicks
 /// and as many product clicks), then checks there is one billable click of each.
 fn one_billable_click(api: SocketAddr, ad: &str, records: u64) {
     assert!(records > 1, "the test needs clicks past one edge's window");
     let t = Instant::now();
-    let ads = loop {
-        let ads = rows(api, &format!("/v1/reports/ads?adId={}", enc(ad)));
-        let seen: u64 = ads
-            .iter()
-            .map(|r| r["clicks"].as_u64().unwrap() + r["notBillableClicks"].as_u64().unwrap())
-            .sum();
-        if seen == records {
-            break ads;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(90),
-            "{records} clicks expected: {ads:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    };
+    let ads = rows_counting(
+        api,
+        &format!("/v1/reports/ads?adId={}", enc(ad)),
+        records,
+        t,
+        |r| r["clicks"].as_u64().unwrap() + r["notBillableClicks"].as_u64().unwrap(),
+    );
     assert_eq!(ads.len(), 1, "{ads:#?}");
     assert_eq!(ads[0]["clicks"], 1, "{ads:#?}");
     assert_eq!(ads[0]["invalidClicks"]["servedAdRepeat"], records - 1);
     // The product clicks are records of their own, perhaps of a later batch.
-    let products = loop {
-        let products = rows(api, &format!("/v1/reports/products?adId={}", enc(ad)));
-        let seen: u64 = products
-            .iter()
-            .map(|r| {
-                let invalid = r["invalidClicks"].as_object().map_or(0, |o| {
-                    o.values()
-                        .filter_map(serde_json::Value::as_u64)
-                        .sum::<u64>()
-                });
-                r["clicks"].as_u64().unwrap() + invalid
-            })
-            .sum();
-        if seen == records {
-            break products;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(90),
-            "{records} product clicks expected: {products:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    };
+    let path = format!("/v1/reports/products?adId={}", enc(ad));
+    let products = rows_counting(api, &path, records, t, |r| {
+        let invalid = r["invalidClicks"].as_object().map_or(0, |o| {
+            o.values()
+                .filter_map(serde_json::Value::as_u64)
+                .sum::<u64>()
+        });
+        r["clicks"].as_u64().unwrap() + invalid
+    });
     assert_eq!(products.len(), 1, "{products:#?}");
     assert_eq!(products[0]["clicks"], 1, "{products:#?}");
     assert_eq!(products[0]["invalidClicks"]["servedAdRepeat"], records - 1);

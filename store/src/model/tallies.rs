@@ -750,7 +750,9 @@ impl TallyQuery {
 }
 
 /// Sums tallies over partitions (the partition of each summed place is 0), in place
-/// and metric order; the marker and progress are left out.
+/// and metric order; the marker and progress are left out. What a store's read of a
+/// [`TallyQuery`] returns, by definition: the embedded store streams the same sums
+/// (`embedded::tallies`, tested against this one).
 pub fn sum<'a>(rows: impl IntoIterator<Item = (&'a TallyKey, &'a Tally)>) -> Vec<SummedTally> {
     let mut by: std::collections::BTreeMap<(Place, Metric), i64> = Default::default();
     for (k, t) in rows {
