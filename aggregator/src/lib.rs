@@ -13,6 +13,7 @@ pub mod compact;
 pub mod erasures;
 pub mod metrics;
 pub mod pipeline;
+pub mod retention;
 pub mod sales;
 pub mod source;
 
@@ -141,7 +142,18 @@ pub struct AggregatorConfig {
         default_value_t = rm_store::model::ageing::DEFAULT_RETENTION_DAYS
     )]
     pub identifier_retention_days: u32,
-    /// Seconds between two ageing passes (one runs at start too).
+    /// Days a raw fact (an event, view, cart line, touch or order) is kept; then it
+    /// is removed and the rollups that counted it stay (`rm_store::model::retention`).
+    /// Longer than the attribution windows and the late horizon together; 0: kept
+    /// for ever.
+    #[arg(
+        long = "fact-retention-days",
+        env = "RM_FACT_RETENTION_DAYS",
+        default_value_t = rm_store::model::retention::DEFAULT_RETENTION_DAYS
+    )]
+    pub fact_retention_days: u32,
+    /// Seconds between two ageing passes, each also removing the facts past their
+    /// retention (one runs at start too).
     #[arg(
         long = "aggregator-ageing-secs",
         env = "RM_AGGREGATOR_AGEING_SECS",
@@ -197,29 +209,45 @@ impl AggregatorConfig {
                         Duration::from_secs(self.ageing_secs.max(1)),
                     )
                 }),
+            retention: (self.fact_retention_days > 0).then(|| retention::RetentionOptions {
+                retention: Duration::from_secs(u64::from(self.fact_retention_days) * 86_400),
+                look_back: self.look_back(&shared),
+                every: Duration::from_secs(self.ageing_secs.max(1)),
+            }),
         }
     }
 
-    /// Refuses an identifier retention that rows still looked up by shopper would
-    /// outlive (see [`ageing::shortest_retention`]).
-    pub fn check_retention(&self, shared: &Shared) -> Result<(), String> {
-        if self.identifier_retention_days == 0 {
-            return Ok(());
-        }
+    /// How far back the fold ever looks (see [`ageing::shortest_retention`]): no
+    /// retention may be shorter.
+    fn look_back(&self, shared: &Shared) -> Duration {
         let w = shared.windows;
-        let shortest = ageing::shortest_retention(
+        ageing::shortest_retention(
             w.click_ms.max(w.view_ms),
             self.late_horizon_hours.max(0).saturating_mul(3_600_000),
             self.served_retention_hours.max(0).saturating_mul(3_600_000),
-        );
-        let days = u64::from(self.identifier_retention_days);
-        if Duration::from_secs(days * 86_400) <= shortest {
-            return Err(format!(
-                "RM_IDENTIFIER_RETENTION_DAYS={days} is not longer than the attribution \
-                 window plus the late horizon (or the served ads' retention): {} days; \
-                 set more, or 0 to keep identifiers",
-                shortest.as_secs().div_ceil(86_400)
-            ));
+        )
+    }
+
+    /// Refuses an identifier or fact retention that rows still looked up by the fold
+    /// would outlive (see [`ageing::shortest_retention`]).
+    pub fn check_retention(&self, shared: &Shared) -> Result<(), String> {
+        let shortest = self.look_back(shared);
+        for (name, days) in [
+            (
+                "RM_IDENTIFIER_RETENTION_DAYS",
+                self.identifier_retention_days,
+            ),
+            ("RM_FACT_RETENTION_DAYS", self.fact_retention_days),
+        ] {
+            let d = u64::from(days);
+            if days > 0 && Duration::from_secs(d * 86_400) <= shortest {
+                return Err(format!(
+                    "{name}={d} is not longer than the attribution window plus the late \
+                     horizon (or the served ads' retention): {} days; set more, or 0 to \
+                     keep them",
+                    shortest.as_secs().div_ceil(86_400)
+                ));
+            }
         }
         Ok(())
     }

@@ -24,6 +24,8 @@
 //! | `aggregator_erased_id_records_total` | counter | |
 //! | `aggregator_ageing_passes_total` | counter | `outcome` (done, failed) |
 //! | `aggregator_aged_rows_total` | counter | |
+//! | `aggregator_retention_passes_total` | counter | `outcome` (done, failed) |
+//! | `aggregator_retired_rows_total` | counter | |
 
 use metrics::{counter, gauge, histogram};
 use rm_schemas::agent::InvalidReason;
@@ -88,6 +90,10 @@ pub const ERASED_RECORDS: &str = "aggregator_erased_id_records_total";
 pub const AGEING_PASSES: &str = "aggregator_ageing_passes_total";
 /// Rows whose ids an ageing pass replaced.
 pub const AGED_ROWS: &str = "aggregator_aged_rows_total";
+/// Fact retention passes (`crate::retention`), by outcome (done, failed).
+pub const RETENTION_PASSES: &str = "aggregator_retention_passes_total";
+/// Raw rows a retention pass removed.
+pub const RETIRED_ROWS: &str = "aggregator_retired_rows_total";
 
 /// Registers every series at zero so dashboards see them from the first scrape.
 pub fn register(backend: &'static str) {
@@ -113,8 +119,10 @@ pub fn register(backend: &'static str) {
     counter!(ERASURES).absolute(0);
     counter!(ERASED_RECORDS).absolute(0);
     counter!(AGED_ROWS).absolute(0);
+    counter!(RETIRED_ROWS).absolute(0);
     for o in ["done", "failed"] {
         counter!(AGEING_PASSES, "outcome" => o).absolute(0);
+        counter!(RETENTION_PASSES, "outcome" => o).absolute(0);
     }
     counter!(OFFERS_SENT).absolute(0);
     for o in ["credited", "kept", "orphan"] {

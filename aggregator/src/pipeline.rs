@@ -62,7 +62,8 @@
 //!
 //! **Ageing** ([`crate::ageing`]) runs the same way: a pass at start and every
 //! `ageing.every`, after the write in flight landed and the cache was dropped, so
-//! nothing cached writes a raw id back under a row the pass aged.
+//! nothing cached writes a raw id back under a row the pass aged. The same pass then
+//! removes the raw facts past their retention ([`crate::retention`]).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -87,6 +88,7 @@ use crate::batch::{
 };
 use crate::erasures::{self, Erasures};
 use crate::metrics;
+use crate::retention::RetentionOptions;
 use crate::sales::{self, Lookups, OrderIn, OrderMsg, OrderStats};
 use crate::source::{Appender, Checkpoint, Raw, Source, Stream};
 
@@ -115,6 +117,21 @@ pub struct PipelineOptions {
     /// How the loop ages identifiers past their retention ([`crate::ageing`]);
     /// `None`: never.
     pub ageing: Option<AgeingOptions>,
+    /// How the loop removes raw facts past their retention, in the same pass
+    /// ([`crate::retention`]); `None`: never.
+    pub retention: Option<RetentionOptions>,
+}
+
+impl PipelineOptions {
+    /// How often the daily pass (ageing and retention) runs, when either is on.
+    fn pass_every(&self) -> Option<Duration> {
+        match (self.ageing, self.retention) {
+            (Some(a), Some(r)) => Some(a.every.min(r.every)),
+            (Some(a), None) => Some(a.every),
+            (None, Some(r)) => Some(r.every),
+            (None, None) => None,
+        }
+    }
 }
 
 /// How often the loop settles erasures old enough (their ids forgotten).
@@ -289,13 +306,14 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
             }
         }
     }
-    // Identifiers past their retention are aged once before this loop folds
-    // anything, then every `ageing.every` (`crate::ageing`).
-    if !age(&*store, opts.ageing, &shutdown).await {
+    // Identifiers past their retention are aged, and facts past theirs removed,
+    // once before this loop folds anything, then every `ageing.every`
+    // (`crate::ageing`, `crate::retention`).
+    if !daily_pass(&*store, &opts, &shutdown).await {
         return Ok(());
     }
     let mut ageing_tick =
-        tokio::time::interval(opts.ageing.map_or(Duration::from_secs(86_400), |a| a.every));
+        tokio::time::interval(opts.pass_every().unwrap_or(Duration::from_secs(86_400)));
     ageing_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ageing_tick.tick().await;
     let mut erasure_tick = tokio::time::interval(opts.erasures_every);
@@ -353,14 +371,14 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
                 continue;
             }
             p = next.recv() => p,
-            _ = ageing_tick.tick(), if opts.ageing.is_some() => {
+            _ = ageing_tick.tick(), if opts.pass_every().is_some() => {
                 // As before an erasure: nothing cached may write a raw id back.
                 if !stored(&commits, &progress, wait(&mut in_flight).await) {
                     return Ok(());
                 }
                 in_flight = None;
                 cache = Cache::default();
-                if !age(&*store, opts.ageing, &shutdown).await {
+                if !daily_pass(&*store, &opts, &shutdown).await {
                     return Ok(());
                 }
                 continue;
@@ -590,6 +608,48 @@ async fn look_for_erasures<T: EraseStore>(
             () = tokio::time::sleep(delay) => {}
         }
         delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// The daily pass: ageing, then fact retention, each when set; false on shutdown.
+async fn daily_pass<T: EraseStore>(
+    store: &T,
+    opts: &PipelineOptions,
+    shutdown: &CancellationToken,
+) -> bool {
+    age(store, opts.ageing, shutdown).await && retire(store, opts.retention, shutdown).await
+}
+
+/// Removes the facts past their retention when `retention` is set (retrying while
+/// the store is unavailable); false on shutdown. A pass the store refuses is logged
+/// and counted, and the next one runs at its time.
+async fn retire<T: EraseStore>(
+    store: &T,
+    retention: Option<RetentionOptions>,
+    shutdown: &CancellationToken,
+) -> bool {
+    let Some(o) = retention else { return true };
+    let r = o.pass(chrono::Utc::now().timestamp_millis());
+    match retry("retire facts", shutdown, || store.retire(&r)).await {
+        None => false,
+        Some(Ok(gone)) => {
+            ::metrics::counter!(metrics::RETENTION_PASSES, "outcome" => "done").increment(1);
+            ::metrics::counter!(metrics::RETIRED_ROWS).increment(gone.total());
+            tracing::info!(
+                target: "audit",
+                before_ms = r.before_ms,
+                recount_from_ms = r.recount_from_ms,
+                rows = gone.total(),
+                removed = ?gone,
+                "facts past their retention removed"
+            );
+            true
+        }
+        Some(Err(e)) => {
+            ::metrics::counter!(metrics::RETENTION_PASSES, "outcome" => "failed").increment(1);
+            tracing::error!(error = %e, "a retention pass was refused; the next one runs at its time");
+            true
+        }
     }
 }
 

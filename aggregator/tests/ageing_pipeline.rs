@@ -82,6 +82,7 @@ async fn the_loop_ages_ids_past_their_retention() {
             retention: Duration::from_secs(2),
             every: Duration::from_millis(200),
         }),
+        retention: None,
     };
     let task = tokio::spawn(pipeline::run_with_progress(
         source,

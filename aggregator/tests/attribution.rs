@@ -228,6 +228,7 @@ fn options() -> PipelineOptions {
         erasures_every: Duration::from_secs(1),
         erasure_settle: Duration::from_secs(600),
         ageing: None,
+        retention: None,
     }
 }
 

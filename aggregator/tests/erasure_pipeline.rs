@@ -60,6 +60,7 @@ fn start(store: &Arc<EmbeddedStore>, log: &EmbeddedLog) -> Running {
         erasures_every: Duration::from_millis(100),
         erasure_settle: Duration::from_secs(600),
         ageing: None,
+        retention: None,
     };
     let task = tokio::spawn(pipeline::run_with_progress(
         source,

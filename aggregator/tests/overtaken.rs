@@ -152,6 +152,7 @@ async fn a_batch_written_by_a_consumer_that_lost_the_partition_is_never_lost() {
         erasures_every: Duration::from_secs(1),
         erasure_settle: Duration::from_secs(600),
         ageing: None,
+        retention: None,
     };
     let task = tokio::spawn(pipeline::run_with_progress(
         source,

@@ -128,6 +128,12 @@ impl rm_store::EraseStore for Gated {
     async fn age(&self, a: &rm_store::model::ageing::Ageing) -> Result<Erased, StoreError> {
         self.inner.age(a).await
     }
+    async fn retire(
+        &self,
+        r: &rm_store::model::retention::Retirement,
+    ) -> Result<Erased, StoreError> {
+        self.inner.retire(r).await
+    }
 }
 
 /// Shopper `i`'s play of their own served ad, one per record: every record is a view.
@@ -203,6 +209,7 @@ impl Running {
             erasures_every: Duration::from_secs(1),
             erasure_settle: Duration::from_secs(600),
             ageing: None,
+            retention: None,
         };
         let task = tokio::spawn(pipeline::run_with_progress(
             source,

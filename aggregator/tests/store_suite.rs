@@ -50,6 +50,8 @@ mod migration;
 mod offers;
 #[path = "store_suite/pages.rs"]
 mod pages;
+#[path = "store_suite/retention.rs"]
+mod retention;
 #[path = "store_suite/rollups.rs"]
 mod rollups;
 #[path = "store_suite/sales.rs"]
@@ -1900,5 +1902,37 @@ async fn clickhouse_erasure_newest() {
         "the chDB shim (ClickHouse 26.9)",
     ) {
         clickhouse_erasure(&url).await;
+    }
+}
+
+/// The embedded store's fact retention (`store_suite/retention.rs`).
+#[tokio::test]
+async fn embedded_retention() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
+    retention::retired_past_retention(&store).await;
+}
+
+async fn clickhouse_retention(url: &str) {
+    let config = fresh_database(url, "retire");
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    retention::retired_past_retention(&store).await;
+    drop_database(url, &config.database).await;
+}
+
+#[tokio::test]
+async fn clickhouse_retention_18() {
+    if let Some(url) = server_url("RM_CLICKHOUSE_URL", "ClickHouse 18.16") {
+        clickhouse_retention(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn clickhouse_retention_newest() {
+    if let Some(url) = server_url(
+        "RM_CLICKHOUSE_NEWEST_URL",
+        "the chDB shim (ClickHouse 26.9)",
+    ) {
+        clickhouse_retention(&url).await;
     }
 }

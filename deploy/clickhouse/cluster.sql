@@ -309,3 +309,14 @@ ORDER BY (campaign_id, day, tracking_id, catalog_id, product_code);
 
 CREATE TABLE IF NOT EXISTS retail_media.cart_lines ON CLUSTER '{cluster}' AS retail_media.cart_lines_local
 ENGINE = Distributed('{cluster}', retail_media, cart_lines_local, cityHash64(campaign_id, day, tracking_id, catalog_id, product_code));
+
+-- retention: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.retention_local ON CLUSTER '{cluster}' (
+    name String,
+    value Int64
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/retail_media/retention', '{replica}')
+ORDER BY name;
+
+CREATE TABLE IF NOT EXISTS retail_media.retention ON CLUSTER '{cluster}' AS retail_media.retention_local
+ENGINE = Distributed('{cluster}', retail_media, retention_local, cityHash64(name));

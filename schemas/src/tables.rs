@@ -30,6 +30,7 @@
 //! | [`ROLLUPS`] | place, log partition, metric | `stamp` (the record's offset + 1) | `argMax(value, stamp)`, summed over partitions |
 //! | [`ROLLUPS_CLOSED`] | place, metric | `generation` (the compaction's time) | `argMax(value, generation)`, for closed days of places not flagged late |
 //! | [`ROLLUPS_LATE`] | write time, place | none (copies are equal) | the places flagged since a compaction |
+//! | [`RETENTION`] | mark name | none (a row per pass) | `max(value)` per name |
 //!
 //! An order id is written once: the aggregator looks the batch's order ids up first
 //! and writes only the orders the table does not hold, so a re-sent order (same id,
@@ -368,8 +369,17 @@ pub const CART_LINES: &str = "CREATE TABLE IF NOT EXISTS cart_lines (
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (campaign_id, day, tracking_id, catalog_id, product_code)";
 
+/// Fact retention's marks (`rm_store::model::retention`): the cut before which raw
+/// rows were removed (`facts_retired_before_ms`) and the recount floor
+/// (`recount_from_ms`), a row per pass and name; a name's mark is its highest value.
+pub const RETENTION: &str = "CREATE TABLE IF NOT EXISTS retention (
+    name String,
+    value Int64
+) ENGINE = MergeTree()
+ORDER BY name";
+
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 16] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
@@ -385,6 +395,7 @@ pub const ALL: [&str; 15] = [
     ROLLUPS_LATE,
     ERASURES,
     CART_LINES,
+    RETENTION,
 ];
 
 /// Columns added to a table after it first shipped: (table, column, type). Each is

@@ -15,6 +15,7 @@ use crate::model::carts::{CartCampaignRow, CartKey};
 use crate::model::erasure::{Erased, Erasure};
 use crate::model::funnel::{FunnelReportRow, ViewKey};
 use crate::model::products::ProductReportRow;
+use crate::model::retention::{Retired, Retirement};
 use crate::model::tallies::sales::{OrderCredits, ShopperOrder};
 use crate::model::tallies::{Place, PlaceTallies, SummedTally, TallyQuery};
 use crate::write::{BatchWrite, EntitySets, FastMap, FastSet, PreparedWrite, WriteStore};
@@ -212,5 +213,8 @@ impl EraseStore for AnyStore {
     }
     async fn age(&self, a: &Ageing) -> Result<Erased, StoreError> {
         dispatch!(self, s => s.age(a).await)
+    }
+    async fn retire(&self, r: &Retirement) -> Result<Retired, StoreError> {
+        dispatch!(self, s => s.retire(r).await)
     }
 }

@@ -10,12 +10,15 @@
 //!
 //! The same side ages identifiers past their retention ([`EraseStore::age`],
 //! [`crate::model::ageing`]): the aggregator runs a pass at start and every
-//! `RM_AGGREGATOR_AGEING_SECS`, between two of its writes, as it runs erasures.
+//! `RM_AGGREGATOR_AGEING_SECS`, between two of its writes, as it runs erasures; and
+//! in the same pass removes the raw rows past their retention ([`EraseStore::retire`],
+//! [`crate::model::retention`]).
 
 use std::future::Future;
 
 use crate::model::ageing::Ageing;
 use crate::model::erasure::{Erased, Erasure};
+use crate::model::retention::{Retired, Retirement};
 use crate::{Backend, StoreError};
 
 /// `Ok` when `e` can run: it still holds the id (a settled erasure keeps only its
@@ -71,4 +74,9 @@ pub trait EraseStore: Backend {
     /// ([`crate::model::ageing`]): what it replaced. Idempotent: a second pass over
     /// the same time replaces nothing.
     fn age(&self, a: &Ageing) -> impl Future<Output = Result<Erased, StoreError>> + Send;
+
+    /// Records the pass's cut and recount floor (each kept at the highest written),
+    /// then removes the raw rows dated before the cut ([`crate::model::retention`]):
+    /// what it removed. Idempotent: a second pass over the same cut removes nothing.
+    fn retire(&self, r: &Retirement) -> impl Future<Output = Result<Retired, StoreError>> + Send;
 }

@@ -89,11 +89,11 @@ fn an_unknown_setting_fails_at_start_naming_it() {
     assert!(String::from_utf8_lossy(&bad_value.stderr).contains("--ingest-addr"));
 }
 
-/// An identifier retention that attribution or late events would outlive is refused
-/// at start, naming the setting and the shortest it may be (issue 25); a key too
-/// short to key anything is refused too.
+/// An identifier or fact retention that attribution or late events would outlive is
+/// refused at start, naming the setting and the shortest it may be (issues 25, 26); a
+/// key too short to key anything is refused too.
 #[test]
-fn an_identifier_retention_shorter_than_attribution_is_refused() {
+fn a_retention_shorter_than_attribution_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_retail-media"))
@@ -111,6 +111,13 @@ fn an_identifier_retention_shorter_than_attribution_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("RM_IDENTIFIER_RETENTION_DAYS=45") && err.contains("60 days"),
+        "{err}"
+    );
+    let out = run(&["--fact-retention-days", "30"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("RM_FACT_RETENTION_DAYS=30") && err.contains("60 days"),
         "{err}"
     );
     let out = run(&["--identifier-key", "short"]);

@@ -651,6 +651,13 @@ impl EraseStore for ClickHouseStore {
         self.age_pass(a).await
     }
 
+    async fn retire(
+        &self,
+        r: &crate::model::retention::Retirement,
+    ) -> Result<crate::model::retention::Retired, StoreError> {
+        self.retire_pass(r).await
+    }
+
     async fn settle_erasures(&self, before_ms: i64) -> Result<usize, StoreError> {
         let fail = ch("settle erasures");
         let n = self

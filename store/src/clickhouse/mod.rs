@@ -57,6 +57,7 @@ mod page;
 mod query;
 mod reports;
 mod resort;
+mod retention;
 mod rows;
 mod sales;
 mod schema;

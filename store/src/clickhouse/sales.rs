@@ -274,7 +274,7 @@ impl ClickHouseStore {
             .into_iter()
             .map(|(k, value)| (k, Tally { value, stamp: 0 }))
             .collect();
-        self.insert_tallies(&tallies).await?;
+        self.insert_backfilled(&tallies).await?;
         for chunk in states.chunks(10_000) {
             self.insert_order_rows(chunk, &[]).await?;
         }

@@ -82,6 +82,22 @@ impl ClickHouseStore {
         insert_rows::<TallyCh>(self.client(), "rollups", &rows).await
     }
 
+    /// Inserts a backfill's tallies: those the store's recount floor lets it count
+    /// again ([`crate::model::retention::recounted`]: every row, where no fact was
+    /// ever removed).
+    pub(crate) async fn insert_backfilled(
+        &self,
+        rows: &[(TallyKey, Tally)],
+    ) -> Result<(), StoreError> {
+        let floor = self.recount_floor().await?;
+        let rows: Vec<(TallyKey, Tally)> = rows
+            .iter()
+            .filter(|(k, _)| crate::model::retention::recounted(k, floor))
+            .cloned()
+            .collect();
+        self.insert_tallies(&rows).await
+    }
+
     /// Marks a store that holds no facts as counted (nothing to backfill), at
     /// connect; a store with facts and no marker waits for the aggregator's backfill.
     pub(crate) async fn mark_if_new(&self) -> Result<(), StoreError> {
@@ -330,7 +346,7 @@ impl ClickHouseStore {
             counts.views(&views);
             let rows = counts.rows();
             written += rows.len();
-            self.insert_tallies(&rows).await?;
+            self.insert_backfilled(&rows).await?;
         }
         // Cart adds per campaign and day, as the campaign summary's fact report counts
         // them (small: one row per campaign and day).
@@ -342,7 +358,7 @@ impl ClickHouseStore {
         );
         let rows = counts.rows();
         written += rows.len();
-        self.insert_tallies(&rows).await?;
+        self.insert_backfilled(&rows).await?;
         self.insert_tallies(&[tallies::marker_row()]).await?;
         tracing::info!(
             tallies = written,
@@ -362,7 +378,7 @@ impl ClickHouseStore {
         }
         let lines = self.cart_rows(super::query::Conds::default()).await?;
         let counts = tallies::carts::backfill_rows(&lines);
-        self.insert_tallies(&counts).await?;
+        self.insert_backfilled(&counts).await?;
         self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
         tracing::info!(
             tallies = counts.len(),
@@ -418,16 +434,23 @@ impl ClickHouseStore {
         w: &crate::model::attribution::Windows,
     ) -> Result<(), StoreError> {
         let client = self.client();
-        client
-            .query("DROP TABLE IF EXISTS rollups")
-            .execute()
-            .await
-            .map_err(ch("drop tallies"))?;
-        client
-            .query("DROP TABLE IF EXISTS order_credits")
-            .execute()
-            .await
-            .map_err(ch("drop order states"))?;
+        match self.recount_floor().await? {
+            None => {
+                client
+                    .query("DROP TABLE IF EXISTS rollups")
+                    .execute()
+                    .await
+                    .map_err(ch("drop tallies"))?;
+                client
+                    .query("DROP TABLE IF EXISTS order_credits")
+                    .execute()
+                    .await
+                    .map_err(ch("drop order states"))?;
+            }
+            // Facts were removed: the counts of the buckets before the floor stay,
+            // and the states of the orders before it (`crate::model::retention`).
+            Some(f) => self.clear_from_floor(f).await?,
+        }
         client
             .query_raw(rm_schemas::tables::ORDER_CREDITS)
             .execute()

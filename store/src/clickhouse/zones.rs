@@ -54,7 +54,7 @@ impl ClickHouseStore {
         let mut written = 0;
         let events = self.campaign_event_quarters().await?;
         written += events.len();
-        self.insert_tallies(&events).await?;
+        self.insert_backfilled(&events).await?;
         // A campaign's views at a time, as the first backfill reads them.
         let campaigns: Vec<String> = self
             .client()
@@ -69,16 +69,16 @@ impl ClickHouseStore {
                 first_ms: *first_ms,
             }));
             written += rows.len();
-            self.insert_tallies(&rows).await?;
+            self.insert_backfilled(&rows).await?;
         }
         let lines = self.cart_rows(super::query::Conds::default()).await?;
         let rows = crate::model::tallies::carts::backfill_rows_of(&lines, zones::is_zoned);
         written += rows.len();
-        self.insert_tallies(&rows).await?;
+        self.insert_backfilled(&rows).await?;
         let states = self.all_order_states().await?;
         let rows = zones::sales(&states);
         written += rows.len();
-        self.insert_tallies(&rows).await?;
+        self.insert_backfilled(&rows).await?;
         self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
         tracing::info!(
             tallies = written,

@@ -87,7 +87,8 @@ pub(super) const VIEWS: Entities = Entities {
     id: 0,
     mark: "views",
     key_of: |v| Ok(super::key(&super::codec::parse_view_row(v)?.0.key)),
-    removable: false,
+    // Past the facts' retention (`retention.rs`).
+    removable: true,
     follow: None,
 };
 
@@ -103,7 +104,8 @@ pub(super) const CARTS: Entities = Entities {
             .ok_or_else(|| super::corrupt("an empty cart"))?;
         Ok(super::key(&first.key))
     },
-    removable: false,
+    // Past the facts' retention (`retention.rs`).
+    removable: true,
     follow: Some(super::cart_lines::follow),
 };
 
@@ -306,28 +308,81 @@ pub(super) fn remove_oldest(
     limit: usize,
     gone: impl Fn(&[u8]) -> Result<bool, StoreError>,
 ) -> Result<Removed, StoreError> {
-    let mut table = w.open_table(kind.rows).map_err(err)?;
-    let mut slots = w.open_table(kind.slots).map_err(err)?;
-    // The newest row stays whatever it holds: the next slot is one past it, and slots
-    // must never be given twice (an index entry below the mark is the table's).
-    let last = match table.last().map_err(err)? {
-        Some((k, _)) => slot_of(k.value())?,
-        None => {
+    let mut doomed: Vec<(u64, Vec<u8>)> = Vec::new();
+    {
+        let table = w.open_table(kind.rows).map_err(err)?;
+        let Some(last) = last_slot(&table)? else {
             return Ok(Removed {
                 kind,
                 keys: Vec::new(),
-            })
+            });
+        };
+        for row in table.iter().map_err(err)? {
+            let (slot, v) = row.map_err(err)?;
+            let slot = slot_of(slot.value())?;
+            if slot >= last || doomed.len() >= limit || !gone(v.value())? {
+                break;
+            }
+            doomed.push((slot, (kind.key_of)(v.value())?));
         }
-    };
-    let mut doomed: Vec<(u64, Vec<u8>)> = Vec::new();
-    for row in table.iter().map_err(err)? {
-        let (slot, v) = row.map_err(err)?;
-        let slot = slot_of(slot.value())?;
-        if slot >= last || doomed.len() >= limit || !gone(v.value())? {
-            break;
-        }
-        doomed.push((slot, (kind.key_of)(v.value())?));
     }
+    remove(w, kind, doomed)
+}
+
+/// Removes every entity of `kind` whose row `gone` says so of (a scan of the whole
+/// table), but the newest row, whatever it holds: the next slot is one past it, and
+/// slots must never be given twice (an index entry below the mark is the table's).
+/// Only for a kind whose reads allow it ([`Entities::removable`]).
+pub(super) fn remove_where(
+    w: &WriteTransaction,
+    kind: Entities,
+    mut gone: impl FnMut(&[u8]) -> Result<bool, StoreError>,
+) -> Result<Removed, StoreError> {
+    if !kind.removable {
+        return Err(StoreError::Refused(format!(
+            "{}: rows of this kind are never removed",
+            kind.mark
+        )));
+    }
+    let mut doomed: Vec<(u64, Vec<u8>)> = Vec::new();
+    {
+        let table = w.open_table(kind.rows).map_err(err)?;
+        let Some(last) = last_slot(&table)? else {
+            return Ok(Removed {
+                kind,
+                keys: Vec::new(),
+            });
+        };
+        for row in table.iter().map_err(err)? {
+            let (slot, v) = row.map_err(err)?;
+            let slot = slot_of(slot.value())?;
+            if slot < last && gone(v.value())? {
+                doomed.push((slot, (kind.key_of)(v.value())?));
+            }
+        }
+    }
+    remove(w, kind, doomed)
+}
+
+/// The newest slot of a kind's rows, `None` when it has none.
+fn last_slot(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+) -> Result<Option<u64>, StoreError> {
+    match table.last().map_err(err)? {
+        Some((k, _)) => slot_of(k.value()).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Removes these entities (slot, key): their rows, following them, and their index
+/// table entries (memory's once [`Removed::apply`]d).
+fn remove(
+    w: &WriteTransaction,
+    kind: Entities,
+    doomed: Vec<(u64, Vec<u8>)>,
+) -> Result<Removed, StoreError> {
+    let mut table = w.open_table(kind.rows).map_err(err)?;
+    let mut slots = w.open_table(kind.slots).map_err(err)?;
     for (slot, key) in &doomed {
         let old = table
             .remove(slot.to_be_bytes().as_slice())

@@ -445,6 +445,15 @@ impl EraseStore for EmbeddedStore {
             .await
     }
 
+    async fn retire(
+        &self,
+        r: &crate::model::retention::Retirement,
+    ) -> Result<crate::model::retention::Retired, StoreError> {
+        let (r, store) = (*r, self.clone());
+        self.blocking(move |db| super::retention::run(db, &store, &r))
+            .await
+    }
+
     async fn settle_erasures(&self, before_ms: i64) -> Result<usize, StoreError> {
         self.blocking(move |db| {
             let w = db.begin_write().map_err(err)?;

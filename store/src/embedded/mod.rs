@@ -72,6 +72,7 @@ mod erase;
 mod migrate;
 mod migrate_money;
 mod reports;
+mod retention;
 mod sales;
 mod tallies;
 mod write;

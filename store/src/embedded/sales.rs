@@ -18,6 +18,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 
 use super::{err, parse, val, Table, ORDERS, TOUCHES};
 use crate::model::attribution::{OrderLine, Touch, Windows};
+use crate::model::retention::recounted;
 use crate::model::tallies::sales::{self, OrderCredits, ShopperOrder};
 use crate::model::tallies::{Tally, TallyKey, BACKFILL_PARTITION};
 use crate::write::{FastMap, FastSet};
@@ -212,6 +213,8 @@ pub(super) fn backfill(db: &Database, w: &Windows) -> Result<Option<usize>, Stor
     {
         return Ok(None);
     }
+    // Orders before the recount floor keep their states and counts (`clear`).
+    let floor = super::retention::floor(&tx)?;
     let mut states = Vec::new();
     {
         let orders = tx.open_table(ORDERS).map_err(err)?;
@@ -223,6 +226,9 @@ pub(super) fn backfill(db: &Database, w: &Windows) -> Result<Option<usize>, Stor
                 continue;
             }
             let lines: Vec<OrderLine> = parse(v.value())?;
+            if floor.is_some_and(|f| before_floor(&lines, f)) {
+                continue;
+            }
             let mut state = OrderCredits::new(&lines);
             for l in &lines {
                 let (from, to) = sales::touch_span(l.time_ms, w);
@@ -244,7 +250,7 @@ pub(super) fn backfill(db: &Database, w: &Windows) -> Result<Option<usize>, Stor
     for s in &states {
         for (k, d) in sales::moves(&Default::default(), &s.counts(), BACKFILL_PARTITION) {
             // The quarter hours are the zones' backfill's, which follows.
-            if !crate::model::tallies::zones::is_zoned(&k.place) {
+            if !crate::model::tallies::zones::is_zoned(&k.place) && recounted(&k, floor) {
                 *counts.entry(k).or_default() += d;
             }
         }
@@ -291,10 +297,30 @@ pub(super) fn mark_if_new(w: &WriteTransaction) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Deletes every order state (`retail-media rebuild` attributes every order again).
+/// Whether an order's lines are all dated before `floor` (an order's lines share
+/// its date).
+fn before_floor<'a>(lines: impl IntoIterator<Item = &'a OrderLine>, floor: i64) -> bool {
+    lines.into_iter().all(|l| l.time_ms < floor)
+}
+
+/// Deletes every order state (`retail-media rebuild` attributes every order again)
+/// but, in a store that lost facts to their retention, those of the orders before
+/// its recount floor: their touches may be gone, so they keep the credits they had.
 pub(super) fn clear(db: &Database) -> Result<(), StoreError> {
     let w = db.begin_write().map_err(err)?;
-    w.delete_table(ORDER_CREDITS).map_err(err)?;
-    w.open_table(ORDER_CREDITS).map_err(err)?;
+    match super::retention::floor(&w)? {
+        None => {
+            w.delete_table(ORDER_CREDITS).map_err(err)?;
+            w.open_table(ORDER_CREDITS).map_err(err)?;
+        }
+        Some(f) => {
+            let mut t = w.open_table(ORDER_CREDITS).map_err(err)?;
+            t.retain(|_, v| {
+                OrderCredits::from_bytes(v)
+                    .is_ok_and(|s| before_floor(s.lines.iter().map(|l| &l.line), f))
+            })
+            .map_err(err)?;
+        }
+    }
     w.commit().map_err(err)
 }

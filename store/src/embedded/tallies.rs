@@ -13,6 +13,7 @@ use crate::model::ads::AdFact;
 use crate::model::campaigns::CartAddsRow;
 use crate::model::funnel::ViewRow;
 use crate::model::products::ProductFact;
+use crate::model::retention;
 use crate::model::tallies::backfill::Counts;
 use crate::model::tallies::{
     self, page::PlaceKey, Grain, Metric, Place, PlaceTallies, Scope, SummedTally, Tally, TallyKey,
@@ -389,7 +390,7 @@ pub(super) fn backfill(
         if has_marker(&t)? {
             return Ok(None);
         }
-        let rows = counts.rows();
+        let rows = recounted(&w, counts.rows())?;
         n = rows.len();
         for (k, v) in rows.into_iter().chain([tallies::marker_row()]) {
             t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
@@ -407,6 +408,7 @@ pub(super) fn backfill_carts(
     rows: Vec<(TallyKey, Tally)>,
 ) -> Result<Option<usize>, StoreError> {
     let w = db.begin_write().map_err(err)?;
+    let rows = recounted(&w, rows)?;
     let n = rows.len();
     {
         let mut t = w.open_table(ROLLUPS).map_err(err)?;
@@ -480,11 +482,36 @@ pub(super) fn needs_backfill(db: &Database) -> Result<bool, StoreError> {
     Ok(!has_marker(&t)?)
 }
 
-/// Deletes every tally (the marker too).
+/// The rows a backfill writes: those the store's recount floor lets it count again
+/// ([`crate::model::retention::recounted`]: every row, where no fact was ever
+/// removed).
+pub(super) fn recounted(
+    w: &redb::WriteTransaction,
+    rows: Vec<(TallyKey, Tally)>,
+) -> Result<Vec<(TallyKey, Tally)>, StoreError> {
+    let floor = super::retention::floor(w)?;
+    Ok(rows
+        .into_iter()
+        .filter(|(k, _)| retention::recounted(k, floor))
+        .collect())
+}
+
+/// Deletes every tally (the markers too) but, in a store that lost facts to their
+/// retention, the counts of the buckets before its recount floor: their facts may
+/// be gone, so they stay as the fold counted them.
 pub(super) fn clear(db: &Database) -> Result<(), StoreError> {
     let w = db.begin_write().map_err(err)?;
-    w.delete_table(ROLLUPS).map_err(err)?;
-    w.open_table(ROLLUPS).map_err(err)?;
+    match super::retention::floor(&w)? {
+        None => {
+            w.delete_table(ROLLUPS).map_err(err)?;
+            w.open_table(ROLLUPS).map_err(err)?;
+        }
+        Some(f) => {
+            let mut t = w.open_table(ROLLUPS).map_err(err)?;
+            t.retain(|k, _| decode(k).is_ok_and(|k| !retention::recounted(&k, Some(f))))
+                .map_err(err)?;
+        }
+    }
     w.commit().map_err(err)
 }
 

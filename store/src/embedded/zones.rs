@@ -85,6 +85,7 @@ pub(super) fn backfill(db: &Database) -> Result<Option<usize>, StoreError> {
     }
     let rows = counts(db)?;
     let w = db.begin_write().map_err(err)?;
+    let rows = super::tallies::recounted(&w, rows)?;
     let n = rows.len();
     {
         let mut t = w.open_table(ROLLUPS).map_err(err)?;

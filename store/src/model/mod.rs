@@ -28,6 +28,7 @@ pub mod erasure;
 pub mod funnel;
 pub mod periods;
 pub mod products;
+pub mod retention;
 pub mod rollup;
 pub mod served;
 pub mod status;
