@@ -91,6 +91,13 @@ struct Args {
     /// second that finds nothing left (a daily pass's cost lies between).
     #[arg(long)]
     age: bool,
+    /// After the reports, time fact retention passes over each store
+    /// (`rm_store::EraseStore::retire`): one with nothing due (a cut before the
+    /// oldest day), one removing the oldest day (a daily pass's work), one removing
+    /// the older half of the days, and that one again (nothing left); the campaign
+    /// summary must answer the same after each.
+    #[arg(long)]
+    retire: bool,
     /// Skip the report tables (with `--erase`: time the erasures only).
     #[arg(long)]
     no_reports: bool,
@@ -491,6 +498,55 @@ async fn ageing(stores: &[(usize, BenchStore)], backend: &str) -> anyhow::Result
     Ok(())
 }
 
+async fn retention(
+    stores: &[(usize, BenchStore)],
+    f: &ReportFilter,
+    a: &Args,
+    backend: &str,
+) -> anyhow::Result<()> {
+    use rm_store::model::periods::Periods;
+    use rm_store::model::retention::Retirement;
+    use rm_store::sums;
+    use rm_store::EraseStore;
+    println!();
+    println!("Fact retention passes ({backend}, `--retire`; ms, rows removed):");
+    println!();
+    println!("| store | records | nothing due | the oldest day | the older half | again |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let today = chrono::Utc::now().timestamp_millis() / 86_400_000;
+    let days = i64::try_from(a.days).unwrap_or(30);
+    let cut = |day: i64| Retirement {
+        before_ms: day * 86_400_000,
+        recount_from_ms: day * 86_400_000,
+    };
+    let passes = [
+        cut(today - days - 2),
+        cut(today - days + 1),
+        cut(today - days / 2),
+        cut(today - days / 2),
+    ];
+    let (from, to) = (f.from_day.unwrap_or(0), f.to_day.unwrap_or(0));
+    let utc = Periods::utc_days(from, to);
+    for (i, (records, store)) in stores.iter().enumerate() {
+        let before = sums::campaign_summary(&store.store, f, &utc, |_| None).await?;
+        let mut cells = Vec::new();
+        for r in &passes {
+            let t = Instant::now();
+            let gone = store.store.retire(r).await?;
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            cells.push(format!("{ms:.0} ms, {}", gone.total()));
+            let after = sums::campaign_summary(&store.store, f, &utc, |_| None).await?;
+            anyhow::ensure!(after == before, "the campaign summary changed");
+        }
+        println!(
+            "| {} | {records} | {} |",
+            if i == 0 { "small" } else { "large" },
+            cells.join(" | ")
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
@@ -529,6 +585,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if a.age {
         ageing(&stores, backend).await?;
+    }
+    if a.retire {
+        retention(&stores, &f, &a, backend).await?;
     }
     if a.optimize {
         for (_, store) in &stores {
