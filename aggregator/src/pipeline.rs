@@ -269,6 +269,10 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
     shutdown: CancellationToken,
     progress: Arc<Progress>,
 ) -> Result<(), crate::AggregatorError> {
+    // The lag is sampled from the start: the backfills, erasures and passes below
+    // can take minutes (a store upgraded with millions of facts, a store that does
+    // not answer), and the backlog they leave is what an operator needs to see.
+    let _sampler = lag_sampler(source.lag_probe(), shutdown.clone());
     // A store written before tallies has its earlier clicks counted first, before
     // this loop writes anything (see `rm_store::model::tallies`).
     match retry("backfill tallies", &shutdown, || store.backfill_tallies()).await {
@@ -322,7 +326,6 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
     let mut settled_at = std::time::Instant::now();
     let mut cache = Cache::default();
     let mut in_flight: Option<InFlight> = None;
-    let probe = source.lag_probe();
     let appender = source.appender();
     if appender.is_none() {
         tracing::warn!(
@@ -330,25 +333,6 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
              orders (sales stay unattributed)"
         );
     }
-    let stop = shutdown.clone();
-    let _sampler = AbortOnDrop(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            for ((stream, p), lag) in probe.lag().await {
-                let label = if p < 0 {
-                    "embedded".to_string()
-                } else {
-                    p.to_string()
-                };
-                ::metrics::gauge!(metrics::LAG, "topic" => stream.as_str(), "partition" => label)
-                    .set(lag as f64);
-            }
-        }
-    }));
     let (batches, mut next) = tokio::sync::mpsc::channel(1);
     let (commits, to_commit) = tokio::sync::mpsc::unbounded_channel();
     let _reader = AbortOnDrop(tokio::spawn(read(
@@ -609,6 +593,29 @@ async fn look_for_erasures<T: EraseStore>(
         }
         delay = (delay * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Samples the consumer lag of `probe` into [`metrics::LAG`] every second until
+/// `stop` (or until dropped).
+fn lag_sampler(probe: crate::source::LagProbe, stop: CancellationToken) -> AbortOnDrop {
+    AbortOnDrop(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            for ((stream, p), lag) in probe.lag().await {
+                let label = if p < 0 {
+                    "embedded".to_string()
+                } else {
+                    p.to_string()
+                };
+                ::metrics::gauge!(metrics::LAG, "topic" => stream.as_str(), "partition" => label)
+                    .set(lag as f64);
+            }
+        }
+    }))
 }
 
 /// The daily pass: ageing, then fact retention, each when set; false on shutdown.

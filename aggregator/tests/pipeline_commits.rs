@@ -3,7 +3,8 @@
 //!
 //! The real pipeline, the embedded log and the embedded store; the store's writes are
 //! held behind a gate (a wrapper behind the `Store` trait) so the test decides when
-//! each write may land, and watches the committed offset in between.
+//! each write may land, and watches the committed offset in between. The consumer
+//! lag is reported from the loop's start, while its start-up backfill is held too.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,10 +31,12 @@ use tokio_util::sync::CancellationToken;
 
 const TOPIC: &str = "events";
 
-/// The embedded store, each write waiting for a permit of `gate`.
+/// The embedded store, each write waiting for a permit of `gate`, the start-up
+/// backfill for one of `backfill`.
 struct Gated {
     inner: EmbeddedStore,
     gate: Arc<Semaphore>,
+    backfill: Arc<Semaphore>,
 }
 
 impl Backend for Gated {
@@ -61,6 +64,7 @@ impl WriteStore for Gated {
         self.inner.load_tallies(places).await
     }
     async fn backfill_tallies(&self) -> Result<bool, StoreError> {
+        let _permit = self.backfill.acquire().await.expect("gate open");
         self.inner.backfill_tallies().await
     }
     async fn known_orders(&self, ids: &HashSet<String>) -> Result<HashSet<String>, StoreError> {
@@ -192,9 +196,23 @@ impl Running {
         gate: Arc<Semaphore>,
         batch_max_records: usize,
     ) -> Self {
+        let open = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+        Self::start_held(dir, log, gate, open, batch_max_records)
+    }
+
+    /// As [`Running::start`], the start-up backfill waiting for a permit of
+    /// `backfill`.
+    fn start_held(
+        dir: &std::path::Path,
+        log: &EmbeddedLog,
+        gate: Arc<Semaphore>,
+        backfill: Arc<Semaphore>,
+        batch_max_records: usize,
+    ) -> Self {
         let store = Arc::new(Gated {
             inner: EmbeddedStore::open(&dir.join("store.redb")).expect("store"),
             gate,
+            backfill,
         });
         let source =
             EmbeddedSource::with_orders(log.clone(), "g", TOPIC, "orders").expect("source");
@@ -305,5 +323,53 @@ async fn undecodable_records_are_committed_and_not_read_again() {
     .await;
     assert_eq!(plays(store).await, 1);
     assert_eq!(progress.polled(), 6);
+    run.stop().await;
+}
+
+/// The lag gauge in the process's registry (`rm_service::telemetry`), `None` before
+/// the loop set it.
+fn lag_gauge(metrics: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("aggregator_consumer_lag_records{") && l.contains("topic=\"events\"")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The consumer lag is reported while the loop's start-up work still holds it (a
+/// backfill of a store upgraded with millions of facts takes minutes): an operator
+/// sees the backlog grow from the start, not once the loop first folds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lag_is_reported_from_the_start() {
+    let handle = rm_service::telemetry::install();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = EmbeddedLog::open(&dir.path().join("log.redb"), &EmbeddedLogConfig::default())
+        .expect("log");
+    for i in 0..7 {
+        log.append(TOPIC, b"k", play(i).to_bytes())
+            .await
+            .expect("append");
+    }
+    let backfill = Arc::new(Semaphore::new(0));
+    let open = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+    let run = Running::start_held(dir.path(), &log, open, Arc::clone(&backfill), 100);
+    eventually("the lag of the held loop is reported", || {
+        lag_gauge(&handle.render()) == Some(7.0)
+    })
+    .await;
+    assert_eq!(
+        run.progress.polled(),
+        0,
+        "nothing is read while the start is held"
+    );
+
+    backfill.add_permits(1);
+    eventually("all stored", || run.progress.records() == 7).await;
+    eventually("the lag drains", || {
+        lag_gauge(&handle.render()) == Some(0.0)
+    })
+    .await;
     run.stop().await;
 }
