@@ -308,31 +308,20 @@ pub(super) fn remove_oldest(
     limit: usize,
     gone: impl Fn(&[u8]) -> Result<bool, StoreError>,
 ) -> Result<Removed, StoreError> {
-    let mut doomed: Vec<(u64, Vec<u8>)> = Vec::new();
-    {
-        let table = w.open_table(kind.rows).map_err(err)?;
-        let Some(last) = last_slot(&table)? else {
-            return Ok(Removed {
-                kind,
-                keys: Vec::new(),
-            });
-        };
-        for row in table.iter().map_err(err)? {
-            let (slot, v) = row.map_err(err)?;
-            let slot = slot_of(slot.value())?;
-            if slot >= last || doomed.len() >= limit || !gone(v.value())? {
-                break;
-            }
-            doomed.push((slot, (kind.key_of)(v.value())?));
+    let mut n = 0;
+    let doomed = doomed(w, kind, |row| {
+        if n >= limit || !gone(row)? {
+            return Ok(None);
         }
-    }
+        n += 1;
+        Ok(Some(true))
+    })?;
     remove(w, kind, doomed)
 }
 
 /// Removes every entity of `kind` whose row `gone` says so of (a scan of the whole
-/// table), but the newest row, whatever it holds: the next slot is one past it, and
-/// slots must never be given twice (an index entry below the mark is the table's).
-/// Only for a kind whose reads allow it ([`Entities::removable`]).
+/// table) but the newest (see [`doomed`]). Only for a kind whose reads allow it
+/// ([`Entities::removable`]).
 pub(super) fn remove_where(
     w: &WriteTransaction,
     kind: Entities,
@@ -344,24 +333,37 @@ pub(super) fn remove_where(
             kind.mark
         )));
     }
-    let mut doomed: Vec<(u64, Vec<u8>)> = Vec::new();
-    {
-        let table = w.open_table(kind.rows).map_err(err)?;
-        let Some(last) = last_slot(&table)? else {
-            return Ok(Removed {
-                kind,
-                keys: Vec::new(),
-            });
-        };
-        for row in table.iter().map_err(err)? {
-            let (slot, v) = row.map_err(err)?;
-            let slot = slot_of(slot.value())?;
-            if slot < last && gone(v.value())? {
-                doomed.push((slot, (kind.key_of)(v.value())?));
-            }
+    let doomed = doomed(w, kind, |row| gone(row).map(Some))?;
+    remove(w, kind, doomed)
+}
+
+/// The slot and key of each row of `kind`, oldest first, that `pick` says goes
+/// (`Some(true)`), until it says stop (`None`). The newest row stays whatever it
+/// holds: the next slot is one past it, and slots must never be given twice (an
+/// index entry below the mark is the table's).
+fn doomed(
+    w: &WriteTransaction,
+    kind: Entities,
+    mut pick: impl FnMut(&[u8]) -> Result<Option<bool>, StoreError>,
+) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+    let table = w.open_table(kind.rows).map_err(err)?;
+    let Some(last) = last_slot(&table)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for row in table.iter().map_err(err)? {
+        let (slot, v) = row.map_err(err)?;
+        let slot = slot_of(slot.value())?;
+        if slot >= last {
+            break;
+        }
+        match pick(v.value())? {
+            None => break,
+            Some(true) => out.push((slot, (kind.key_of)(v.value())?)),
+            Some(false) => {}
         }
     }
-    remove(w, kind, doomed)
+    Ok(out)
 }
 
 /// The newest slot of a kind's rows, `None` when it has none.
