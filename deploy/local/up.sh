@@ -395,9 +395,15 @@ kafka_start() {
             rm -f "$STATE_DIR/kafka/cluster.id"
         fi
         mkdir -p "$STATE_DIR/kafka"
-        if [[ ! -s $STATE_DIR/kafka/cluster.id ]]; then
-            # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding.
-            head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$STATE_DIR/kafka/cluster.id"
+        if [[ ! -s $STATE_DIR/kafka/cluster.id || $(<"$STATE_DIR/kafka/cluster.id") == -* ]]; then
+            # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding, drawn
+            # again when it starts with '-' (as Kafka's Uuid.randomUuid does): the
+            # storage tool would take it for an option (1 draw in 64 failed so).
+            cid=-
+            while [[ $cid == -* ]]; do
+                cid=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+            done
+            printf '%s' "$cid" >"$STATE_DIR/kafka/cluster.id"
         fi
         # Formatting starts a JVM per node: in parallel.
         for n in "${launched[@]}"; do kafka_prepare "$n" & done
