@@ -135,8 +135,14 @@ impl Moved<'_> {
             "views" => format!("day < {} AND {fresh}", s.before_day),
             // A line moves whole, once its newest event is old; so do the carts
             // report's entries of those lines (their rows at every place).
-            "cart_events" => format!("{fresh} AND {}", old_lines("cart_events", "time_ms", s)),
-            "cart_lines" => format!("{fresh} AND {}", old_lines("cart_lines", "last_ms", s)),
+            "cart_events" => format!(
+                "{fresh} AND {}",
+                old_lines("cart_events", "time_ms", s.before_ms)
+            ),
+            "cart_lines" => format!(
+                "{fresh} AND {}",
+                old_lines("cart_lines", "last_ms", s.before_ms)
+            ),
             _ => format!("time_ms < {} AND {fresh}", s.before_ms),
         }
     }
@@ -162,13 +168,13 @@ impl Moved<'_> {
 }
 
 /// The rows of `table`'s cart lines whose newest event (`time`, the column holding
-/// each row's) is older than the cut.
-fn old_lines(table: &str, time: &str, s: &Sql) -> String {
+/// each row's) is before `before_ms` (also the fact retention's condition,
+/// `retention.rs`).
+pub(super) fn old_lines(table: &str, time: &str, before_ms: i64) -> String {
     format!(
         "(tracking_id, catalog_id, product_code) IN (SELECT tracking_id, catalog_id, \
          product_code FROM {table} GROUP BY tracking_id, catalog_id, product_code \
-         HAVING max({time}) < {})",
-        s.before_ms
+         HAVING max({time}) < {before_ms})"
     )
 }
 
@@ -187,10 +193,16 @@ const TABLES: [&str; 10] = [
 ];
 
 impl ClickHouseStore {
-    async fn count(&self, table: &str, cond: &str) -> Result<u64, StoreError> {
+    /// The rows of `table` that meet `cond` (for the statement `what`'s errors).
+    pub(super) async fn count(
+        &self,
+        what: &'static str,
+        table: &str,
+        cond: &str,
+    ) -> Result<u64, StoreError> {
         let sql = format!("SELECT count() AS n FROM {table} WHERE {cond}");
         let r = self.client().query(&sql).fetch_one::<CountCh>().await;
-        Ok(r.map_err(ch("age"))?.n)
+        Ok(r.map_err(ch(what))?.n)
     }
 
     async fn execute(&self, sql: &str) -> Result<(), StoreError> {
@@ -199,7 +211,7 @@ impl ClickHouseStore {
 
     async fn age_moved(&self, m: &Moved<'_>, s: &Sql) -> Result<u64, StoreError> {
         let cond = m.cond(s);
-        let n = self.count(m.0.table, &cond).await?;
+        let n = self.count("age", m.0.table, &cond).await?;
         if n == 0 {
             return Ok(0);
         }
@@ -220,7 +232,7 @@ impl ClickHouseStore {
             "aged = 0 AND shopper != 0 AND received_ms < {}",
             s.before_ms
         );
-        let n = self.count(table, &cond).await?;
+        let n = self.count("age", table, &cond).await?;
         if n > 0 {
             let update = format!(
                 "ALTER TABLE {table} UPDATE shopper = {}, aged = 1 WHERE {cond}",
@@ -252,7 +264,7 @@ impl ClickHouseStore {
         if orders.is_empty() {
             return Ok((0, 0));
         }
-        let lines = self.count("order_lines", &cond).await?;
+        let lines = self.count("age", "order_lines", &cond).await?;
         let update = format!(
             "ALTER TABLE order_lines UPDATE customer_id = if({kc}, customer_id, {pc}), \
              session_id = if({ks}, session_id, {ps}) WHERE {cond}",

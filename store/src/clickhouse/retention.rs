@@ -22,6 +22,7 @@ use std::time::Duration;
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
 
+use super::ageing::old_lines;
 use super::erase::MUTATION_TIMEOUT;
 use super::error::ch;
 use super::ClickHouseStore;
@@ -45,11 +46,6 @@ struct MarkCh {
 }
 
 #[derive(Row, Deserialize)]
-struct CountCh {
-    n: u64,
-}
-
-#[derive(Row, Deserialize)]
 struct FloorCh {
     n: u64,
     value: i64,
@@ -60,15 +56,6 @@ fn old_orders(before_ms: i64) -> String {
     format!(
         "order_id IN (SELECT order_id FROM order_lines GROUP BY order_id \
          HAVING max(time_ms) < {before_ms})"
-    )
-}
-
-/// Cart lines of `table` whose newest event (`time`) is before `before_ms`.
-fn old_lines(table: &str, time: &str, before_ms: i64) -> String {
-    format!(
-        "(tracking_id, catalog_id, product_code) IN (SELECT tracking_id, catalog_id, \
-         product_code FROM {table} GROUP BY tracking_id, catalog_id, product_code \
-         HAVING max({time}) < {before_ms})"
     )
 }
 
@@ -110,21 +97,15 @@ impl ClickHouseStore {
     }
 
     async fn deleting(&self, table: &str, cond: &str) -> Result<u64, StoreError> {
-        let fail = ch("retire facts");
-        let n: CountCh = self
-            .client()
-            .query(&format!("SELECT count() AS n FROM {table} WHERE {cond}"))
-            .fetch_one()
-            .await
-            .map_err(&fail)?;
-        if n.n > 0 {
+        let n = self.count("retire facts", table, cond).await?;
+        if n > 0 {
             self.client()
                 .query(&format!("ALTER TABLE {table} DELETE WHERE {cond}"))
                 .execute()
                 .await
-                .map_err(&fail)?;
+                .map_err(ch("retire facts"))?;
         }
-        Ok(n.n)
+        Ok(n)
     }
 
     /// One pass ([`crate::erase::EraseStore::retire`]).
