@@ -125,12 +125,11 @@ pub struct PipelineOptions {
 impl PipelineOptions {
     /// How often the daily pass (ageing and retention) runs, when either is on.
     fn pass_every(&self) -> Option<Duration> {
-        match (self.ageing, self.retention) {
-            (Some(a), Some(r)) => Some(a.every.min(r.every)),
-            (Some(a), None) => Some(a.every),
-            (None, Some(r)) => Some(r.every),
-            (None, None) => None,
-        }
+        let ageing = self.ageing.map(|a| a.every);
+        ageing
+            .into_iter()
+            .chain(self.retention.map(|r| r.every))
+            .min()
     }
 }
 
@@ -316,8 +315,8 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
     if !daily_pass(&*store, &opts, &shutdown).await {
         return Ok(());
     }
-    let mut ageing_tick =
-        tokio::time::interval(opts.pass_every().unwrap_or(Duration::from_secs(86_400)));
+    let pass_every = opts.pass_every();
+    let mut ageing_tick = tokio::time::interval(pass_every.unwrap_or(Duration::from_secs(86_400)));
     ageing_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ageing_tick.tick().await;
     let mut erasure_tick = tokio::time::interval(opts.erasures_every);
@@ -355,7 +354,7 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
                 continue;
             }
             p = next.recv() => p,
-            _ = ageing_tick.tick(), if opts.pass_every().is_some() => {
+            _ = ageing_tick.tick(), if pass_every.is_some() => {
                 // As before an erasure: nothing cached may write a raw id back.
                 if !stored(&commits, &progress, wait(&mut in_flight).await) {
                     return Ok(());

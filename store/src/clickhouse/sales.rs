@@ -274,7 +274,8 @@ impl ClickHouseStore {
             .into_iter()
             .map(|(k, value)| (k, Tally { value, stamp: 0 }))
             .collect();
-        self.insert_backfilled(&tallies).await?;
+        let floor = self.recount_floor().await?;
+        self.insert_backfilled(&tallies, floor).await?;
         for chunk in states.chunks(10_000) {
             self.insert_order_rows(chunk, &[]).await?;
         }

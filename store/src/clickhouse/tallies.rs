@@ -82,14 +82,15 @@ impl ClickHouseStore {
         insert_rows::<TallyCh>(self.client(), "rollups", &rows).await
     }
 
-    /// Inserts a backfill's tallies: those the store's recount floor lets it count
-    /// again ([`crate::model::retention::recounted`]: every row, where no fact was
-    /// ever removed).
+    /// Inserts a backfill's tallies: those the store's recount floor (`floor`, read
+    /// once per backfill: [`Self::recount_floor`]) lets it count again
+    /// ([`crate::model::retention::recounted`]: every row, where no fact was ever
+    /// removed).
     pub(crate) async fn insert_backfilled(
         &self,
         rows: &[(TallyKey, Tally)],
+        floor: Option<i64>,
     ) -> Result<(), StoreError> {
-        let floor = self.recount_floor().await?;
         let rows: Vec<(TallyKey, Tally)> = rows
             .iter()
             .filter(|(k, _)| crate::model::retention::recounted(k, floor))
@@ -324,6 +325,7 @@ impl ClickHouseStore {
         if self.has_marker().await? {
             return Ok(carts || lines);
         }
+        let floor = self.recount_floor().await?;
         // A campaign at a time (every copy of a fact names its campaign), so the facts
         // held at once are one campaign's, not the whole store's.
         let campaigns: Vec<String> = self
@@ -346,7 +348,7 @@ impl ClickHouseStore {
             counts.views(&views);
             let rows = counts.rows();
             written += rows.len();
-            self.insert_backfilled(&rows).await?;
+            self.insert_backfilled(&rows, floor).await?;
         }
         // Cart adds per campaign and day, as the campaign summary's fact report counts
         // them (small: one row per campaign and day).
@@ -358,7 +360,7 @@ impl ClickHouseStore {
         );
         let rows = counts.rows();
         written += rows.len();
-        self.insert_backfilled(&rows).await?;
+        self.insert_backfilled(&rows, floor).await?;
         self.insert_tallies(&[tallies::marker_row()]).await?;
         tracing::info!(
             tallies = written,
@@ -378,7 +380,8 @@ impl ClickHouseStore {
         }
         let lines = self.cart_rows(super::query::Conds::default()).await?;
         let counts = tallies::carts::backfill_rows(&lines);
-        self.insert_backfilled(&counts).await?;
+        let floor = self.recount_floor().await?;
+        self.insert_backfilled(&counts, floor).await?;
         self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
         tracing::info!(
             tallies = counts.len(),

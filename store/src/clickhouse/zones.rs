@@ -51,10 +51,11 @@ impl ClickHouseStore {
         if self.has(&marker).await? {
             return Ok(false);
         }
+        let floor = self.recount_floor().await?;
         let mut written = 0;
         let events = self.campaign_event_quarters().await?;
         written += events.len();
-        self.insert_backfilled(&events).await?;
+        self.insert_backfilled(&events, floor).await?;
         // A campaign's views at a time, as the first backfill reads them.
         let campaigns: Vec<String> = self
             .client()
@@ -69,16 +70,16 @@ impl ClickHouseStore {
                 first_ms: *first_ms,
             }));
             written += rows.len();
-            self.insert_backfilled(&rows).await?;
+            self.insert_backfilled(&rows, floor).await?;
         }
         let lines = self.cart_rows(super::query::Conds::default()).await?;
         let rows = crate::model::tallies::carts::backfill_rows_of(&lines, zones::is_zoned);
         written += rows.len();
-        self.insert_backfilled(&rows).await?;
+        self.insert_backfilled(&rows, floor).await?;
         let states = self.all_order_states().await?;
         let rows = zones::sales(&states);
         written += rows.len();
-        self.insert_backfilled(&rows).await?;
+        self.insert_backfilled(&rows, floor).await?;
         self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
         tracing::info!(
             tallies = written,

@@ -94,7 +94,7 @@ pub fn recounted(k: &TallyKey, floor: Option<i64>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::tallies::{Grain, Metric, Place, Scope, QUARTER_MS};
+    use crate::model::tallies::{Grain, Metric, Place, QUARTER_MS};
     use proptest::prelude::*;
 
     const LOOK_BACK: Duration = Duration::from_secs(60 * 86_400);
@@ -103,13 +103,10 @@ mod tests {
         TallyKey {
             place: Place {
                 campaign_id: "c".into(),
-                scope: Scope::Campaign,
                 grain,
                 bucket,
-                creative: String::new(),
-                catalog_id: String::new(),
-                product_code: String::new(),
                 partition: 0,
+                ..Place::marker()
             },
             metric,
         }
