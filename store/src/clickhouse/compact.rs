@@ -46,7 +46,7 @@ use super::rows::insert_rows;
 use super::tallies::{PLACE, SUMMED};
 use super::ClickHouseStore;
 use crate::model::day_of;
-use crate::model::tallies::{Grain, Tally, TallyKey, QUARTERS_PER_DAY};
+use crate::model::tallies::{Grain, Tally, TallyKey};
 use crate::write::FastSet;
 use crate::StoreError;
 
@@ -96,18 +96,18 @@ struct LatestCh {
     dirty_from: i64,
 }
 
-/// The UTC day of a bucket.
-fn day_of_bucket(grain: Grain, bucket: i32) -> i32 {
-    match grain {
-        Grain::Day => bucket,
-        Grain::Quarter => bucket.div_euclid(QUARTERS_PER_DAY),
-    }
+/// `each` grain's condition, joined by `OR`.
+fn grains(each: impl Fn(Grain) -> String) -> String {
+    Grain::ALL
+        .into_iter()
+        .map(each)
+        .collect::<Vec<_>>()
+        .join(" OR ")
 }
 
-/// The first quarter hour of `day`, within `Int32`.
-fn first_quarter(day: i32) -> i32 {
-    let q = i64::from(day) * i64::from(QUARTERS_PER_DAY);
-    i32::try_from(q.clamp(i64::from(i32::MIN), i64::from(i32::MAX))).unwrap_or(i32::MIN)
+/// The UTC day of a bucket.
+fn day_of_bucket(grain: Grain, bucket: i32) -> i32 {
+    grain.day_of_bucket(bucket)
 }
 
 /// Milliseconds since the epoch, now.
@@ -154,10 +154,7 @@ pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: (i32, i
 
 /// The bucket of `grain` where a snapshot's first open day starts.
 fn open_bucket(grain: Grain, open_day: i32) -> i32 {
-    match grain {
-        Grain::Day => open_day,
-        Grain::Quarter => first_quarter(open_day),
-    }
+    grain.first_of_day(open_day)
 }
 
 /// The places (`keys`: columns of [`SUMMED`]) of a compacted store's read, part by
@@ -273,29 +270,38 @@ impl ClickHouseStore {
         let (old_open, since) = previous.unwrap_or((i32::MIN, i64::MIN));
         let open = (day_of(started) - CLOSE_AFTER_DAYS).max(old_open);
         let generation = u64::try_from(started).unwrap_or(0);
-        // Every count (not the markers nor the partitions' progress: codes 252..).
+        // Every count (not the markers nor the partitions' progress: codes 252..),
+        // of every grain: its buckets of the days closing now, and those of the
+        // places flagged since the last snapshot.
+        let closing = grains(|g| {
+            format!(
+                "(grain = {} AND bucket >= {} AND bucket < {})",
+                g as u8,
+                g.first_of_day(old_open),
+                g.first_of_day(open)
+            )
+        });
+        let closed = grains(|g| {
+            format!(
+                "(grain = {} AND bucket < {})",
+                g as u8,
+                g.first_of_day(old_open)
+            )
+        });
         let sql = format!(
             "INSERT INTO rollups_closed ({SUMMED}, metric, value, generation) \
              SELECT {SUMMED}, metric, toInt64(sum(v)), toUInt64(?) FROM (\
              SELECT {SUMMED}, log_partition, metric, argMax(value, stamp) AS v FROM rollups \
-             WHERE metric < 252 AND (\
-             (grain = 0 AND bucket >= ? AND bucket < ?) \
-             OR (grain = 1 AND bucket >= ? AND bucket < ?) \
+             WHERE metric < 252 AND ({closing} \
              OR ({SUMMED}) IN (SELECT {SUMMED} FROM rollups_late WHERE written >= ? \
-             AND ((grain = 0 AND bucket < ?) OR (grain = 1 AND bucket < ?)))) \
+             AND ({closed}))) \
              GROUP BY {SUMMED}, log_partition, metric) \
              GROUP BY {SUMMED}, metric"
         );
         self.client()
             .query(&sql)
             .bind(generation)
-            .bind(old_open)
-            .bind(open)
-            .bind(first_quarter(old_open))
-            .bind(first_quarter(open))
             .bind(since)
-            .bind(old_open)
-            .bind(first_quarter(old_open))
             .execute()
             .await
             .map_err(ch("compact the rollups"))?;
@@ -381,9 +387,11 @@ mod tests {
         assert_eq!(day_of_bucket(Grain::Day, 20_000), 20_000);
         assert_eq!(day_of_bucket(Grain::Quarter, 96 * 3 + 95), 3);
         assert_eq!(day_of_bucket(Grain::Quarter, -1), -1);
-        assert_eq!(first_quarter(3), 288);
-        assert_eq!(first_quarter(i32::MIN), i32::MIN);
-        assert_eq!(first_quarter(i32::MAX), i32::MAX);
+        assert_eq!(day_of_bucket(Grain::Hour, 24 * 3 + 23), 3);
+        assert_eq!(Grain::Quarter.first_of_day(3), 288);
+        assert_eq!(Grain::Hour.first_of_day(3), 72);
+        assert_eq!(Grain::Quarter.first_of_day(i32::MIN), i32::MIN);
+        assert_eq!(Grain::Quarter.first_of_day(i32::MAX), i32::MAX);
     }
 
     #[test]

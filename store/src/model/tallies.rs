@@ -285,6 +285,13 @@ impl Scope {
         matches!(self, Self::Creative | Self::Product) || Self::ZONED.contains(&self)
     }
 
+    /// The scopes counted per UTC hour too ([`Grain::Hour`]), since the hours'
+    /// backfill ([`Metric::HoursBackfilled`]): the zoned ones, whose reports (the
+    /// campaign summary and the video funnel) read whole in any zone.
+    pub fn by_hour(self) -> bool {
+        Self::ZONED.contains(&self)
+    }
+
     /// The scope of a stored code (`scope as u8`), `None` when unknown.
     pub fn from_code(code: u8) -> Option<Self> {
         [
@@ -309,12 +316,20 @@ pub enum Grain {
     /// A quarter hour (quarter hours since 1970-01-01 UTC): every IANA zone's offset
     /// is a whole number of them, so local hours and days are sums of quarters.
     Quarter,
+    /// A UTC hour (hours since 1970-01-01 UTC), the sum of its four quarters, kept
+    /// for the scopes [`Scope::by_hour`] names so a zone whose offset is not whole
+    /// hours reads the hours that leave a UTC day instead of their quarters
+    /// ([`hours`]).
+    Hour,
 }
 
 impl Grain {
+    /// Every grain.
+    pub const ALL: [Grain; 3] = [Self::Day, Self::Quarter, Self::Hour];
+
     /// The grain of a stored code (`grain as u8`), `None` when unknown.
     pub fn from_code(code: u8) -> Option<Self> {
-        [Self::Day, Self::Quarter]
+        Self::ALL
             .into_iter()
             .find(|g| *g as u8 == code)
     }
@@ -324,6 +339,10 @@ impl Grain {
 pub const QUARTER_MS: i64 = 900_000;
 /// Quarter hours in a day.
 pub const QUARTERS_PER_DAY: i32 = 96;
+/// Milliseconds in an hour.
+pub const HOUR_MS: i64 = 3_600_000;
+/// Quarter hours in an hour.
+pub const QUARTERS_PER_HOUR: i32 = 4;
 
 impl Grain {
     /// The bucket of an instant (ms since the epoch).
@@ -332,7 +351,29 @@ impl Grain {
             Self::Day => super::day_of(time_ms),
             Self::Quarter => i32::try_from(time_ms.div_euclid(QUARTER_MS))
                 .unwrap_or(if time_ms < 0 { i32::MIN } else { i32::MAX }),
+            Self::Hour => i32::try_from(time_ms.div_euclid(HOUR_MS))
+                .unwrap_or(if time_ms < 0 { i32::MIN } else { i32::MAX }),
         }
+    }
+
+    /// Buckets in a UTC day.
+    pub fn per_day(self) -> i32 {
+        match self {
+            Self::Day => 1,
+            Self::Quarter => QUARTERS_PER_DAY,
+            Self::Hour => QUARTERS_PER_DAY / QUARTERS_PER_HOUR,
+        }
+    }
+
+    /// The UTC day a bucket falls in.
+    pub fn day_of_bucket(self, bucket: i32) -> i32 {
+        bucket.div_euclid(self.per_day())
+    }
+
+    /// The first bucket of UTC `day`, within `i32`.
+    pub fn first_of_day(self, day: i32) -> i32 {
+        let b = i64::from(day) * i64::from(self.per_day());
+        i32::try_from(b.clamp(i64::from(i32::MIN), i64::from(i32::MAX))).unwrap_or(i32::MIN)
     }
 
     /// The first instant of a bucket, ms since the epoch.
@@ -340,6 +381,7 @@ impl Grain {
         match self {
             Self::Day => i64::from(bucket) * super::DAY_MS,
             Self::Quarter => i64::from(bucket) * QUARTER_MS,
+            Self::Hour => i64::from(bucket) * HOUR_MS,
         }
     }
 }
