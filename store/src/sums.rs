@@ -217,7 +217,7 @@ async fn read<S: ReportStore + ?Sized>(
     let q = query_of(f, periods, scope, kinds, page);
     let by_quarter = scope.by_quarter();
     let mixed = (by_quarter && page.is_none())
-        .then(|| periods.mixed())
+        .then(|| periods.mixed(false))
         .flatten();
     let Some(mixed) = mixed else {
         return fetch(store, &q).await;
@@ -247,7 +247,7 @@ async fn read<S: ReportStore + ?Sized>(
         },
     )
     .await?;
-    Ok(periods.net(&mixed, &days, &quarters))
+    Ok(periods.net(&mixed, &days, &[], &quarters))
 }
 
 /// A page of a report read by key ([`crate::model::tallies::page`]): its rows and

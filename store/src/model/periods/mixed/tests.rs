@@ -1,6 +1,7 @@
 //! A mixed plan counts every quarter hour in the period it falls in, exactly as
-//! summing every quarter does, in any zone (offsets of 30 and 45 minutes, changes of
-//! offset, the date line), granularity and range; and it reads far fewer buckets.
+//! summing every quarter does, with hours or without, in any zone (offsets of 30 and
+//! 45 minutes, changes of offset, the date line), granularity and range; and it
+//! reads far fewer buckets.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +9,7 @@ use chrono::NaiveDateTime;
 use proptest::prelude::*;
 
 use super::super::{zone, Granularity, Periods};
+use super::Mixed;
 use crate::model::tallies::{Grain, Kind, Metric, Place, Scope, SummedTally};
 
 fn tally(grain: Grain, bucket: i32, value: i64) -> SummedTally {
@@ -27,17 +29,25 @@ fn tally(grain: Grain, bucket: i32, value: i64) -> SummedTally {
     }
 }
 
+/// The first and last quarter of the report's range.
+fn quarters_of(p: &Periods) -> (i32, i32) {
+    let (start, end) = p.span_ms();
+    (Grain::Quarter.bucket(start), Grain::Quarter.bucket(end - 1))
+}
+
 /// Counts per period, by summing every quarter of the range (the reference) and by
-/// the mixed plan's reads, netted; and the buckets the plan reads.
+/// the mixed plan's reads (with `hours` or not), netted; and the buckets the plan
+/// reads. A day's and an hour's tallies are the sums of their quarters'.
 fn both_ways(
     p: &Periods,
+    hours: bool,
     count: impl Fn(i32) -> i64,
 ) -> (
     BTreeMap<NaiveDateTime, i64>,
     BTreeMap<NaiveDateTime, i64>,
     usize,
 ) {
-    let (_, a, b) = p.plan();
+    let (a, b) = quarters_of(p);
     let mut reference = BTreeMap::new();
     for q in a..=b {
         if let Some(period) = p.period_of_bucket(Grain::Quarter, q) {
@@ -45,21 +55,30 @@ fn both_ways(
         }
     }
     reference.retain(|_, v| *v != 0);
-    let Some(mixed) = p.mixed() else {
+    let Some(mixed) = p.mixed(hours) else {
         return (
             reference.clone(),
             reference,
             usize::try_from(b - a + 1).unwrap_or(0),
         );
     };
-    let days: Vec<SummedTally> = mixed
-        .days
-        .keys()
-        .map(|d| {
-            let q0 = Grain::Quarter.bucket(Grain::Day.start_ms(*d));
-            tally(Grain::Day, *d, (q0..q0 + 96).map(&count).sum())
-        })
+    let sum_of = |grain: Grain, bucket: i32| {
+        let q0 = Grain::Quarter.bucket(grain.start_ms(bucket));
+        let n = Grain::Quarter.per_day() / grain.per_day();
+        tally(grain, bucket, (q0..q0 + n).map(&count).sum())
+    };
+    let days: Vec<SummedTally> = mixed.days.keys().map(|d| sum_of(Grain::Day, *d)).collect();
+    let hour_tallies: Vec<SummedTally> = mixed
+        .hour_ranges()
+        .iter()
+        .flat_map(|(x, y)| *x..=*y)
+        .map(|h| sum_of(Grain::Hour, h))
         .collect();
+    assert_eq!(
+        hour_tallies.len(),
+        mixed.hours.len(),
+        "the ranges are the hours"
+    );
     let quarters: Vec<SummedTally> = mixed
         .quarters
         .iter()
@@ -67,7 +86,7 @@ fn both_ways(
         .map(|q| tally(Grain::Quarter, q, count(q)))
         .collect();
     let mut netted = BTreeMap::new();
-    for s in p.net(&mixed, &days, &quarters) {
+    for s in p.net(&mixed, &days, &hour_tallies, &quarters) {
         let period = p
             .period_of_bucket(s.place.grain, s.place.bucket)
             .expect("placed in its period");
@@ -76,7 +95,8 @@ fn both_ways(
     (reference, netted, mixed.buckets())
 }
 
-const ZONES: [&str; 9] = [
+const ZONES: [&str; 10] = [
+    "UTC",
     "Asia/Kolkata",
     "America/New_York",
     "Europe/Paris",
@@ -88,7 +108,8 @@ const ZONES: [&str; 9] = [
     "America/St_Johns",
 ];
 
-const GRANULARITIES: [Granularity; 4] = [
+const GRANULARITIES: [Granularity; 5] = [
+    Granularity::Hour,
     Granularity::Day,
     Granularity::Week,
     Granularity::Month,
@@ -112,31 +133,83 @@ proptest! {
             let x = (q as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed;
             i64::try_from(x % 7).unwrap_or(0)
         };
-        let (reference, netted, _) = both_ways(&p, count);
-        prop_assert_eq!(reference, netted);
+        let (a, b) = quarters_of(&p);
+        let every = usize::try_from(b - a + 1).unwrap_or(0);
+        let (reference, netted, without) = both_ways(&p, false, count);
+        prop_assert_eq!(&reference, &netted);
+        let (reference, netted, with) = both_ways(&p, true, count);
+        prop_assert_eq!(&reference, &netted);
+        prop_assert!(with <= without && without <= every, "{} {} {}", with, without, every);
     }
 }
 
-/// Asia/Kolkata by day over 30 days: a day and 22 quarters a day (the 5:30 hours
-/// of each UTC day after local midnight), at most the two ends' quarters more,
-/// instead of 96 quarters a day; a summary reads the days and the two ends.
+/// The buckets a plan reads: days, hours and quarters.
+fn reads(m: &Mixed) -> (usize, usize, usize) {
+    let q = m.buckets() - m.days.len() - m.hours.len();
+    (m.days.len(), m.hours.len(), q)
+}
+
+/// Asia/Kolkata by day over 30 days (31 UTC days, 18:30 to 18:30): without hours a
+/// day and 22 quarters a UTC day (the 5:30 after local midnight) instead of 96
+/// quarters, the first UTC day's 22 quarters alone; with hours a day, 5 hours and 2
+/// quarters, the first UTC day's 5 hours and 2 quarters alone, the last one's 5
+/// hours out of the range taken out. A summary reads the days and the two ends.
 #[test]
-fn a_month_in_kolkata_reads_a_quarter_of_the_buckets() {
+fn a_month_in_kolkata_by_day_reads_days_hours_and_few_quarters() {
     let kolkata = zone("Asia/Kolkata").expect("a zone");
     let p = Periods::new(kolkata, Granularity::Day, 20_760, 20_789);
-    let (_, a, b) = p.plan();
-    let quarters = usize::try_from(b - a + 1).expect("a range");
-    assert_eq!(quarters, 30 * 96);
-    let mixed = p.mixed().expect("a mixed plan");
-    assert!(mixed.buckets() <= 31 * 23, "{}", mixed.buckets());
-    let summary = Periods::new(kolkata, Granularity::Summary, 20_760, 20_789)
-        .mixed()
-        .expect("a mixed plan");
-    assert!(summary.buckets() <= 31 + 96, "{}", summary.buckets());
+    let (a, b) = quarters_of(&p);
+    assert_eq!(b - a + 1, 30 * 96);
+    let without = p.mixed(false).expect("a mixed plan");
+    assert!(without.hours.is_empty());
+    assert_eq!(reads(&without), (30, 0, 22 + 30 * 22));
+    let with = p.mixed(true).expect("a mixed plan");
+    assert_eq!(reads(&with), (30, 31 * 5, 31 * 2));
+    assert_eq!(with.buckets(), 247);
+    let out = with.hours.values().filter(|h| h.is_none()).count();
+    assert_eq!(out, 5, "the last UTC day's hours after the range");
+    let summary = Periods::new(kolkata, Granularity::Summary, 20_760, 20_789);
+    let without = summary.mixed(false).expect("a mixed plan");
+    assert_eq!(reads(&without), (30, 0, 22 + 22));
+    let with = summary.mixed(true).expect("a mixed plan");
+    assert_eq!(reads(&with), (30, 5 + 5, 2 + 2));
+}
+
+/// By hour, Europe/Paris (whole hours) reads one UTC hour per local hour; Kolkata
+/// (+5:30) about a UTC hour and 2 quarters per local hour (a UTC day whole where
+/// that is cheaper); without hours both read quarters.
+#[test]
+fn by_hour_a_zone_of_whole_hours_reads_hours() {
+    let paris = zone("Europe/Paris").expect("a zone");
+    let p = Periods::new(paris, Granularity::Hour, 20_760, 20_789);
     assert!(
-        Periods::utc_days(20_760, 20_789).mixed().is_none(),
-        "UTC reads days"
+        p.mixed(false).is_none(),
+        "hours read quarters without hours"
     );
-    let hours = Periods::new(kolkata, Granularity::Hour, 20_760, 20_789);
-    assert!(hours.mixed().is_none(), "hours read quarters");
+    let with = p.mixed(true).expect("a mixed plan");
+    assert_eq!(reads(&with), (0, 30 * 24, 0));
+    assert!(with.hours.values().all(Option::is_some));
+    assert_eq!(with.hour_ranges().len(), 1, "one range of hours");
+    let kolkata = zone("Asia/Kolkata").expect("a zone");
+    let p = Periods::new(kolkata, Granularity::Hour, 20_760, 20_789);
+    assert!(p.mixed(false).is_none());
+    let with = p.mixed(true).expect("a mixed plan");
+    let (a, b) = quarters_of(&p);
+    assert_eq!(b - a + 1, 30 * 96);
+    // 720 local hours at an hour and 2 quarters each would be 2160; reading each
+    // whole UTC day inside the range in one of its local hours saves one more a day.
+    assert_eq!(reads(&with), (29, 661, 1442));
+    assert_eq!(with.buckets(), 2132);
+}
+
+/// UTC reads days by day (with hours or not); by hour it reads hours when it can.
+#[test]
+fn utc_reads_days_or_hours() {
+    for hours in [false, true] {
+        assert!(Periods::utc_days(20_760, 20_789).mixed(hours).is_none());
+    }
+    let p = Periods::new(chrono_tz::Tz::UTC, Granularity::Hour, 20_760, 20_789);
+    assert!(p.mixed(false).is_none());
+    let with = p.mixed(true).expect("a mixed plan");
+    assert_eq!(reads(&with), (0, 30 * 24, 0));
 }
