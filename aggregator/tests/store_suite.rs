@@ -44,6 +44,8 @@ mod ageing;
 mod cart_lines;
 #[path = "store_suite/erasure.rs"]
 mod erasure;
+#[path = "store_suite/hours.rs"]
+mod hours;
 #[path = "store_suite/migration.rs"]
 mod migration;
 #[path = "store_suite/offers.rs"]
@@ -1083,6 +1085,22 @@ async fn embedded_zones_of_the_previous_version_are_backfilled() {
     assert_eq!(got, want, "as folded by this version alone");
 }
 
+/// A store the previous version wrote (quarter hours, no hours) reads its zoned
+/// reports from its quarters until the aggregator's start sums them into hours, then
+/// the same from its hours.
+#[tokio::test]
+async fn embedded_hours_of_the_previous_version_are_backfilled() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = EmbeddedStore::path(dir.path());
+    let store = EmbeddedStore::open(&path).expect("open");
+    hours::hours_backfilled(store, 3, |store| async {
+        drop(store);
+        migration::drop_hours(&path);
+        EmbeddedStore::open(&path).expect("open the previous version's store")
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn sales_stores_of_the_previous_version_are_converted() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1362,6 +1380,45 @@ async fn cart_lines_of_the_previous_version_are_indexed(url: &str) {
     drop_database(url, &config.database).await;
 }
 
+/// Deletes the rows of `rollups` that `doomed` selects and waits for the mutation.
+async fn delete_rollups(client: &clickhouse::Client, doomed: &str) {
+    client
+        .query(&format!("ALTER TABLE rollups DELETE WHERE {doomed}"))
+        .execute()
+        .await
+        .expect("delete rollups");
+    let left = format!("SELECT count() FROM rollups WHERE {doomed}");
+    for _ in 0..200 {
+        if client.query(&left).fetch_one::<u64>().await.expect("count") == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("rows left after deleting {doomed}");
+}
+
+/// A store of the previous version (quarter hours, no hours, no hours' marker)
+/// reads its zoned reports from its quarters, then the same from its backfilled
+/// hours.
+async fn hours_of_the_previous_version_are_backfilled(url: &str) {
+    let config = fresh_database(url, "hours");
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    let client = clickhouse::Client::default()
+        .with_url(url.to_owned())
+        .with_validation(false)
+        .with_database(config.database.clone());
+    let reconnect = config.clone();
+    hours::hours_backfilled(store, 4, |store| async move {
+        drop(store);
+        delete_rollups(&client, "grain = 2 OR metric = 249").await;
+        ClickHouseStore::connect(&reconnect)
+            .await
+            .expect("connect again")
+    })
+    .await;
+    drop_database(url, &config.database).await;
+}
+
 /// A store of the previous version (no zoned quarter hours, no zones' marker), which
 /// crashed mid-batch: upgraded mid-stream, it counts as one folded by this version
 /// alone.
@@ -1375,19 +1432,11 @@ async fn zones_of_the_previous_version_are_backfilled(url: &str) {
     let reconnect = config.clone();
     let (_, got) = rollups::zones_backfilled_mid_stream(store, 2, |store| async move {
         drop(store);
-        let doomed = "(grain = 1 AND scope IN (0, 3, 5)) OR metric = 250";
-        client
-            .query(&format!("ALTER TABLE rollups DELETE WHERE {doomed}"))
-            .execute()
-            .await
-            .expect("delete the quarter hours");
-        let left = format!("SELECT count() FROM rollups WHERE {doomed}");
-        for _ in 0..200 {
-            if client.query(&left).fetch_one::<u64>().await.expect("count") == 0 {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        delete_rollups(
+            &client,
+            "(grain = 1 AND scope IN (0, 3, 5)) OR metric = 250 OR grain = 2 OR metric = 249",
+        )
+        .await;
         ClickHouseStore::connect(&reconnect)
             .await
             .expect("connect again")
@@ -1536,6 +1585,7 @@ async fn same_reports_as_embedded(url: String) {
         rollups_of_the_previous_order_are_re_sorted(&url).await;
         cart_lines_of_the_previous_version_are_indexed(&url).await;
         zones_of_the_previous_version_are_backfilled(&url).await;
+        hours_of_the_previous_version_are_backfilled(&url).await;
         let raced = fresh_database(&url, "backfills");
         let store2 = ClickHouseStore::connect(&raced).await.expect("connect");
         tallies::the_first_of_two_backfills_wins(&store2).await;

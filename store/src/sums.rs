@@ -18,10 +18,10 @@ use crate::model::campaigns::{self, CampaignParts, CampaignReportRow};
 use crate::model::carts::lines::{CartLine, LinePlace};
 use crate::model::carts::{CartCampaignRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
-use crate::model::periods::Periods;
+use crate::model::periods::{Mixed, Periods};
 use crate::model::rollup::{self, AdRow, ProductRow};
 use crate::model::tallies::page::{self, PageCursor, PageRead, PlaceKey, PlacePage};
-use crate::model::tallies::{Kind, Scope, SummedTally, TallyQuery};
+use crate::model::tallies::{Grain, Kind, Scope, SummedTally, TallyQuery};
 use crate::{ReportFilter, ReportStore, StoreError};
 
 /// The campaigns a filter reads (`None`: every campaign).
@@ -194,18 +194,25 @@ async fn fetch_being<S: ReportStore + ?Sized>(
     q: &TallyQuery,
     being: &str,
 ) -> Result<Vec<SummedTally>, StoreError> {
-    store.tallies(q).await?.ok_or_else(|| {
-        StoreError::Unavailable(format!(
-            "the report store's earlier {being} into its rollups (the aggregator's first \
-             start on a store of an earlier version); try again shortly"
-        ))
-    })
+    store.tallies(q).await?.ok_or_else(|| unavailable(being))
+}
+
+/// A report unavailable while the store's earlier `being` into its rollups.
+fn unavailable(being: &str) -> StoreError {
+    StoreError::Unavailable(format!(
+        "the report store's earlier {being} into its rollups (the aggregator's first \
+         start on a store of an earlier version); try again shortly"
+    ))
 }
 
 /// The tallies of `scope` and `kinds` a report of `f` over `periods` reads (of the
-/// places of `page` only, when given). A whole report in a zone other than UTC, of a
-/// scope kept by quarter hour (all but sales and carts), reads whole UTC days and the quarters
-/// that leave them ([`Periods::mixed`]), both at once, netted into tallies per period.
+/// places of `page` only, when given). A whole report in a zone other than UTC (or
+/// by hour), of a scope kept by quarter hour (all but sales and carts), reads whole
+/// UTC days, the UTC hours that leave them (a scope kept by hour, once the store's
+/// hours are summed) and the quarters that leave those ([`Periods::mixed`]), all at
+/// once, netted into tallies per period. Before the hours' backfill (the
+/// aggregator's first start on a store of an earlier version) it reads as without
+/// hours.
 async fn read<S: ReportStore + ?Sized>(
     store: &S,
     f: &ReportFilter,
@@ -215,39 +222,69 @@ async fn read<S: ReportStore + ?Sized>(
     page: Option<&PlacePage>,
 ) -> Result<Vec<SummedTally>, StoreError> {
     let q = query_of(f, periods, scope, kinds, page);
-    let by_quarter = scope.by_quarter();
-    let mixed = (by_quarter && page.is_none())
-        .then(|| periods.mixed(false))
-        .flatten();
-    let Some(mixed) = mixed else {
+    if !scope.by_quarter() || page.is_some() {
         return fetch(store, &q).await;
+    }
+    if scope.by_hour() {
+        if let Some(mixed) = periods.mixed(true) {
+            if let Some(read) = read_mixed(store, periods, &q, &mixed).await? {
+                return Ok(read);
+            }
+        }
+    }
+    match periods.mixed(false) {
+        Some(mixed) => read_mixed(store, periods, &q, &mixed)
+            .await?
+            .ok_or_else(|| unavailable("events are being counted")),
+        None => fetch(store, &q).await,
+    }
+}
+
+/// The reads of a mixed plan (`q` with the plan's grains and buckets), netted;
+/// `None` when one of them is not counted yet (the store has not backfilled it).
+async fn read_mixed<S: ReportStore + ?Sized>(
+    store: &S,
+    periods: &Periods,
+    q: &TallyQuery,
+    mixed: &Mixed,
+) -> Result<Option<Vec<SummedTally>>, StoreError> {
+    let of = |grain: Grain, only: Vec<(i32, i32)>| -> Option<TallyQuery> {
+        let from = only.iter().map(|r| r.0).min()?;
+        let to = only.iter().map(|r| r.1).max()?;
+        // Ranges out of the report's own (a day's quarters after its end, read to be
+        // taken from it) are read too.
+        Some(TallyQuery {
+            grain,
+            from,
+            to,
+            only: if grain == Grain::Day {
+                Vec::new()
+            } else {
+                only
+            },
+            ..q.clone()
+        })
     };
-    let days_q = mixed.day_span().map(|(from, to)| TallyQuery {
-        grain: crate::model::tallies::Grain::Day,
-        from,
-        to,
-        ..q.clone()
-    });
-    let quarters_q = (!mixed.quarters.is_empty()).then(|| TallyQuery {
-        only: mixed.quarters.clone(),
-        ..q
-    });
-    let (days, quarters) = futures_util::future::try_join(
-        async {
-            match &days_q {
-                Some(d) => fetch(store, d).await,
-                None => Ok(Vec::new()),
-            }
-        },
-        async {
-            match &quarters_q {
-                Some(qq) => fetch(store, qq).await,
-                None => Ok(Vec::new()),
-            }
-        },
-    )
-    .await?;
-    Ok(periods.net(&mixed, &days, &[], &quarters))
+    let queries = [
+        mixed
+            .day_span()
+            .and_then(|(a, b)| of(Grain::Day, vec![(a, b)])),
+        of(Grain::Hour, mixed.hour_ranges()),
+        of(Grain::Quarter, mixed.quarters.clone()),
+    ];
+    let read = |q: Option<TallyQuery>| async move {
+        match q {
+            Some(q) => store.tallies(&q).await,
+            None => Ok(Some(Vec::new())),
+        }
+    };
+    let [d, h, qq] = queries;
+    let (days, hours, quarters) =
+        futures_util::future::try_join3(read(d), read(h), read(qq)).await?;
+    let (Some(days), Some(hours), Some(quarters)) = (days, hours, quarters) else {
+        return Ok(None);
+    };
+    Ok(Some(periods.net(mixed, &days, &hours, &quarters)))
 }
 
 /// A page of a report read by key ([`crate::model::tallies::page`]): its rows and

@@ -143,8 +143,9 @@ pub trait WriteStore: Backend {
 
     /// Counts what a store written before the campaigns', videos' and campaigns'
     /// sales' quarter hours holds into them, once (see
-    /// [`crate::model::tallies::zones`]): called by the aggregator after the other
-    /// backfills and before its first write; true when it did it now.
+    /// [`crate::model::tallies::zones`]), then sums those quarters into their UTC
+    /// hours, once ([`crate::model::tallies::hours`]): called by the aggregator after
+    /// the other backfills and before its first write; true when either ran now.
     fn backfill_zones(&self) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Sums the closed days' tallies over the log partitions, where the backend keeps

@@ -236,13 +236,24 @@ fn drop_rollups(path: &Path, what: &str, doomed: impl Fn(&[u8], u8, u8) -> bool)
 }
 
 /// Deletes the campaigns', videos' and campaigns' sales' quarter hours and the zones'
-/// marker (what the versions before them kept: those scopes by UTC day only).
+/// marker, and their hours (what the versions before them kept: those scopes by UTC
+/// day only).
 pub fn drop_zones(path: &Path) {
     use rm_store::model::tallies::{Grain, Metric, Scope};
+    drop_hours(path);
     let marker = Metric::ZonesBackfilled.code().to_be_bytes();
     drop_rollups(path, "the zones' marker", |k, scope, grain| {
         let zoned = Scope::ZONED.iter().any(|s| *s as u8 == scope) && grain == Grain::Quarter as u8;
         zoned || k[k.len() - 2..] == marker
+    });
+}
+
+/// Deletes the hours and the hours' marker (what the versions before them kept).
+pub fn drop_hours(path: &Path) {
+    use rm_store::model::tallies::{Grain, Metric};
+    let marker = Metric::HoursBackfilled.code().to_be_bytes();
+    drop_rollups(path, "the hours' marker", |k, _, grain| {
+        grain == Grain::Hour as u8 || k[k.len() - 2..] == marker
     });
 }
 

@@ -137,8 +137,9 @@ fn totals<R: serde::Serialize>(
 
 /// The video funnel and the campaign summary over days `from..=to` with a day to
 /// spare at each end (so every event of those days is inside in any zone): by hour
-/// and by day in Asia/Kolkata (quarter hours; whole UTC days and the quarters that
-/// leave them), and over the whole range in Pacific/Kiritimati, add up to the same
+/// and by day in Asia/Kolkata (whole UTC days, the UTC hours that leave them and the
+/// quarters that leave those), by week in Asia/Kathmandu (+05:45), by hour in UTC
+/// (UTC hours), and over the whole range in Pacific/Kiritimati, add up to the same
 /// counts as the whole range in UTC (UTC days).
 pub(crate) async fn zones_add_up_to_utc(store: &impl Store, from: i32, to: i32) {
     let f = &all();
@@ -146,10 +147,13 @@ pub(crate) async fn zones_add_up_to_utc(store: &impl Store, from: i32, to: i32) 
     assert!(to - from < 31, "an hourly report's range");
     let at =
         |zone: &str, g: Granularity| Periods::new(periods::zone(zone).expect("zone"), g, from, to);
+    // Each with the offset its periods are labelled with.
     let cuts = [
-        at("Asia/Kolkata", Granularity::Hour),
-        at("Asia/Kolkata", Granularity::Day),
-        at("Pacific/Kiritimati", Granularity::Summary),
+        (at("Asia/Kolkata", Granularity::Hour), "+05:30"),
+        (at("Asia/Kolkata", Granularity::Day), "+05:30"),
+        (at("Pacific/Kiritimati", Granularity::Summary), "+14:00"),
+        (at("Asia/Kathmandu", Granularity::Week), "+05:45"),
+        (at("UTC", Granularity::Hour), "Z"),
     ];
     let utc = at("UTC", Granularity::Summary);
     // A funnel row's `impressions` are its creative's in its period: shown only
@@ -169,7 +173,7 @@ pub(crate) async fn zones_add_up_to_utc(store: &impl Store, from: i32, to: i32) 
         !funnel.is_empty() && summary.len() > 4,
         "counts to compare: {funnel:?} {summary:?}"
     );
-    for periods in &cuts {
+    for (periods, offset) in &cuts {
         let got = sums::funnel_report(store, f, periods)
             .await
             .expect("funnel in a zone");
@@ -184,11 +188,6 @@ pub(crate) async fn zones_add_up_to_utc(store: &impl Store, from: i32, to: i32) 
             .collect();
         keys.dedup();
         assert_eq!(keys.len(), got.len(), "{periods:?}: a row per period");
-        let offset = if periods.granularity == Granularity::Summary {
-            "+14:00"
-        } else {
-            "+05:30"
-        };
         assert!(
             got.iter()
                 .all(|r| r.period_start.ends_with(offset) && r.period_start.starts_with(&r.day)),

@@ -22,12 +22,12 @@ use rm_schemas::record::UnverifiedAdId;
 use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
 use rm_store::model::ad_id_campaign::creative_of;
 use rm_store::model::funnel::FunnelReportRow;
+use rm_store::model::parse_day;
 use rm_store::model::periods::{self, Granularity, Periods};
 use rm_store::model::rollup;
 use rm_store::model::status::AdIdStatus;
 use rm_store::model::tallies::{Grain, Kind, Metric, Scope, SummedTally, TallyQuery};
 use rm_store::model::traffic::InvalidCounts;
-use rm_store::model::{day_of, parse_day};
 use rm_store::BatchWrite;
 
 use super::{all, at, t, Store, D0, TEN};
@@ -401,10 +401,7 @@ fn as_counts(rows: &[SummedTally]) -> BTreeMap<Key, Counts> {
     let mut statuses: BTreeMap<Key, AdIdStatus> = BTreeMap::new();
     for s in rows {
         let p = &s.place;
-        let day = match p.grain {
-            Grain::Day => p.bucket,
-            Grain::Quarter => day_of(Grain::Quarter.start_ms(p.bucket)),
-        };
+        let day = p.grain.day_of_bucket(p.bucket);
         let Some(kind) = s.metric.kind() else {
             continue;
         };
@@ -467,19 +464,17 @@ fn row_status(mut m: BTreeMap<Key, Counts>) -> BTreeMap<Key, Counts> {
     m
 }
 
-/// Each tally of the campaigns', videos' and campaigns' sales' quarter hours, summed
-/// per UTC day, is that day's tally, metric by metric and place by place: what the
-/// campaign summary and the funnel read in any zone is what they read in UTC.
+/// Each tally of the campaigns', videos' and campaigns' sales' quarter hours, and of
+/// their hours, summed per UTC day, is that day's tally, metric by metric and place
+/// by place: what the campaign summary and the funnel read in any zone is what they
+/// read in UTC.
 async fn zoned_quarters_are_days(store: &impl Store, seed: u64) {
     type DayKey = (String, String, String, String, i32, u16);
     let by_day = |rows: Vec<SummedTally>| -> BTreeMap<DayKey, i64> {
         let mut out: BTreeMap<DayKey, i64> = BTreeMap::new();
         for s in rows {
             let p = s.place;
-            let day = match p.grain {
-                Grain::Day => p.bucket,
-                Grain::Quarter => day_of(Grain::Quarter.start_ms(p.bucket)),
-            };
+            let day = p.grain.day_of_bucket(p.bucket);
             let key = (p.campaign_id, p.creative, p.catalog_id, p.product_code, day);
             *out.entry((key.0, key.1, key.2, key.3, key.4, s.metric.code()))
                 .or_default() += s.value;
@@ -495,6 +490,9 @@ async fn zoned_quarters_are_days(store: &impl Store, seed: u64) {
             quarters, days,
             "seed {seed}: {scope:?} quarter hours add up to days"
         );
+        assert!(scope.by_hour());
+        let hours = by_day(read(store, scope, Grain::Hour).await);
+        assert_eq!(hours, days, "seed {seed}: {scope:?} hours add up to days");
         counted += days.len();
     }
     assert!(

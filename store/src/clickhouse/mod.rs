@@ -53,6 +53,7 @@ mod ageing;
 mod compact;
 mod erase;
 mod error;
+mod hours;
 mod page;
 mod query;
 mod reports;

@@ -37,7 +37,7 @@ const FLOOR: &str = "recount_from_ms";
 
 /// The lowest metric code that is not a count (the markers' and the progress'
 /// codes are at or above it: [`crate::model::tallies::Metric::code`]).
-const FIRST_NOT_COUNT: u16 = 250;
+const FIRST_NOT_COUNT: u16 = 249;
 
 #[derive(Row, Serialize, Deserialize)]
 struct MarkCh {
@@ -77,13 +77,11 @@ impl ClickHouseStore {
     /// facts), and waits for both.
     pub(super) async fn clear_from_floor(&self, floor: i64) -> Result<(), StoreError> {
         let fail = ch("clear tallies from the recount floor");
-        let (day, quarter) = (Grain::Day.bucket(floor), Grain::Quarter.bucket(floor));
-        let kept = format!(
-            "metric < {FIRST_NOT_COUNT} AND ((grain = {d} AND bucket < {day}) OR \
-             (grain = {q} AND bucket < {quarter}))",
-            d = Grain::Day as u8,
-            q = Grain::Quarter as u8,
-        );
+        let before: Vec<String> = Grain::ALL
+            .into_iter()
+            .map(|g| format!("(grain = {} AND bucket < {})", g as u8, g.bucket(floor)))
+            .collect();
+        let kept = format!("metric < {FIRST_NOT_COUNT} AND ({})", before.join(" OR "));
         for sql in [
             format!("ALTER TABLE rollups DELETE WHERE NOT ({kept})"),
             format!(

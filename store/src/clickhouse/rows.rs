@@ -678,6 +678,7 @@ impl SummedTallyCh {
                 | Metric::CartsBackfilled
                 | Metric::LinesBackfilled
                 | Metric::ZonesBackfilled
+                | Metric::HoursBackfilled
         ) {
             return Ok(None);
         }

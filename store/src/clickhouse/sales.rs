@@ -261,8 +261,8 @@ impl ClickHouseStore {
                 }
                 for (k, d) in sales::moves(&Default::default(), &state.counts(), BACKFILL_PARTITION)
                 {
-                    // The quarter hours are the zones' backfill's, which follows.
-                    if !crate::model::tallies::zones::is_zoned(&k.place) {
+                    // The zoned quarter hours and the hours are the later backfills'.
+                    if !crate::model::tallies::hours::counted_by_a_later_backfill(&k.place) {
                         *counts.entry(k).or_default() += d;
                     }
                 }

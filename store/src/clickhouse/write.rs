@@ -348,14 +348,15 @@ impl ClickHouseStore {
     /// Deletes every tally and counts the stored facts into them again (`retail-media
     /// rebuild`; stop the aggregators first: nothing checks that on ClickHouse),
     /// attributes every stored order again with windows `w`, then counts the zoned
-    /// quarter hours.
+    /// quarter hours and sums them into hours.
     pub async fn rebuild_tallies(
         &self,
         window: crate::model::traffic::ClickWindow,
         w: &Windows,
     ) -> Result<(), StoreError> {
         self.rebuild_rollups(window, w).await?;
-        self.backfill_zones_once().await.map(|_| ())
+        self.backfill_zones_once().await?;
+        self.backfill_hours_once().await.map(|_| ())
     }
 }
 
@@ -446,7 +447,10 @@ impl WriteStore for ClickHouseStore {
 
     async fn backfill_zones(&self) -> Result<bool, StoreError> {
         // Not bounded by the operation timeout: it reads every stored view once.
-        let r = self.backfill_zones_once().await;
+        let r = match self.backfill_zones_once().await {
+            Ok(zones) => self.backfill_hours_once().await.map(|hours| zones || hours),
+            Err(e) => Err(e),
+        };
         self.inner.note(&r);
         r
     }

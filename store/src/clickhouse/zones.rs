@@ -188,8 +188,8 @@ impl ClickHouseStore {
         Ok(out)
     }
 
-    /// Marks a store without facts or orders as counted (nothing to backfill), at
-    /// connect.
+    /// Marks a store without facts or orders as counted by the zones' and the
+    /// hours' backfills (nothing to backfill), at connect.
     pub(crate) async fn mark_zones_if_new(&self) -> Result<(), StoreError> {
         let any: u64 = self
             .client()
@@ -203,9 +203,10 @@ impl ClickHouseStore {
             .fetch_one()
             .await
             .map_err(ch("read facts"))?;
-        let marker = TallyKey::zones_marker();
-        if any == 0 && !self.has(&marker).await? {
-            self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
+        for marker in [TallyKey::zones_marker(), TallyKey::hours_marker()] {
+            if any == 0 && !self.has(&marker).await? {
+                self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
+            }
         }
         Ok(())
     }

@@ -69,6 +69,7 @@ mod cart_lines;
 mod codec;
 mod entities;
 mod erase;
+mod hours;
 mod migrate;
 mod migrate_money;
 mod reports;

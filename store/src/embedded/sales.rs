@@ -249,8 +249,10 @@ pub(super) fn backfill(db: &Database, w: &Windows) -> Result<Option<usize>, Stor
     let mut counts: std::collections::BTreeMap<TallyKey, i64> = Default::default();
     for s in &states {
         for (k, d) in sales::moves(&Default::default(), &s.counts(), BACKFILL_PARTITION) {
-            // The quarter hours are the zones' backfill's, which follows.
-            if !crate::model::tallies::zones::is_zoned(&k.place) && recounted(&k, floor) {
+            // The zoned quarter hours and the hours are the later backfills'.
+            if !crate::model::tallies::hours::counted_by_a_later_backfill(&k.place)
+                && recounted(&k, floor)
+            {
                 *counts.entry(k).or_default() += d;
             }
         }

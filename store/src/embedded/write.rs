@@ -207,17 +207,26 @@ impl EmbeddedStore {
 
     /// The zones' backfill (the quarter hours of campaigns, videos and campaigns'
     /// sales of a store an earlier version wrote, with their marker, in one
-    /// transaction), once.
+    /// transaction), once; then the hours' (their quarters summed into UTC hours),
+    /// once. True when either ran now.
     async fn backfill_zones_once(&self) -> Result<bool, StoreError> {
-        let done = self.blocking(super::zones::backfill).await?;
-        if let Some(n) = done {
+        let zones = self.blocking(super::zones::backfill).await?;
+        if let Some(n) = zones {
             tracing::info!(
                 tallies = n,
                 "counted the store's earlier events, views, cart adds and sales into \
                  their campaigns' quarter hours"
             );
         }
-        Ok(done.is_some())
+        let hours = self.blocking(super::hours::backfill).await?;
+        if let Some(n) = hours {
+            tracing::info!(
+                tallies = n,
+                "summed the store's quarter hours of campaigns, videos and campaigns' \
+                 sales into their hours"
+            );
+        }
+        Ok(zones.is_some() || hours.is_some())
     }
 
     /// The cart products' backfill (their places' counts of every stored line, with

@@ -1,7 +1,8 @@
 //! The zones' backfill on the embedded store ([`crate::model::tallies::zones`]): the
 //! quarter hours of campaigns, videos and campaigns' sales that a store an earlier
 //! version wrote lacks, counted once from its tallies and entities, with their
-//! marker, in one transaction. A store with nothing in it is marked at open.
+//! marker, in one transaction. A store with nothing in it is marked at open (for
+//! the hours' backfill too, `super::hours`).
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 
@@ -104,8 +105,8 @@ pub(super) fn backfill(db: &Database) -> Result<Option<usize>, StoreError> {
     Ok(Some(n))
 }
 
-/// Marks a store that holds no facts and no orders (nothing to backfill), in the
-/// transaction that opens it.
+/// Marks a store that holds no facts and no orders (nothing to backfill) as counted
+/// by the zones' and the hours' backfills, in the transaction that opens it.
 pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> {
     if super::tallies::holds_facts(w)? {
         return Ok(());
@@ -115,10 +116,12 @@ pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> 
         return Ok(());
     }
     let mut t = w.open_table(ROLLUPS).map_err(err)?;
-    let k = tally_key(&TallyKey::zones_marker());
-    if t.get(k.as_slice()).map_err(err)?.is_none() {
-        t.insert(k.as_slice(), val(&Tally::MARKED).as_slice())
-            .map_err(err)?;
+    for marker in [TallyKey::zones_marker(), TallyKey::hours_marker()] {
+        let k = tally_key(&marker);
+        if t.get(k.as_slice()).map_err(err)?.is_none() {
+            t.insert(k.as_slice(), val(&Tally::MARKED).as_slice())
+                .map_err(err)?;
+        }
     }
     Ok(())
 }

@@ -117,6 +117,7 @@ impl Acc {
             | Metric::CartsBackfilled
             | Metric::LinesBackfilled
             | Metric::ZonesBackfilled
+            | Metric::HoursBackfilled
             | Metric::Progress => {}
         }
     }

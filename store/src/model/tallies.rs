@@ -68,6 +68,7 @@ use super::traffic::Invalid;
 
 pub mod backfill;
 pub mod carts;
+pub mod hours;
 pub mod moves;
 pub mod page;
 pub mod sales;
@@ -142,6 +143,10 @@ pub enum Metric {
     /// hours, so the campaign summary and the video funnel read in any zone (one row,
     /// value 1, at [`Place::zones_marker`]).
     ZonesBackfilled,
+    /// The marker of the hours' backfill: the store's quarter hours of the scopes
+    /// kept by hour ([`Scope::by_hour`]) are summed into their hours ([`hours`]; one
+    /// row, value 1, at [`Place::zones_marker`]).
+    HoursBackfilled,
     /// The offset of the last record of a partition folded (value and stamp), at
     /// [`Place::progress`]: how far the writers of the partition got.
     Progress,
@@ -156,7 +161,7 @@ impl Metric {
     /// video funnel, `192 + field` for cart lines, `224 + field` for sales, 255 for
     /// the marker, 254 for a partition's progress, 253 for the sales' marker, 252
     /// for the cart products' marker, 251 for the carts report's index's, 250 for the
-    /// zones'.
+    /// zones', 249 for the hours'.
     pub fn code(self) -> u16 {
         match self {
             Self::Events(kind, why) => {
@@ -173,6 +178,7 @@ impl Metric {
             Self::CartsBackfilled => 252,
             Self::LinesBackfilled => 251,
             Self::ZonesBackfilled => 250,
+            Self::HoursBackfilled => 249,
             Self::Backfilled => 255,
             Self::Progress => 254,
         }
@@ -195,6 +201,7 @@ impl Metric {
             252 => return Some(Self::CartsBackfilled),
             251 => return Some(Self::LinesBackfilled),
             250 => return Some(Self::ZonesBackfilled),
+            249 => return Some(Self::HoursBackfilled),
             224.. => {
                 return SaleField::ALL
                     .get(usize::from(code - 224))
@@ -244,6 +251,7 @@ impl Metric {
             | Self::CartsBackfilled
             | Self::LinesBackfilled
             | Self::ZonesBackfilled
+            | Self::HoursBackfilled
             | Self::Progress => None,
         }
     }
@@ -292,19 +300,20 @@ impl Scope {
         Self::ZONED.contains(&self)
     }
 
+    /// Every scope.
+    pub const ALL: [Scope; 7] = [
+        Self::Campaign,
+        Self::Creative,
+        Self::Product,
+        Self::Video,
+        Self::Sales,
+        Self::CampaignSales,
+        Self::CartProduct,
+    ];
+
     /// The scope of a stored code (`scope as u8`), `None` when unknown.
     pub fn from_code(code: u8) -> Option<Self> {
-        [
-            Self::Campaign,
-            Self::Creative,
-            Self::Product,
-            Self::Video,
-            Self::Sales,
-            Self::CampaignSales,
-            Self::CartProduct,
-        ]
-        .into_iter()
-        .find(|s| *s as u8 == code)
+        Self::ALL.into_iter().find(|s| *s as u8 == code)
     }
 }
 
@@ -329,9 +338,7 @@ impl Grain {
 
     /// The grain of a stored code (`grain as u8`), `None` when unknown.
     pub fn from_code(code: u8) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|g| *g as u8 == code)
+        Self::ALL.into_iter().find(|g| *g as u8 == code)
     }
 }
 
@@ -351,8 +358,11 @@ impl Grain {
             Self::Day => super::day_of(time_ms),
             Self::Quarter => i32::try_from(time_ms.div_euclid(QUARTER_MS))
                 .unwrap_or(if time_ms < 0 { i32::MIN } else { i32::MAX }),
-            Self::Hour => i32::try_from(time_ms.div_euclid(HOUR_MS))
-                .unwrap_or(if time_ms < 0 { i32::MIN } else { i32::MAX }),
+            Self::Hour => i32::try_from(time_ms.div_euclid(HOUR_MS)).unwrap_or(if time_ms < 0 {
+                i32::MIN
+            } else {
+                i32::MAX
+            }),
         }
     }
 
@@ -527,6 +537,14 @@ impl TallyKey {
             metric: Metric::ZonesBackfilled,
         }
     }
+
+    /// The hours' backfill marker's key.
+    pub fn hours_marker() -> Self {
+        Self {
+            place: Place::zones_marker(),
+            metric: Metric::HoursBackfilled,
+        }
+    }
 }
 
 /// A tally's value and the offset of the last record that moved it.
@@ -698,7 +716,7 @@ pub struct TallyQuery {
     /// Only the places of this page ([`page`]; `None`: every place).
     pub page: Option<page::PlacePage>,
     /// Only the buckets of these inclusive ranges, within `from..=to` (empty: all of
-    /// them): the quarters a report in a zone reads beside whole days
+    /// them): the hours or the quarters a report in a zone reads beside whole days
     /// (`super::periods::Mixed`).
     pub only: Vec<(i32, i32)>,
 }
@@ -720,10 +738,13 @@ impl TallyQuery {
         }
     }
 
-    /// The marker whose presence says the query's tallies are complete: the zones'
-    /// for the quarter hours of campaigns, videos and campaigns' sales, the sales'
+    /// The marker whose presence says the query's tallies are complete: the hours'
+    /// for hours, the zones' for the quarter hours of campaigns, videos and campaigns' sales, the sales'
     /// for sales, else the backfill's.
     pub fn marker(&self) -> TallyKey {
+        if self.grain == Grain::Hour {
+            return TallyKey::hours_marker();
+        }
         if self.grain == Grain::Quarter && Scope::ZONED.contains(&self.scope) {
             return TallyKey::zones_marker();
         }
@@ -921,6 +942,7 @@ mod tests {
             Metric::CartsBackfilled,
             Metric::LinesBackfilled,
             Metric::ZonesBackfilled,
+            Metric::HoursBackfilled,
         ];
         all.extend(SaleField::ALL.iter().map(|f| Metric::Sale(*f)));
         all.extend(ViewField::ALL.iter().map(|f| Metric::View(*f)));
@@ -947,7 +969,7 @@ mod tests {
             "a verified status is no metric"
         );
         assert_eq!(Metric::from_code(9 + 16 * 3 + 1), None);
-        assert_eq!(Metric::from_code(249), None);
+        assert_eq!(Metric::from_code(248), None);
         assert_eq!(Metric::from_code(192 + 7), None);
         for m in [
             Metric::Backfilled,
@@ -960,21 +982,14 @@ mod tests {
             assert!(!m.is_count());
         }
         assert_eq!(Metric::from_code(224 + 6), None);
-        for s in [
-            Scope::Campaign,
-            Scope::Creative,
-            Scope::Product,
-            Scope::Video,
-            Scope::Sales,
-            Scope::CampaignSales,
-            Scope::CartProduct,
-        ] {
+        for s in Scope::ALL {
             assert_eq!(Scope::from_code(s as u8), Some(s));
         }
-        for g in [Grain::Day, Grain::Quarter] {
+        for g in Grain::ALL {
             assert_eq!(Grain::from_code(g as u8), Some(g));
         }
-        assert_eq!((Scope::from_code(7), Grain::from_code(2)), (None, None));
+        assert_eq!(Grain::from_code(2), Some(Grain::Hour));
+        assert_eq!((Scope::from_code(7), Grain::from_code(3)), (None, None));
         assert_eq!(Scope::from_code(5), Some(Scope::CampaignSales));
         assert_eq!(Scope::from_code(3), Some(Scope::Video));
         assert_eq!(Metric::from_code(128 + 19), None);

@@ -165,7 +165,7 @@ impl Counts {
     pub fn rows(self) -> Vec<(TallyKey, Tally)> {
         self.0
             .into_iter()
-            .filter(|(k, _)| !super::zones::is_zoned(&k.place))
+            .filter(|(k, _)| !super::hours::counted_by_a_later_backfill(&k.place))
             .map(|(k, value)| (k, Tally { value, stamp: 0 }))
             .collect()
     }

@@ -24,6 +24,7 @@
 
 use std::collections::BTreeMap;
 
+use super::hours::hour_of_quarter;
 use super::{sales, Grain, Metric, Place, Scope, Tally, TallyKey, BACKFILL_PARTITION};
 use crate::model::carts::{CartCampaignRow, CartEventRow, CartFact, CartKey, Transition};
 use crate::model::day_of;
@@ -169,12 +170,14 @@ pub fn product_place(line: &CartKey, campaign: &str, day: i32, partition: i32) -
 }
 
 /// Every place a line's event of `campaign` at `time_ms` may move: its campaign's
-/// day and quarter hour, and its product's day.
-pub fn places(line: &CartKey, campaign: &str, time_ms: i64, partition: i32) -> [Place; 3] {
+/// day, quarter hour and hour, and its product's day.
+pub fn places(line: &CartKey, campaign: &str, time_ms: i64, partition: i32) -> [Place; 4] {
     let day = day_of(time_ms);
+    let q = quarter(time_ms);
     [
         place(campaign, day, partition),
-        place_at(campaign, Grain::Quarter, quarter(time_ms), partition),
+        place_at(campaign, Grain::Quarter, q, partition),
+        place_at(campaign, Grain::Hour, hour_of_quarter(q), partition),
         product_place(line, campaign, day, partition),
     ]
 }
@@ -204,6 +207,7 @@ pub fn moves(line: &CartKey, old: &Adds, new: &Adds, partition: i32) -> Vec<(Tal
                 for place in [
                     place(campaign, day, partition),
                     place_at(campaign, Grain::Quarter, q, partition),
+                    place_at(campaign, Grain::Hour, hour_of_quarter(q), partition),
                 ] {
                     *out.entry(TallyKey { place, metric }).or_default() += d;
                 }

@@ -62,10 +62,11 @@ impl Judged {
     }
 }
 
-/// The four places an event at `time_ms` of log `partition` counts in: its
+/// The five places an event at `time_ms` of log `partition` counts in: its
 /// campaign's and its creative's, each per UTC day and per quarter hour (the
-/// campaign summary and spend; the products and ads reports; in any zone).
-pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 4] {
+/// campaign summary and spend; the products and ads reports; in any zone), and its
+/// campaign's UTC hour ([`super::hours`]).
+pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 5] {
     let detail = if e.kind.is_product() {
         Scope::Product
     } else {
@@ -88,6 +89,7 @@ pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 4] {
     [
         place(Scope::Campaign, Grain::Day),
         place(Scope::Campaign, Grain::Quarter),
+        place(Scope::Campaign, Grain::Hour),
         place(detail, Grain::Day),
         place(detail, Grain::Quarter),
     ]
@@ -211,21 +213,26 @@ mod tests {
     }
 
     #[test]
-    fn an_event_counts_in_four_places_and_only_product_events_name_a_product() {
+    fn an_event_counts_in_five_places_and_only_product_events_name_a_product() {
         let p = places(&event(Kind::ProductClick), 90_000_000, 3);
-        assert_eq!((p[0].creative.as_str(), p[1].creative.as_str()), ("", ""));
-        assert_eq!((p[0].scope, p[1].scope), (Scope::Campaign, Scope::Campaign));
-        assert_eq!(p[2].creative, "p:sku");
-        assert_eq!(p[2].product_code, "sku");
+        assert!(p[..3].iter().all(|x| x.creative.is_empty()));
+        assert!(p[..3].iter().all(|x| x.scope == Scope::Campaign));
+        assert_eq!(p[3].creative, "p:sku");
+        assert_eq!(p[3].product_code, "sku");
         assert_eq!(
-            (p[0].bucket, p[1].bucket, p[2].bucket, p[3].bucket),
-            (1, 100, 1, 100)
+            p.each_ref().map(|x| (x.grain, x.bucket)),
+            [
+                (Grain::Day, 1),
+                (Grain::Quarter, 100),
+                (Grain::Hour, 25),
+                (Grain::Day, 1),
+                (Grain::Quarter, 100)
+            ]
         );
-        assert_eq!((p[1].grain, p[3].grain), (Grain::Quarter, Grain::Quarter));
         assert!(p.iter().all(|x| x.partition == 3));
         let a = places(&event(Kind::AdImpression), 0, 0);
         assert_eq!(
-            (a[3].creative.as_str(), a[3].product_code.as_str()),
+            (a[4].creative.as_str(), a[4].product_code.as_str()),
             ("p:sku", "")
         );
     }
@@ -235,7 +242,7 @@ mod tests {
         let e = event(Kind::AdClick);
         let prefetch = judged(AdIdStatus::Verified, TrafficClass::Prefetch, 1_000);
         let first = moves(&e, None, prefetch, 0);
-        assert_eq!(first.len(), 4);
+        assert_eq!(first.len(), 5);
         assert!(first
             .iter()
             .all(|(k, d)| *d == 1
@@ -244,7 +251,7 @@ mod tests {
         let best = prefetch.with_copy(genuine);
         assert_eq!(best, genuine);
         let m = moves(&e, Some(prefetch), best, 0);
-        assert_eq!(m.len(), 8);
+        assert_eq!(m.len(), 10);
         assert_eq!(m.iter().map(|(_, d)| d).sum::<i64>(), 0);
         assert_eq!(moves(&e, Some(genuine), genuine.with_copy(prefetch), 0), []);
     }
@@ -258,11 +265,11 @@ mod tests {
             2 * crate::model::DAY_MS,
         );
         let m = moves(&e, None, late, 0);
-        assert_eq!(m.len(), 8, "reason and status, four places each");
+        assert_eq!(m.len(), 10, "reason and status, five places each");
         let early = late.with_copy(judged(AdIdStatus::Expired, TrafficClass::Valid, 5));
         assert_eq!(early.time_ms, 5);
         let m = moves(&e, Some(late), early, 0);
-        assert_eq!(m.len(), 16);
+        assert_eq!(m.len(), 20);
         assert!(m
             .iter()
             .filter(|(_, d)| *d > 0)
@@ -273,13 +280,13 @@ mod tests {
             !apply(moves(&e, None, late, 0), 7, &mut tallies),
             "a replay"
         );
-        assert_eq!(dirty_rows(&mut tallies).len(), 8);
+        assert_eq!(dirty_rows(&mut tallies).len(), 10);
         assert!(dirty_rows(&mut tallies).is_empty(), "taken once");
         // A tally moved again after its row was taken is taken again, alone.
         let m = moves(&e, Some(late), early, 0);
         assert!(apply(m, 8, &mut tallies));
         let rows = dirty_rows(&mut tallies);
-        assert_eq!(rows.len(), 16, "every tally the copy moved");
+        assert_eq!(rows.len(), 20, "every tally the copy moved");
         let keys: std::collections::BTreeSet<&TallyKey> = rows.iter().map(|(k, _)| k).collect();
         assert_eq!(keys.len(), rows.len(), "each tally once");
     }

@@ -210,9 +210,11 @@ impl OrderCredits {
             if !campaign.is_empty() {
                 let currency = line.revenue.currency;
                 let quarter = Grain::Quarter.bucket(line.time_ms);
+                let hour = Grain::Hour.bucket(line.time_ms);
                 for p in [
                     campaign_place(campaign, line.day(), currency),
                     campaign_place_at(campaign, Grain::Quarter, quarter, currency),
+                    campaign_place_at(campaign, Grain::Hour, hour, currency),
                 ] {
                     add(&p, SaleField::Units, units);
                     add(&p, SaleField::RevenueWhole, whole);

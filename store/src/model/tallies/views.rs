@@ -180,7 +180,7 @@ pub fn first_ms(facts: &[ViewFact]) -> i64 {
 
 /// The four places a view counts in: its campaign's and its creative's, each on the
 /// UTC day and the quarter hour of its earliest event, in log `partition`.
-pub fn places(v: Counted<'_>, partition: i32) -> [Place; 4] {
+pub fn places(v: Counted<'_>, partition: i32) -> [Place; 6] {
     places_at(
         &v.row.campaign_id,
         &v.row.key.video_id,
@@ -189,9 +189,10 @@ pub fn places(v: Counted<'_>, partition: i32) -> [Place; 4] {
     )
 }
 
-/// The four places a view of `campaign` and `video` whose earliest event is at
-/// `first_ms` counts in.
-pub fn places_at(campaign: &str, video: &str, first_ms: i64, partition: i32) -> [Place; 4] {
+/// The six places a view of `campaign` and `video` whose earliest event is at
+/// `first_ms` counts in: the campaign's and the video's UTC day, quarter hour and
+/// hour.
+pub fn places_at(campaign: &str, video: &str, first_ms: i64, partition: i32) -> [Place; 6] {
     let place = |scope: Scope, creative: &str, grain: Grain| Place {
         campaign_id: campaign.to_owned(),
         scope,
@@ -205,8 +206,10 @@ pub fn places_at(campaign: &str, video: &str, first_ms: i64, partition: i32) -> 
     [
         place(Scope::Campaign, "", Grain::Day),
         place(Scope::Campaign, "", Grain::Quarter),
+        place(Scope::Campaign, "", Grain::Hour),
         place(Scope::Video, video, Grain::Day),
         place(Scope::Video, video, Grain::Quarter),
+        place(Scope::Video, video, Grain::Hour),
     ]
 }
 
@@ -302,8 +305,9 @@ mod tests {
         let at10 = 10 * crate::model::DAY_MS + 3_600_000;
         let first = row([1, 1, 0, 0, 0, 0], 10);
         let m = moves(None, c(&first, at10), 3);
-        // views, creative views, plays, pauses at four places (two days, two quarters).
-        assert_eq!(m.len(), 16);
+        // views, creative views, plays, pauses at six places (two days, two quarters,
+        // two hours).
+        assert_eq!(m.len(), 24);
         assert!(m.iter().all(|(_, d)| *d == 1));
         let quarters: std::collections::BTreeSet<i32> = m
             .iter()
@@ -313,13 +317,18 @@ mod tests {
         assert_eq!(quarters, [10 * 96 + 4].into());
         let later = row([1, 1, 1, 0, 0, 0], 10);
         let m = moves(Some(c(&first, at10)), c(&later, at10), 3);
-        assert_eq!(m.len(), 4, "only the first quartile moved: {m:?}");
+        assert_eq!(m.len(), 6, "only the first quartile moved: {m:?}");
         assert!(m
             .iter()
             .all(|(k, d)| *d == 1 && k.metric == Metric::View(ViewField::FirstQuartiles)));
-        // An earlier event on the same day moves the view to its quarter hour only.
+        // An earlier event on the same day moves the view to its quarter hour and
+        // hour only.
         let m = moves(Some(c(&later, at10)), c(&later, at10 - 1_800_000), 3);
         assert_eq!(m.iter().map(|(_, d)| d).sum::<i64>(), 0);
+        assert!(m.iter().all(|(k, _)| k.place.grain != Grain::Day), "{m:?}");
+        assert_eq!(m.len(), 40);
+        // One in the same hour, its quarter hour only.
+        let m = moves(Some(c(&later, at10)), c(&later, at10 + 900_000), 3);
         assert!(
             m.iter().all(|(k, _)| k.place.grain == Grain::Quarter),
             "{m:?}"
@@ -329,7 +338,7 @@ mod tests {
         let earlier = row([1, 1, 1, 0, 0, 0], 9);
         let m = moves(Some(c(&later, at10)), c(&earlier, at10 - 7_200_000), 3);
         assert_eq!(m.iter().map(|(_, d)| d).sum::<i64>(), 0);
-        assert_eq!(m.len(), 40);
+        assert_eq!(m.len(), 60);
         assert!(moves(Some(c(&earlier, 5)), c(&earlier, 5), 3).is_empty());
     }
 

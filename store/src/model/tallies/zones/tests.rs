@@ -114,12 +114,24 @@ proptest! {
             let day = match p.grain {
                 Grain::Day => p.bucket,
                 Grain::Quarter => crate::model::day_of(Grain::Quarter.start_ms(p.bucket)),
+                Grain::Hour => continue,
             };
             let sign = if p.grain == Grain::Day { 1 } else { -1 };
             *days.entry((p.campaign_id.clone(), day, p.partition, k.metric)).or_default() +=
                 sign * t.value;
         }
         prop_assert!(days.values().all(|v| *v == 0), "{:?}", days);
+        // The fold's hours are its quarters' sums, as the hours' backfill sums them.
+        let hours: BTreeMap<TallyKey, i64> = all
+            .iter()
+            .filter(|(k, t)| k.place.grain == Grain::Hour && t.value != 0)
+            .map(|(k, t)| (k.clone(), t.value))
+            .collect();
+        let summed: BTreeMap<TallyKey, i64> = super::super::hours::of_quarters(all.clone())
+            .into_iter()
+            .map(|(k, t)| (k, t.value))
+            .collect();
+        prop_assert_eq!(hours, summed);
     }
 }
 

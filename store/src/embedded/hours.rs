@@ -1,0 +1,49 @@
+//! The hours' backfill on the embedded store ([`crate::model::tallies::hours`]): the
+//! UTC hours of the scopes kept by hour that a store an earlier version wrote lacks,
+//! summed once from its stored quarter hours, with their marker, in one
+//! transaction (read and written in it, so no write lands between). A store with
+//! nothing in it is marked at open (`super::zones::mark_if_new`).
+
+use redb::{Database, ReadableTable};
+
+use super::tallies::{decode, tally_key, ROLLUPS};
+use super::{err, parse, val};
+use crate::model::tallies::{hours, Tally, TallyKey};
+use crate::StoreError;
+
+/// Writes the hours' backfill once: `None` when the marker was there, else the rows
+/// written. Called by the aggregator before its first write, after every other
+/// backfill (the zones' writes quarters this one sums).
+pub(super) fn backfill(db: &Database) -> Result<Option<usize>, StoreError> {
+    let w = db.begin_write().map_err(err)?;
+    let marker = tally_key(&TallyKey::hours_marker());
+    let quarters = {
+        let t = w.open_table(ROLLUPS).map_err(err)?;
+        if t.get(marker.as_slice()).map_err(err)?.is_some() {
+            return Ok(None);
+        }
+        let mut quarters = Vec::new();
+        for row in t.iter().map_err(err)? {
+            let (k, v) = row.map_err(err)?;
+            let k = decode(k.value())?;
+            if hours::sums_into_hours(&k) {
+                let t: Tally = parse(v.value())?;
+                quarters.push((k, t));
+            }
+        }
+        quarters
+    };
+    let rows = super::tallies::recounted(&w, hours::of_quarters(quarters))?;
+    let n = rows.len();
+    {
+        let mut t = w.open_table(ROLLUPS).map_err(err)?;
+        for (k, v) in rows {
+            t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
+                .map_err(err)?;
+        }
+        t.insert(marker.as_slice(), val(&Tally::MARKED).as_slice())
+            .map_err(err)?;
+    }
+    w.commit().map_err(err)?;
+    Ok(Some(n))
+}
