@@ -1584,8 +1584,10 @@ async fn same_reports_as_embedded(url: String) {
         }
         rollups_of_the_previous_order_are_re_sorted(&url).await;
         cart_lines_of_the_previous_version_are_indexed(&url).await;
-        zones_of_the_previous_version_are_backfilled(&url).await;
-        hours_of_the_previous_version_are_backfilled(&url).await;
+        // Boxed: the futures of these steps would otherwise all live on the test
+        // thread's stack at once, past its size.
+        Box::pin(zones_of_the_previous_version_are_backfilled(&url)).await;
+        Box::pin(hours_of_the_previous_version_are_backfilled(&url)).await;
         let raced = fresh_database(&url, "backfills");
         let store2 = ClickHouseStore::connect(&raced).await.expect("connect");
         tallies::the_first_of_two_backfills_wins(&store2).await;

@@ -225,15 +225,17 @@ async fn read<S: ReportStore + ?Sized>(
     if !scope.by_quarter() || page.is_some() {
         return fetch(store, &q).await;
     }
+    // Boxed: three reads at once, twice, would make every report's future (held on
+    // its task's stack while polled) several times larger.
     if scope.by_hour() {
         if let Some(mixed) = periods.mixed(true) {
-            if let Some(read) = read_mixed(store, periods, &q, &mixed).await? {
+            if let Some(read) = Box::pin(read_mixed(store, periods, &q, &mixed)).await? {
                 return Ok(read);
             }
         }
     }
     match periods.mixed(false) {
-        Some(mixed) => read_mixed(store, periods, &q, &mixed)
+        Some(mixed) => Box::pin(read_mixed(store, periods, &q, &mixed))
             .await?
             .ok_or_else(|| unavailable("events are being counted")),
         None => fetch(store, &q).await,
