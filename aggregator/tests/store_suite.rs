@@ -1380,6 +1380,14 @@ async fn cart_lines_of_the_previous_version_are_indexed(url: &str) {
     drop_database(url, &config.database).await;
 }
 
+/// A client of `database` on the server at `url`.
+fn database_client(url: &str, database: &str) -> clickhouse::Client {
+    clickhouse::Client::default()
+        .with_url(url.to_owned())
+        .with_validation(false)
+        .with_database(database.to_owned())
+}
+
 /// Deletes the rows of `rollups` that `doomed` selects and waits for the mutation.
 async fn delete_rollups(client: &clickhouse::Client, doomed: &str) {
     client
@@ -1403,10 +1411,7 @@ async fn delete_rollups(client: &clickhouse::Client, doomed: &str) {
 async fn hours_of_the_previous_version_are_backfilled(url: &str) {
     let config = fresh_database(url, "hours");
     let store = ClickHouseStore::connect(&config).await.expect("connect");
-    let client = clickhouse::Client::default()
-        .with_url(url.to_owned())
-        .with_validation(false)
-        .with_database(config.database.clone());
+    let client = database_client(url, &config.database);
     let reconnect = config.clone();
     hours::hours_backfilled(store, 4, |store| async move {
         drop(store);
@@ -1425,10 +1430,7 @@ async fn hours_of_the_previous_version_are_backfilled(url: &str) {
 async fn zones_of_the_previous_version_are_backfilled(url: &str) {
     let config = fresh_database(url, "zones");
     let store = ClickHouseStore::connect(&config).await.expect("connect");
-    let client = clickhouse::Client::default()
-        .with_url(url.to_owned())
-        .with_validation(false)
-        .with_database(config.database.clone());
+    let client = database_client(url, &config.database);
     let reconnect = config.clone();
     let (_, got) = rollups::zones_backfilled_mid_stream(store, 2, |store| async move {
         drop(store);

@@ -7,7 +7,7 @@
 use redb::{Database, ReadableTable};
 
 use super::tallies::{decode, tally_key, ROLLUPS};
-use super::{err, parse, val};
+use super::{err, parse};
 use crate::model::tallies::{hours, Tally, TallyKey};
 use crate::StoreError;
 
@@ -37,12 +37,7 @@ pub(super) fn backfill(db: &Database) -> Result<Option<usize>, StoreError> {
     let n = rows.len();
     {
         let mut t = w.open_table(ROLLUPS).map_err(err)?;
-        for (k, v) in rows {
-            t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
-                .map_err(err)?;
-        }
-        t.insert(marker.as_slice(), val(&Tally::MARKED).as_slice())
-            .map_err(err)?;
+        super::tallies::put_backfilled(&mut t, rows, &TallyKey::hours_marker())?;
     }
     w.commit().map_err(err)?;
     Ok(Some(n))

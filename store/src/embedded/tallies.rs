@@ -454,6 +454,21 @@ pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> 
     Ok(())
 }
 
+/// Writes a backfill's rows, then its marker, in `t` (of the caller's transaction).
+pub(super) fn put_backfilled(
+    t: &mut redb::Table<&[u8], &[u8]>,
+    rows: Vec<(TallyKey, Tally)>,
+    marker: &TallyKey,
+) -> Result<(), StoreError> {
+    for (k, v) in rows {
+        t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
+            .map_err(err)?;
+    }
+    t.insert(tally_key(marker).as_slice(), val(&Tally::MARKED).as_slice())
+        .map_err(err)?;
+    Ok(())
+}
+
 /// Whether the store holds any fact, view or cart line.
 pub(super) fn holds_facts(w: &redb::WriteTransaction) -> Result<bool, StoreError> {
     let facts = [

@@ -90,16 +90,11 @@ pub(super) fn backfill(db: &Database) -> Result<Option<usize>, StoreError> {
     let n = rows.len();
     {
         let mut t = w.open_table(ROLLUPS).map_err(err)?;
-        let marker = tally_key(&TallyKey::zones_marker());
-        if t.get(marker.as_slice()).map_err(err)?.is_some() {
+        let marker = TallyKey::zones_marker();
+        if t.get(tally_key(&marker).as_slice()).map_err(err)?.is_some() {
             return Ok(None);
         }
-        for (k, v) in rows {
-            t.insert(tally_key(&k).as_slice(), val(&v).as_slice())
-                .map_err(err)?;
-        }
-        t.insert(marker.as_slice(), val(&Tally::MARKED).as_slice())
-            .map_err(err)?;
+        super::tallies::put_backfilled(&mut t, rows, &marker)?;
     }
     w.commit().map_err(err)?;
     Ok(Some(n))
