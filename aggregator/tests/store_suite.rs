@@ -1390,12 +1390,17 @@ fn database_client(url: &str, database: &str) -> clickhouse::Client {
 
 /// Deletes the rows of `rollups` that `doomed` selects and waits for the mutation.
 async fn delete_rollups(client: &clickhouse::Client, doomed: &str) {
+    delete_rows(client, "rollups", doomed).await;
+}
+
+/// Deletes the rows of `table` that `doomed` selects and waits for the mutation.
+async fn delete_rows(client: &clickhouse::Client, table: &str, doomed: &str) {
     client
-        .query(&format!("ALTER TABLE rollups DELETE WHERE {doomed}"))
+        .query(&format!("ALTER TABLE {table} DELETE WHERE {doomed}"))
         .execute()
         .await
-        .expect("delete rollups");
-    let left = format!("SELECT count() FROM rollups WHERE {doomed}");
+        .expect("delete rows");
+    let left = format!("SELECT count() FROM {table} WHERE {doomed}");
     for _ in 0..200 {
         if client.query(&left).fetch_one::<u64>().await.expect("count") == 0 {
             return;
@@ -1405,17 +1410,22 @@ async fn delete_rollups(client: &clickhouse::Client, doomed: &str) {
     panic!("rows left after deleting {doomed}");
 }
 
-/// A store of the previous version (quarter hours, no hours, no hours' marker)
-/// reads its zoned reports from its quarters, then the same from its backfilled
-/// hours.
+/// A store of the previous version (quarter hours, no hours, no hours' marker;
+/// its closed days compacted, as an aggregator leaves them) reads its zoned reports
+/// from its quarters, then the same from its backfilled hours (on the closed days,
+/// the places the backfill flagged).
 async fn hours_of_the_previous_version_are_backfilled(url: &str) {
     let config = fresh_database(url, "hours");
     let store = ClickHouseStore::connect(&config).await.expect("connect");
     let client = database_client(url, &config.database);
     let reconnect = config.clone();
     hours::hours_backfilled(store, 4, |store| async move {
+        let open = store.compact_tallies(0).await.expect("compact");
+        assert!(open.is_some(), "days closed");
         drop(store);
-        delete_rollups(&client, "grain = 2 OR metric = 249").await;
+        let doomed = "grain = 2 OR metric = 249";
+        delete_rows(&client, "rollups_closed", doomed).await;
+        delete_rollups(&client, doomed).await;
         ClickHouseStore::connect(&reconnect)
             .await
             .expect("connect again")
