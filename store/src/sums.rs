@@ -225,15 +225,19 @@ async fn read<S: ReportStore + ?Sized>(
     if !scope.by_quarter() || page.is_some() {
         return fetch(store, &q).await;
     }
+    let hours = scope.by_hour();
+    let Some(mixed) = periods.mixed(hours) else {
+        return fetch(store, &q).await;
+    };
     // Boxed: three reads at once, twice, would make every report's future (held on
     // its task's stack while polled) several times larger.
-    if scope.by_hour() {
-        if let Some(mixed) = periods.mixed(true) {
-            if let Some(read) = Box::pin(read_mixed(store, periods, &q, &mixed)).await? {
-                return Ok(read);
-            }
-        }
+    if let Some(read) = Box::pin(read_mixed(store, periods, &q, &mixed)).await? {
+        return Ok(read);
     }
+    if !hours {
+        return Err(unavailable("events are being counted"));
+    }
+    // The hours not summed yet: the plan without them.
     match periods.mixed(false) {
         Some(mixed) => Box::pin(read_mixed(store, periods, &q, &mixed))
             .await?
@@ -259,11 +263,7 @@ async fn read_mixed<S: ReportStore + ?Sized>(
             grain,
             from,
             to,
-            only: if grain == Grain::Day {
-                Vec::new()
-            } else {
-                only
-            },
+            only,
             ..q.clone()
         })
     };

@@ -105,11 +105,6 @@ fn grains(each: impl Fn(Grain) -> String) -> String {
         .join(" OR ")
 }
 
-/// The UTC day of a bucket.
-fn day_of_bucket(grain: Grain, bucket: i32) -> i32 {
-    grain.day_of_bucket(bucket)
-}
-
 /// Milliseconds since the epoch, now.
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -217,7 +212,7 @@ impl ClickHouseStore {
         let mut flags = Vec::new();
         for (k, _) in rows {
             let p = &k.place;
-            if !k.metric.is_count() || day_of_bucket(p.grain, p.bucket) >= before {
+            if !k.metric.is_count() || p.grain.day_of_bucket(p.bucket) >= before {
                 continue;
             }
             let key = (
@@ -384,10 +379,10 @@ mod tests {
 
     #[test]
     fn quarters_and_days_of_buckets() {
-        assert_eq!(day_of_bucket(Grain::Day, 20_000), 20_000);
-        assert_eq!(day_of_bucket(Grain::Quarter, 96 * 3 + 95), 3);
-        assert_eq!(day_of_bucket(Grain::Quarter, -1), -1);
-        assert_eq!(day_of_bucket(Grain::Hour, 24 * 3 + 23), 3);
+        assert_eq!(Grain::Day.day_of_bucket(20_000), 20_000);
+        assert_eq!(Grain::Quarter.day_of_bucket(96 * 3 + 95), 3);
+        assert_eq!(Grain::Quarter.day_of_bucket(-1), -1);
+        assert_eq!(Grain::Hour.day_of_bucket(24 * 3 + 23), 3);
         assert_eq!(Grain::Quarter.first_of_day(3), 288);
         assert_eq!(Grain::Hour.first_of_day(3), 72);
         assert_eq!(Grain::Quarter.first_of_day(i32::MIN), i32::MIN);

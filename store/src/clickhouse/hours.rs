@@ -9,26 +9,11 @@
 //! misses it, so its row wins. A store with nothing in it is marked at connect
 //! (`mark_zones_if_new`).
 
-use serde::Deserialize;
-
 use super::error::ch;
+use super::rows::TallyCh;
 use super::ClickHouseStore;
-use crate::model::tallies::{Grain, Metric, Place, Scope, Tally, TallyKey};
+use crate::model::tallies::{Grain, Metric, Scope, Tally, TallyKey};
 use crate::StoreError;
-
-/// An hour's sum of its quarters' newest rows, per place, log partition and metric.
-#[derive(clickhouse::Row, Deserialize)]
-struct HourCh {
-    scope: u8,
-    hour: i32,
-    creative: String,
-    catalog_id: String,
-    product_code: String,
-    log_partition: i32,
-    metric: u16,
-    value: i64,
-    stamp: u64,
-}
 
 /// The scopes kept by hour, as stored codes for an `IN (...)`.
 fn hourly_scopes() -> String {
@@ -76,61 +61,34 @@ impl ClickHouseStore {
     }
 
     /// A campaign's hours, each the sum of its quarters' newest rows, stamped with
-    /// their highest stamp.
+    /// their highest stamp (read as `rollups` rows: [`TallyCh::tally`]).
     async fn hours_of(
         &self,
         campaign: &str,
         scopes: &str,
     ) -> Result<Vec<(TallyKey, Tally)>, StoreError> {
-        let sums: Vec<HourCh> = self
+        let rows: Vec<TallyCh> = self
             .client()
             .query(&format!(
-                "SELECT scope, toInt32(floor(bucket / 4)) AS hour, creative, catalog_id, \
-                 product_code, log_partition, metric, sum(v) AS value, max(s) AS stamp \
-                 FROM (SELECT scope, bucket, creative, catalog_id, product_code, \
-                 log_partition, metric, argMax(value, stamp) AS v, max(stamp) AS s \
+                "SELECT campaign_id, scope, toUInt8(?) AS grain, hour AS bucket, creative, \
+                 catalog_id, product_code, log_partition, metric, sum(v) AS value, \
+                 max(s) AS stamp \
+                 FROM (SELECT campaign_id, scope, toInt32(floor(bucket / 4)) AS hour, \
+                 creative, catalog_id, product_code, log_partition, metric, \
+                 argMax(value, stamp) AS v, max(stamp) AS s \
                  FROM rollups WHERE campaign_id = ? AND grain = ? AND scope IN ({scopes}) \
-                 AND metric < ? GROUP BY scope, bucket, creative, catalog_id, product_code, \
-                 log_partition, metric) \
-                 GROUP BY scope, hour, creative, catalog_id, product_code, log_partition, \
-                 metric HAVING value != 0"
+                 AND metric < ? GROUP BY campaign_id, scope, bucket, creative, catalog_id, \
+                 product_code, log_partition, metric) \
+                 GROUP BY campaign_id, scope, hour, creative, catalog_id, product_code, \
+                 log_partition, metric HAVING value != 0"
             ))
+            .bind(Grain::Hour as u8)
             .bind(campaign)
             .bind(Grain::Quarter as u8)
             .bind(Metric::HoursBackfilled.code())
             .fetch_all()
             .await
             .map_err(ch("backfill hours"))?;
-        let mut out = Vec::with_capacity(sums.len());
-        for s in sums {
-            let metric = Metric::from_code(s.metric)
-                .ok_or_else(|| super::rows::corrupt("metric", &s.metric.to_string()))?;
-            let scope = Scope::from_code(s.scope)
-                .ok_or_else(|| super::rows::corrupt("scope", &s.scope.to_string()))?;
-            let key = TallyKey {
-                place: Place {
-                    campaign_id: campaign.to_owned(),
-                    scope,
-                    grain: Grain::Hour,
-                    bucket: s.hour,
-                    creative: s.creative,
-                    catalog_id: s.catalog_id,
-                    product_code: s.product_code,
-                    partition: s.log_partition,
-                },
-                metric,
-            };
-            // Stored stamps are offsets plus one (a backfill's row is stamped anew
-            // from its value when written).
-            let stamp = i64::try_from(s.stamp).unwrap_or(i64::MAX) - 1;
-            out.push((
-                key,
-                Tally {
-                    value: s.value,
-                    stamp,
-                },
-            ));
-        }
-        Ok(out)
+        rows.into_iter().map(TallyCh::tally).collect()
     }
 }

@@ -355,8 +355,14 @@ impl ClickHouseStore {
         w: &Windows,
     ) -> Result<(), StoreError> {
         self.rebuild_rollups(window, w).await?;
-        self.backfill_zones_once().await?;
-        self.backfill_hours_once().await.map(|_| ())
+        self.backfill_zoned().await.map(|_| ())
+    }
+
+    /// The zones' backfill, then the hours' (each once): true when either ran now.
+    async fn backfill_zoned(&self) -> Result<bool, StoreError> {
+        let zones = self.backfill_zones_once().await?;
+        let hours = self.backfill_hours_once().await?;
+        Ok(zones || hours)
     }
 }
 
@@ -447,10 +453,7 @@ impl WriteStore for ClickHouseStore {
 
     async fn backfill_zones(&self) -> Result<bool, StoreError> {
         // Not bounded by the operation timeout: it reads every stored view once.
-        let r = match self.backfill_zones_once().await {
-            Ok(zones) => self.backfill_hours_once().await.map(|hours| zones || hours),
-            Err(e) => Err(e),
-        };
+        let r = self.backfill_zoned().await;
         self.inner.note(&r);
         r
     }

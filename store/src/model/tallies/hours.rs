@@ -81,10 +81,8 @@ mod tests {
                 scope,
                 grain,
                 bucket,
-                creative: String::new(),
-                catalog_id: String::new(),
-                product_code: String::new(),
                 partition,
+                ..Place::marker()
             },
             metric,
         }
