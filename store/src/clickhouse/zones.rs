@@ -203,8 +203,11 @@ impl ClickHouseStore {
             .fetch_one()
             .await
             .map_err(ch("read facts"))?;
+        if any > 0 {
+            return Ok(());
+        }
         for marker in [TallyKey::zones_marker(), TallyKey::hours_marker()] {
-            if any == 0 && !self.has(&marker).await? {
+            if !self.has(&marker).await? {
                 self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
             }
         }

@@ -6,7 +6,7 @@
 
 use redb::{Database, ReadableTable};
 
-use super::tallies::{decode, tally_key, ROLLUPS};
+use super::tallies::{decode, has, ROLLUPS};
 use super::{err, parse};
 use crate::model::tallies::{hours, Tally, TallyKey};
 use crate::StoreError;
@@ -16,10 +16,9 @@ use crate::StoreError;
 /// backfill (the zones' writes quarters this one sums).
 pub(super) fn backfill(db: &Database) -> Result<Option<usize>, StoreError> {
     let w = db.begin_write().map_err(err)?;
-    let marker = tally_key(&TallyKey::hours_marker());
     let quarters = {
         let t = w.open_table(ROLLUPS).map_err(err)?;
-        if t.get(marker.as_slice()).map_err(err)?.is_some() {
+        if has(&t, &TallyKey::hours_marker())? {
             return Ok(None);
         }
         let mut quarters = Vec::new();

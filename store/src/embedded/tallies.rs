@@ -173,7 +173,7 @@ fn has_marker(t: &impl ReadableTable<&'static [u8], &'static [u8]>) -> Result<bo
 }
 
 /// Whether a marker is stored.
-fn has(
+pub(super) fn has(
     t: &impl ReadableTable<&'static [u8], &'static [u8]>,
     marker: &TallyKey,
 ) -> Result<bool, StoreError> {

@@ -7,7 +7,7 @@
 use redb::{Database, ReadableDatabase, ReadableTable};
 
 use super::codec::{parse_view_facts, parse_view_row};
-use super::tallies::{decode, tally_key, ROLLUPS};
+use super::tallies::{decode, has, tally_key, ROLLUPS};
 use super::{err, parse, val};
 use crate::model::tallies::sales::OrderCredits;
 use crate::model::tallies::views::{self, Counted};
@@ -18,8 +18,7 @@ use crate::StoreError;
 pub(super) fn needs_backfill(db: &Database) -> Result<bool, StoreError> {
     let r = db.begin_read().map_err(err)?;
     let t = r.open_table(ROLLUPS).map_err(err)?;
-    let k = tally_key(&TallyKey::zones_marker());
-    Ok(t.get(k.as_slice()).map_err(err)?.is_none())
+    Ok(!has(&t, &TallyKey::zones_marker())?)
 }
 
 /// The rows of the backfill: the campaigns' quarter hours of events from the stored
@@ -91,7 +90,7 @@ pub(super) fn backfill(db: &Database) -> Result<Option<usize>, StoreError> {
     {
         let mut t = w.open_table(ROLLUPS).map_err(err)?;
         let marker = TallyKey::zones_marker();
-        if t.get(tally_key(&marker).as_slice()).map_err(err)?.is_some() {
+        if has(&t, &marker)? {
             return Ok(None);
         }
         super::tallies::put_backfilled(&mut t, rows, &marker)?;
@@ -112,10 +111,12 @@ pub(super) fn mark_if_new(w: &redb::WriteTransaction) -> Result<(), StoreError> 
     }
     let mut t = w.open_table(ROLLUPS).map_err(err)?;
     for marker in [TallyKey::zones_marker(), TallyKey::hours_marker()] {
-        let k = tally_key(&marker);
-        if t.get(k.as_slice()).map_err(err)?.is_none() {
-            t.insert(k.as_slice(), val(&Tally::MARKED).as_slice())
-                .map_err(err)?;
+        if !has(&t, &marker)? {
+            t.insert(
+                tally_key(&marker).as_slice(),
+                val(&Tally::MARKED).as_slice(),
+            )
+            .map_err(err)?;
         }
     }
     Ok(())
