@@ -406,10 +406,10 @@ fn as_counts(rows: &[SummedTally]) -> BTreeMap<Key, Counts> {
             continue;
         };
         let key = (
-            p.campaign_id.clone(),
-            p.creative.clone(),
-            p.catalog_id.clone(),
-            p.product_code.clone(),
+            p.campaign_id.to_string(),
+            p.creative.to_string(),
+            p.catalog_id.to_string(),
+            p.product_code.to_string(),
             day,
             kind,
         );
@@ -475,7 +475,13 @@ async fn zoned_quarters_are_days(store: &impl Store, seed: u64) {
         for s in rows {
             let p = s.place;
             let day = p.grain.day_of_bucket(p.bucket);
-            let key = (p.campaign_id, p.creative, p.catalog_id, p.product_code, day);
+            let key = (
+                p.campaign_id.to_string(),
+                p.creative.to_string(),
+                p.catalog_id.to_string(),
+                p.product_code.to_string(),
+                day,
+            );
             *out.entry((key.0, key.1, key.2, key.3, key.4, s.metric.code()))
                 .or_default() += s.value;
         }

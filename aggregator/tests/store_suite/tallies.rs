@@ -216,7 +216,7 @@ pub(crate) async fn the_first_of_two_backfills_wins(store: &impl Store) {
     use rm_store::model::tallies::{Grain, Metric, Place, Scope, Tally, TallyKey};
     let key = |c: &str| TallyKey {
         place: Place {
-            campaign_id: c.to_owned(),
+            campaign_id: c.into(),
             scope: Scope::Campaign,
             grain: Grain::Day,
             bucket: D0,

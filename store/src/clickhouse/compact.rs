@@ -227,13 +227,13 @@ impl ClickHouseStore {
             if seen.insert(key) {
                 flags.push(LateCh {
                     written: now,
-                    campaign_id: p.campaign_id.clone(),
+                    campaign_id: p.campaign_id.to_string(),
                     scope: key.1,
                     grain: key.2,
                     bucket: p.bucket,
-                    creative: p.creative.clone(),
-                    catalog_id: p.catalog_id.clone(),
-                    product_code: p.product_code.clone(),
+                    creative: p.creative.to_string(),
+                    catalog_id: p.catalog_id.to_string(),
+                    product_code: p.product_code.to_string(),
                 });
             }
         }

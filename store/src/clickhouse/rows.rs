@@ -595,13 +595,13 @@ impl TallyCh {
         };
         let p = &k.place;
         Self {
-            campaign_id: p.campaign_id.clone(),
+            campaign_id: p.campaign_id.to_string(),
             scope: p.scope as u8,
             grain: p.grain as u8,
             bucket: p.bucket,
-            creative: p.creative.clone(),
-            catalog_id: p.catalog_id.clone(),
-            product_code: p.product_code.clone(),
+            creative: p.creative.to_string(),
+            catalog_id: p.catalog_id.to_string(),
+            product_code: p.product_code.to_string(),
             log_partition: p.partition,
             metric: k.metric.code(),
             value: t.value,
@@ -617,13 +617,13 @@ impl TallyCh {
         Ok((
             TallyKey {
                 place: Place {
-                    campaign_id: self.campaign_id,
+                    campaign_id: self.campaign_id.into(),
                     scope,
                     grain,
                     bucket: self.bucket,
-                    creative: self.creative,
-                    catalog_id: self.catalog_id,
-                    product_code: self.product_code,
+                    creative: self.creative.into(),
+                    catalog_id: self.catalog_id.into(),
+                    product_code: self.product_code.into(),
                     partition: self.log_partition,
                 },
                 metric,
@@ -684,13 +684,13 @@ impl SummedTallyCh {
         }
         Ok(Some(SummedTally {
             place: Place {
-                campaign_id: self.campaign_id,
+                campaign_id: self.campaign_id.into(),
                 scope: scope_of(self.scope)?,
                 grain: grain_of(self.grain)?,
                 bucket: self.bucket,
-                creative: self.creative,
-                catalog_id: self.catalog_id,
-                product_code: self.product_code,
+                creative: self.creative.into(),
+                catalog_id: self.catalog_id.into(),
+                product_code: self.product_code.into(),
                 partition: 0,
             },
             metric,

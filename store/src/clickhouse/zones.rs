@@ -133,13 +133,13 @@ impl ClickHouseStore {
                 .ok_or_else(|| super::rows::corrupt("metric", &s.metric.to_string()))?;
             let key = TallyKey {
                 place: Place {
-                    campaign_id: s.campaign_id,
+                    campaign_id: s.campaign_id.into(),
                     scope: Scope::Creative,
                     grain: Grain::Quarter,
                     bucket: s.bucket,
-                    creative: String::new(),
-                    catalog_id: String::new(),
-                    product_code: String::new(),
+                    creative: Default::default(),
+                    catalog_id: Default::default(),
+                    product_code: Default::default(),
                     partition: s.log_partition,
                 },
                 metric,

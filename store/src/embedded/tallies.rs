@@ -104,13 +104,13 @@ fn read_place(r: &mut Reader<'_>) -> Result<Place, StoreError> {
     let grain = Grain::from_code(sg[1]).ok_or_else(bad)?;
     let bucket = unflip(r.four()?);
     Ok(Place {
-        campaign_id,
+        campaign_id: campaign_id.into(),
         scope,
         grain,
         bucket,
-        creative: r.string()?,
-        catalog_id: r.string()?,
-        product_code: r.string()?,
+        creative: r.string()?.into(),
+        catalog_id: r.string()?.into(),
+        product_code: r.string()?.into(),
         partition: 0,
     })
 }
@@ -229,7 +229,7 @@ pub(super) fn read(db: &Database, q: &TallyQuery) -> Result<Option<Vec<SummedTal
                     .transpose()
                     .map_err(err)?;
                 let Some((k, _)) = next else { break };
-                let c = decode(k.value())?.place.campaign_id;
+                let c = decode(k.value())?.place.campaign_id.to_string();
                 // Past every key of `c`: its scope byte is at most 1.
                 cursor = campaign_prefix(&c);
                 cursor.push(0xFF);

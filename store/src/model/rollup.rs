@@ -301,9 +301,9 @@ pub fn funnel_rows(summed: &[SummedTally], periods: &Periods) -> Vec<FunnelRepor
             .entry((p.campaign_id.as_str(), p.creative.as_str(), period))
             .or_insert_with(|| {
                 let mut r = FunnelReportRow::new(
-                    p.campaign_id.clone(),
+                    p.campaign_id.to_string(),
                     String::new(),
-                    p.creative.clone(),
+                    p.creative.to_string(),
                     0,
                 );
                 let label = period_of.label(period);

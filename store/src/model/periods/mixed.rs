@@ -295,13 +295,13 @@ impl Periods {
                         .or_insert_with(|| Grain::Quarter.bucket(self.start_of(period).max(start)));
                     SummedTally {
                         place: Place {
-                            campaign_id: campaign.to_owned(),
+                            campaign_id: campaign.into(),
                             scope,
                             grain: Grain::Quarter,
                             bucket,
-                            creative: creative.to_owned(),
-                            catalog_id: catalog.to_owned(),
-                            product_code: product.to_owned(),
+                            creative: creative.into(),
+                            catalog_id: catalog.into(),
+                            product_code: product.into(),
                             partition: 0,
                         },
                         metric,

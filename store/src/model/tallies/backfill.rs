@@ -209,7 +209,7 @@ mod tests {
                 .filter(|s| {
                     s.place.scope == scope && s.place.grain == Grain::Day && s.metric == metric
                 })
-                .map(|s| (s.place.creative.clone(), s.value))
+                .map(|s| (s.place.creative.to_string(), s.value))
                 .collect::<Vec<_>>()
         };
         assert_eq!(

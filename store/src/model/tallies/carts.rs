@@ -147,13 +147,13 @@ pub fn place(campaign: &str, day: i32, partition: i32) -> Place {
 /// A campaign's place of `grain` and `bucket`, in log `partition`.
 fn place_at(campaign: &str, grain: Grain, bucket: i32, partition: i32) -> Place {
     Place {
-        campaign_id: campaign.to_owned(),
+        campaign_id: campaign.into(),
         scope: Scope::Campaign,
         grain,
         bucket,
-        creative: String::new(),
-        catalog_id: String::new(),
-        product_code: String::new(),
+        creative: Default::default(),
+        catalog_id: Default::default(),
+        product_code: Default::default(),
         partition,
     }
 }
@@ -163,8 +163,8 @@ fn place_at(campaign: &str, grain: Grain, bucket: i32, partition: i32) -> Place 
 pub fn product_place(line: &CartKey, campaign: &str, day: i32, partition: i32) -> Place {
     Place {
         scope: Scope::CartProduct,
-        catalog_id: line.catalog_id.clone(),
-        product_code: line.product_code.clone(),
+        catalog_id: line.catalog_id.as_str().into(),
+        product_code: line.product_code.as_str().into(),
         ..place(campaign, day, partition)
     }
 }
@@ -234,9 +234,9 @@ pub fn campaign_rows(
         }
         let p = &s.place;
         let key = (
-            p.campaign_id.clone(),
+            p.campaign_id.to_string(),
             rm_schemas::namespace::bare(&p.catalog_id).to_owned(),
-            p.product_code.clone(),
+            p.product_code.to_string(),
         );
         groups.entry(key).or_default()[f.index()] += s.value;
     }

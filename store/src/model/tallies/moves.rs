@@ -3,7 +3,7 @@
 //! reason (or bucket) to its new one. Pure: the aggregator's fold and the backfill
 //! of stored facts both count through [`moves`].
 
-use super::{Grain, Kind, Metric, Place, PlaceTallies, Scope, Tally, TallyKey};
+use super::{Grain, Kind, Metric, Place, PlaceTallies, Scope, Tally, TallyKey, Text};
 use crate::model::status::AdIdStatus;
 use crate::model::traffic::{self, TrafficClass};
 use std::collections::HashMap;
@@ -74,9 +74,9 @@ pub fn places(e: &Event<'_>, time_ms: i64, partition: i32) -> [Place; 5] {
     };
     let place = |scope: Scope, grain: Grain| {
         let product = scope == Scope::Product;
-        let pick = |on: bool, s: &str| if on { s.to_owned() } else { String::new() };
+        let pick = |on: bool, s: &str| if on { Text::from(s) } else { Text::default() };
         Place {
-            campaign_id: e.campaign_id.to_owned(),
+            campaign_id: e.campaign_id.into(),
             scope,
             grain,
             bucket: grain.bucket(time_ms),

@@ -30,10 +30,10 @@ impl PlaceKey {
     /// The key of `p`.
     pub fn of(p: &Place) -> Self {
         Self {
-            campaign_id: p.campaign_id.clone(),
-            creative: p.creative.clone(),
-            catalog_id: p.catalog_id.clone(),
-            product_code: p.product_code.clone(),
+            campaign_id: p.campaign_id.to_string(),
+            creative: p.creative.to_string(),
+            catalog_id: p.catalog_id.to_string(),
+            product_code: p.product_code.to_string(),
         }
     }
 }

@@ -236,19 +236,19 @@ pub type Counts = BTreeMap<(Place, SaleField), i64>;
 /// The place of a line's sales (partition 0).
 pub fn sales_place(campaign: &str, line: &OrderLine, currency: Currency) -> Place {
     Place {
-        campaign_id: campaign.to_owned(),
+        campaign_id: campaign.into(),
         scope: Scope::Sales,
         grain: Grain::Day,
         bucket: line.day(),
-        creative: currency.code().to_owned(),
+        creative: currency.code().into(),
         // Always scoped, the default namespace too, so the namespace reads back.
-        catalog_id: format!(
+        catalog_id: compact_str::format_compact!(
             "{}{}{}",
             line.namespace(),
             rm_schemas::namespace::SEPARATOR,
             line.catalog_id
         ),
-        product_code: line.product_code.clone(),
+        product_code: line.product_code.as_str().into(),
         partition: 0,
     }
 }
@@ -262,13 +262,13 @@ pub fn campaign_place(campaign: &str, day: i32, currency: Currency) -> Place {
 /// its UTC day, and its quarter hour (the campaign summary in any zone).
 pub fn campaign_place_at(campaign: &str, grain: Grain, bucket: i32, currency: Currency) -> Place {
     Place {
-        campaign_id: campaign.to_owned(),
+        campaign_id: campaign.into(),
         scope: Scope::CampaignSales,
         grain,
         bucket,
-        creative: currency.code().to_owned(),
-        catalog_id: String::new(),
-        product_code: String::new(),
+        creative: currency.code().into(),
+        catalog_id: Default::default(),
+        product_code: Default::default(),
         partition: 0,
     }
 }

@@ -194,13 +194,13 @@ pub fn places(v: Counted<'_>, partition: i32) -> [Place; 6] {
 /// hour.
 pub fn places_at(campaign: &str, video: &str, first_ms: i64, partition: i32) -> [Place; 6] {
     let place = |scope: Scope, creative: &str, grain: Grain| Place {
-        campaign_id: campaign.to_owned(),
+        campaign_id: campaign.into(),
         scope,
         grain,
         bucket: grain.bucket(first_ms),
-        creative: creative.to_owned(),
-        catalog_id: String::new(),
-        product_code: String::new(),
+        creative: creative.into(),
+        catalog_id: Default::default(),
+        product_code: Default::default(),
         partition,
     };
     [

@@ -10,13 +10,13 @@ use crate::model::tallies::{Grain, Kind, Metric, Scope};
 fn tally(campaign: u8, product: u8, bucket: i32, value: i64) -> SummedTally {
     SummedTally {
         place: Place {
-            campaign_id: format!("c{campaign}"),
+            campaign_id: format!("c{campaign}").into(),
             scope: Scope::Product,
             grain: Grain::Day,
             bucket,
             creative: "cr".into(),
             catalog_id: "cat".into(),
-            product_code: format!("p{product}"),
+            product_code: format!("p{product}").into(),
             partition: 0,
         },
         metric: Metric::Events(Kind::ProductImpression, None),
@@ -86,7 +86,7 @@ fn a_page_keeps_the_smallest_places_from_its_key() {
     let kept: Vec<String> = page
         .select(all.clone())
         .iter()
-        .map(|s| s.place.product_code.clone())
+        .map(|s| s.place.product_code.to_string())
         .collect();
     assert_eq!(kept, ["p1", "p2"]);
     assert_eq!(places_in(&all), 5);

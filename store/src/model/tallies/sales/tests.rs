@@ -104,7 +104,7 @@ proptest! {
         let mut rows = 0;
         for r in &report {
             let p = sales_place(&r.campaign_id, &lines[0], r.currency);
-            let p = Place { product_code: r.product_code.clone(), ..p };
+            let p = Place { product_code: r.product_code.as_str().into(), ..p };
             let get = |f| counts.get(&(p.clone(), f)).copied().unwrap_or(0);
             prop_assert_eq!(get(SaleField::Orders), r.orders as i64);
             prop_assert_eq!(get(SaleField::Units), r.units as i64);

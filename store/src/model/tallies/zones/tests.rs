@@ -117,7 +117,7 @@ proptest! {
                 Grain::Hour => continue,
             };
             let sign = if p.grain == Grain::Day { 1 } else { -1 };
-            *days.entry((p.campaign_id.clone(), day, p.partition, k.metric)).or_default() +=
+            *days.entry((p.campaign_id.to_string(), day, p.partition, k.metric)).or_default() +=
                 sign * t.value;
         }
         prop_assert!(days.values().all(|v| *v == 0), "{:?}", days);
