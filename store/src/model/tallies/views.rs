@@ -248,22 +248,21 @@ pub fn moves(old: Option<Counted<'_>>, new: Counted<'_>, partition: i32) -> Vec<
         }
         return out;
     }
-    let mut out: Vec<(TallyKey, i64)> = Vec::new();
+    // Netted per place first (at most twelve: a view that moved to another quarter
+    // hour keeps some of its places, such as its day), then one key per count.
+    let mut netted: Vec<(Place, [i64; ViewField::ALL.len()])> = Vec::with_capacity(12);
     let mut add = |v: Counted<'_>, sign: i64| {
         let c = counts(v.row);
         for place in places(v, partition) {
-            for (f, n) in ViewField::ALL.iter().zip(c) {
-                if n == 0 {
-                    continue;
+            let at = match netted.iter().position(|(p, _)| *p == place) {
+                Some(at) => at,
+                None => {
+                    netted.push((place, [0; ViewField::ALL.len()]));
+                    netted.len() - 1
                 }
-                let key = TallyKey {
-                    place: place.clone(),
-                    metric: Metric::View(*f),
-                };
-                match out.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, d)) => *d += sign * n,
-                    None => out.push((key, sign * n)),
-                }
+            };
+            for (d, n) in netted[at].1.iter_mut().zip(c) {
+                *d += sign * n;
             }
         }
     };
@@ -271,7 +270,20 @@ pub fn moves(old: Option<Counted<'_>>, new: Counted<'_>, partition: i32) -> Vec<
         add(old, -1);
     }
     add(new, 1);
-    out.retain(|(_, d)| *d != 0);
+    let mut out: Vec<(TallyKey, i64)> = Vec::new();
+    for (place, deltas) in netted {
+        for (f, d) in ViewField::ALL.iter().zip(deltas) {
+            if d != 0 {
+                out.push((
+                    TallyKey {
+                        place: place.clone(),
+                        metric: Metric::View(*f),
+                    },
+                    d,
+                ));
+            }
+        }
+    }
     out
 }
 
