@@ -79,7 +79,7 @@ use rm_store::model::funnel::{self, ViewFact, ViewKey};
 use rm_store::model::served::ServedAd;
 use rm_store::model::tallies::sales::OrderCredits;
 use rm_store::model::tallies::{Metric, Place, PlaceTallies};
-use rm_store::{EntitySets, EraseStore, FastMap, FastSet, PreparedWrite, StoreError, WriteStore};
+use rm_store::{BatchWrite, EntitySets, EraseStore, FastMap, FastSet, StoreError, WriteStore};
 
 use crate::ageing::AgeingOptions;
 use crate::batch::{
@@ -226,7 +226,9 @@ enum Folded {
 
 /// A folded batch on its way to the store.
 struct Prepared {
-    write: PreparedWrite,
+    /// Encoded for the store on the write stage ([`store_batch`]), which has slack
+    /// while folding is the busiest stage.
+    write: BatchWrite,
     stats: FoldStats,
     order_stats: OrderStats,
     /// What the batch looks up once written, to offer touches to orders.
@@ -1058,7 +1060,7 @@ async fn prepare<T: WriteStore>(
         cache.served.insert(k, state);
     }
     Some(Folded::Ready(Box::new(Prepared {
-        write: store.prepare(write),
+        write,
         stats,
         order_stats: sold.stats,
         lookups,
@@ -1077,7 +1079,9 @@ async fn store_batch<T: WriteStore>(
     shutdown: &CancellationToken,
 ) -> Option<Stored> {
     let started = std::time::Instant::now();
-    match retry("write", shutdown, || store.write_prepared(&p.write)).await? {
+    let newest_ms = p.write.newest_event_ms;
+    let write = store.prepare(p.write);
+    match retry("write", shutdown, || store.write_prepared(&write)).await? {
         Ok(()) => {}
         Err(e) => {
             tracing::error!(error = %e, "store refused a batch; stopping the pipeline without committing it");
@@ -1091,7 +1095,7 @@ async fn store_batch<T: WriteStore>(
     metrics::orders(&p.order_stats);
     Some(Stored {
         records: p.records,
-        newest_ms: p.write.batch.newest_event_ms,
+        newest_ms,
         checkpoint: p.checkpoint,
     })
 }

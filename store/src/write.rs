@@ -165,7 +165,8 @@ pub trait WriteStore: Backend {
     fn write(&self, batch: &BatchWrite) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// The part of a write that needs no earlier write to have finished (encoding),
-    /// done by the pipeline on its fold stage while the previous batch is written.
+    /// done once per batch by the pipeline's write stage (folding is the busier
+    /// stage), before the first try: a retry writes the same encoding.
     fn prepare(&self, batch: BatchWrite) -> PreparedWrite {
         PreparedWrite { batch, ahead: None }
     }
