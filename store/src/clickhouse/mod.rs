@@ -55,6 +55,7 @@ mod erase;
 mod error;
 mod hours;
 mod page;
+mod place_sets;
 mod query;
 mod reports;
 mod resort;

@@ -10,7 +10,8 @@ use serde::Deserialize;
 use super::compact::{self, PartTallyCh};
 use super::error::ch;
 use super::page;
-use super::query::{bind_tally_places, chunks, placeholders, tally_places};
+use super::place_sets;
+use super::query::{bind_args, bind_tally_places, chunks, placeholders, tally_places};
 use super::rows::{
     corrupt, insert_rows, parse_dedup, parse_status, parse_traffic, CartLineCh, TallyCh, CLICK,
     IMPRESSION,
@@ -41,31 +42,21 @@ impl ClickHouseStore {
     ) -> Result<FastMap<Place, PlaceTallies>, StoreError> {
         let fail = ch("load tallies");
         let mut out: FastMap<Place, PlaceTallies> = FastMap::default();
-        let size = |p: &Place| {
-            p.campaign_id.len() + p.creative.len() + p.catalog_id.len() + p.product_code.len() + 32
-        };
-        for chunk in chunks(places, size) {
+        // Every combination of the places' values is read (`place_sets`): the rows
+        // of places not asked for are left out.
+        for cond in place_sets::conditions(places) {
             let sql = format!(
                 "SELECT {PLACE}, metric, argMax(value, stamp) AS v, max(stamp) AS s \
-                 FROM rollups WHERE ({PLACE}) IN ({}) GROUP BY {PLACE}, metric",
-                vec!["(?, ?, ?, ?, ?, ?, ?, ?)"; chunk.len()].join(",")
+                 FROM rollups WHERE {} GROUP BY {PLACE}, metric",
+                cond.sql
             );
-            let mut q = self.client().query(&sql);
-            for p in chunk {
-                q = q
-                    .bind(p.campaign_id.as_str())
-                    .bind(p.scope as u8)
-                    .bind(p.grain as u8)
-                    .bind(p.bucket)
-                    .bind(p.creative.as_str())
-                    .bind(p.catalog_id.as_str())
-                    .bind(p.product_code.as_str())
-                    .bind(p.partition);
-            }
+            let q = bind_args(self.client().query(&sql), cond.args);
             let rows: Vec<TallyCh> = q.fetch_all().await.map_err(&fail)?;
             for r in rows {
                 let (k, t) = r.tally()?;
-                out.entry(k.place).or_default().0.push((k.metric, t));
+                if places.contains(&k.place) {
+                    out.entry(k.place).or_default().0.push((k.metric, t));
+                }
             }
         }
         Ok(out)
