@@ -30,7 +30,7 @@
 //! ([`WriteStore::backfill_tallies`]).
 //!
 //! **Three stages.** A reader task polls and decodes batch N+2 while the loop folds
-//! batch N+1 and the store writes batch N, so the two cores of a small machine stay
+//! batch N+1 and the store encodes and writes batch N, so the two cores of a small machine stay
 //! busy while either stage waits on the disk (fsync) or the network. This is sound
 //! because at most one write is in flight and writes complete in order: every entity
 //! batch N touched is in the cache when N+1 is folded (the cache is updated before
