@@ -400,19 +400,11 @@ fn as_counts(rows: &[SummedTally]) -> BTreeMap<Key, Counts> {
     let mut out: BTreeMap<Key, Counts> = BTreeMap::new();
     let mut statuses: BTreeMap<Key, AdIdStatus> = BTreeMap::new();
     for s in rows {
-        let p = &s.place;
-        let day = p.grain.day_of_bucket(p.bucket);
         let Some(kind) = s.metric.kind() else {
             continue;
         };
-        let key = (
-            p.campaign_id.to_string(),
-            p.creative.to_string(),
-            p.catalog_id.to_string(),
-            p.product_code.to_string(),
-            day,
-            kind,
-        );
+        let (c, cr, cat, prod, day) = text_and_day(&s.place);
+        let key = (c, cr, cat, prod, day, kind);
         let n = u64::try_from(s.value).expect("a tally is never negative");
         match s.metric {
             Metric::Events(_, None) => out.entry(key).or_default().valid += n,
@@ -464,6 +456,17 @@ fn row_status(mut m: BTreeMap<Key, Counts>) -> BTreeMap<Key, Counts> {
     m
 }
 
+/// A place's text and its UTC day, to key sums across grains by.
+fn text_and_day(p: &rm_store::model::tallies::Place) -> (String, String, String, String, i32) {
+    (
+        p.campaign_id.to_string(),
+        p.creative.to_string(),
+        p.catalog_id.to_string(),
+        p.product_code.to_string(),
+        p.grain.day_of_bucket(p.bucket),
+    )
+}
+
 /// Each tally of the campaigns', videos' and campaigns' sales' quarter hours, and of
 /// their hours, summed per UTC day, is that day's tally, metric by metric and place
 /// by place: what the campaign summary and the funnel read in any zone is what they
@@ -473,16 +476,8 @@ async fn zoned_quarters_are_days(store: &impl Store, seed: u64) {
     let by_day = |rows: Vec<SummedTally>| -> BTreeMap<DayKey, i64> {
         let mut out: BTreeMap<DayKey, i64> = BTreeMap::new();
         for s in rows {
-            let p = s.place;
-            let day = p.grain.day_of_bucket(p.bucket);
-            let key = (
-                p.campaign_id.to_string(),
-                p.creative.to_string(),
-                p.catalog_id.to_string(),
-                p.product_code.to_string(),
-                day,
-            );
-            *out.entry((key.0, key.1, key.2, key.3, key.4, s.metric.code()))
+            let (c, cr, cat, prod, day) = text_and_day(&s.place);
+            *out.entry((c, cr, cat, prod, day, s.metric.code()))
                 .or_default() += s.value;
         }
         out.retain(|_, v| *v != 0);
