@@ -9,12 +9,16 @@
 //! ClickHouse 18.16. The distinct values of a batch's places are few (its buckets
 //! are recent, its campaigns and products repeat), so their conditions are short,
 //! name whole key ranges, and fit one or two queries. They select a superset of the
-//! places (every combination of the values): the caller keeps the rows of the
-//! places it asked for.
+//! places (every combination of the values of a scope and grain): the caller keeps
+//! the rows of the places it asked for. What is read beyond them is bounded by the
+//! rows stored in the batch's buckets for its texts, not by the events behind the
+//! store; a batch whose places span old and recent buckets (a late copy) reads the
+//! old buckets' rows of the recent places' texts too (grouping by bucket as well
+//! would bound that to each bucket's own texts, at a longer condition).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::query::{placeholders, Arg, KEY_BYTES_PER_QUERY};
+use super::query::{placeholders, Arg, Conds, KEY_BYTES_PER_QUERY};
 use crate::model::tallies::Place;
 
 /// The distinct values of one scope and grain's places.
@@ -47,15 +51,9 @@ impl<'a> Columns<'a> {
     }
 }
 
-/// One query's condition (`?`-bound) and its values.
-pub(crate) struct PlaceCond {
-    pub(crate) sql: String,
-    pub(crate) args: Vec<Arg>,
-}
-
 /// The conditions that together select every place of `places` (and maybe others),
 /// each within [`KEY_BYTES_PER_QUERY`] bytes of values: one query each.
-pub(crate) fn conditions<'a>(places: impl IntoIterator<Item = &'a Place>) -> Vec<PlaceCond> {
+pub(crate) fn conditions<'a>(places: impl IntoIterator<Item = &'a Place>) -> Vec<Conds> {
     chunks(places).into_iter().map(condition).collect()
 }
 
@@ -89,7 +87,7 @@ fn chunks<'a>(places: impl IntoIterator<Item = &'a Place>) -> Vec<BTreeMap<(u8, 
 }
 
 /// One chunk's condition: an `OR` of its scopes and grains.
-fn condition(groups: BTreeMap<(u8, u8), Columns<'_>>) -> PlaceCond {
+fn condition(groups: BTreeMap<(u8, u8), Columns<'_>>) -> Conds {
     let mut sql = Vec::new();
     let mut args = Vec::new();
     for ((scope, grain), c) in groups {
@@ -110,8 +108,8 @@ fn condition(groups: BTreeMap<(u8, u8), Columns<'_>>) -> PlaceCond {
         }
         args.extend(c.partitions.iter().map(|p| Arg::Int(i64::from(*p))));
     }
-    PlaceCond {
-        sql: sql.join(" OR "),
+    Conds {
+        sql: vec![format!("({})", sql.join(" OR "))],
         args,
     }
 }

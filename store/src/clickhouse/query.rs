@@ -99,20 +99,15 @@ impl Conds {
         }
     }
 
-    pub(crate) fn bind(self, q: Query) -> Query {
-        bind_args(q, self.args)
+    pub(crate) fn bind(self, mut q: Query) -> Query {
+        for a in self.args {
+            q = match a {
+                Arg::Str(s) => q.bind(s),
+                Arg::Int(i) => q.bind(i),
+            };
+        }
+        q
     }
-}
-
-/// Binds `args` to the query's `?`s, in order.
-pub(crate) fn bind_args(mut q: Query, args: Vec<Arg>) -> Query {
-    for a in args {
-        q = match a {
-            Arg::Str(s) => q.bind(s),
-            Arg::Int(i) => q.bind(i),
-        };
-    }
-    q
 }
 
 /// Splits keys into `IN` lists of bounded size.

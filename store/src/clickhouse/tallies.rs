@@ -11,7 +11,7 @@ use super::compact::{self, PartTallyCh};
 use super::error::ch;
 use super::page;
 use super::place_sets;
-use super::query::{bind_args, bind_tally_places, chunks, placeholders, tally_places};
+use super::query::{bind_tally_places, chunks, placeholders, tally_places};
 use super::rows::{
     corrupt, insert_rows, parse_dedup, parse_status, parse_traffic, CartLineCh, TallyCh, CLICK,
     IMPRESSION,
@@ -47,10 +47,10 @@ impl ClickHouseStore {
         for cond in place_sets::conditions(places) {
             let sql = format!(
                 "SELECT {PLACE}, metric, argMax(value, stamp) AS v, max(stamp) AS s \
-                 FROM rollups WHERE {} GROUP BY {PLACE}, metric",
-                cond.sql
+                 FROM rollups{} GROUP BY {PLACE}, metric",
+                cond.clause()
             );
-            let q = bind_args(self.client().query(&sql), cond.args);
+            let q = cond.bind(self.client().query(&sql));
             let rows: Vec<TallyCh> = q.fetch_all().await.map_err(&fail)?;
             for r in rows {
                 let (k, t) = r.tally()?;

@@ -72,7 +72,7 @@ proptest! {
         }
         prop_assert_eq!(chunks.is_empty(), places.is_empty());
         for c in conditions(&places) {
-            prop_assert_eq!(c.sql.matches('?').count(), c.args.len());
+            prop_assert_eq!(c.clause().matches('?').count(), c.args.len());
         }
     }
 }
