@@ -217,39 +217,9 @@ pub fn places_at(campaign: &str, video: &str, first_ms: i64, partition: i32) -> 
 /// the old row's counts taken away where they were, the new one's added where they
 /// are, netted per tally (none when nothing changed).
 pub fn moves(old: Option<Counted<'_>>, new: Counted<'_>, partition: i32) -> Vec<(TallyKey, i64)> {
-    // The common case, a view that grows in its quarter hour: only the counts that
-    // changed.
-    if let Some(o) = old.filter(|o| {
-        Grain::Quarter.bucket(o.first_ms) == Grain::Quarter.bucket(new.first_ms)
-            && o.row.campaign_id == new.row.campaign_id
-            && o.row.key.video_id == new.row.key.video_id
-    }) {
-        let (before, after) = (counts(o.row), counts(new.row));
-        let changed: Vec<(ViewField, i64)> = ViewField::ALL
-            .iter()
-            .zip(before.iter().zip(after))
-            .filter(|(_, (b, a))| **b != *a)
-            .map(|(f, (b, a))| (*f, a - *b))
-            .collect();
-        if changed.is_empty() {
-            return Vec::new();
-        }
-        let mut out = Vec::with_capacity(changed.len() * 4);
-        for place in places(new, partition) {
-            for (f, d) in &changed {
-                out.push((
-                    TallyKey {
-                        place: place.clone(),
-                        metric: Metric::View(*f),
-                    },
-                    *d,
-                ));
-            }
-        }
-        return out;
-    }
-    // Netted per place first (at most twelve: a view that moved to another quarter
-    // hour keeps some of its places, such as its day), then one key per count.
+    // Netted per place first (six when the view stays in its quarter hour, the
+    // common case; at most twelve when it moved, keeping some places such as its
+    // day), then one key per count that changed.
     let mut netted: Vec<(Place, [i64; ViewField::ALL.len()])> = Vec::with_capacity(12);
     let mut add = |v: Counted<'_>, sign: i64| {
         let c = counts(v.row);
