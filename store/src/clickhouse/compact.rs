@@ -33,6 +33,15 @@
 //! uses a row it does not cover: its `W` is older, and a place it reads as closed
 //! changed after its `D` only if flagged.
 //!
+//! **A quiet store reads no flags.** Finding the dirty places costs a read two more
+//! passes over its conditions (18.16: most of a zoned read's time). The snapshot's
+//! read also counts the flags written since `D`; when there are none (no closed day
+//! changed since the last compaction), a read leaves the dirty part out, then asks
+//! again ([`ClickHouseStore::flagged_since`]) and reads once more with it if a flag
+//! landed meanwhile: a tally the read saw was written after its flag, so the flag
+//! was there when the read ended. (The dirty part itself reads the flags before the
+//! rows, so this closes a window it leaves open.)
+//!
 //! Both tables are new with this version: a store without them reads every day as
 //! open until the first compaction. `retail-media rebuild` drops them with the
 //! rollups. The embedded store keeps one log partition (the embedded log) and
@@ -94,6 +103,20 @@ struct LatestCh {
     n: u64,
     open_day: i32,
     dirty_from: i64,
+    flags: u64,
+}
+
+/// A compacted store's latest snapshot, as a read found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    /// The first open day (`W`).
+    pub(crate) open_day: i32,
+    /// The time from which a closed place's flag makes it dirty (`D`).
+    pub(crate) dirty_from: i64,
+    /// Whether any place was flagged at or after `D` when the snapshot was read: a
+    /// read without (the store is quiet since its last compaction) leaves out the
+    /// dirty part, then checks that none was flagged meanwhile (`read_tallies`).
+    pub(crate) flagged: bool,
 }
 
 /// `each` grain's condition, joined by `OR`.
@@ -121,30 +144,35 @@ const CLOSED: u8 = 1;
 /// since the snapshot (dirty).
 const DIRTY: u8 = 2;
 
-/// The read of a compacted store with `snapshot` (first open day, dirty from), in one
-/// query (one view of the tables; the caller adds the marker's branch): `cond`
-/// selects the query's places and metrics, `places` its places (for the flags).
-/// Binds: `cond`, `cond`, `cond`, `places`. Each row is tagged with its part;
-/// [`merge`] keeps a closed place's sum unless it is dirty.
-pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: (i32, i64)) -> String {
-    let (open_day, dirty_from) = snapshot;
-    let open = open_bucket(grain, open_day);
-    format!(
+/// The read of a compacted store with `snapshot`, in one query (one view of the
+/// tables; the caller adds the marker's branch): `cond` selects the query's places
+/// and metrics, `places` its places (for the flags). Binds: `cond`, `cond`, then,
+/// when the snapshot found flags, `cond`, `places`. Each row is tagged with its
+/// part; [`merge`] keeps a closed place's sum unless it is dirty.
+pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: Snapshot) -> String {
+    let open = open_bucket(grain, snapshot.open_day);
+    let mut sql = format!(
         "SELECT {OPEN} AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
          SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
          WHERE ({cond}) AND bucket >= {open} \
          GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric \
          UNION ALL \
          SELECT {CLOSED} AS part, {SUMMED}, metric, argMax(value, generation) AS value \
-         FROM rollups_closed WHERE ({cond}) AND bucket < {open} GROUP BY {SUMMED}, metric \
-         UNION ALL \
-         SELECT {DIRTY} AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
-         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
-         WHERE ({cond}) AND bucket < {open} AND ({SUMMED}) IN (\
-         SELECT {SUMMED} FROM rollups_late WHERE written >= {dirty_from} \
-         AND ({places}) AND bucket < {open}) \
-         GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
-    )
+         FROM rollups_closed WHERE ({cond}) AND bucket < {open} GROUP BY {SUMMED}, metric"
+    );
+    if snapshot.flagged {
+        sql.push_str(&format!(
+            " UNION ALL \
+             SELECT {DIRTY} AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+             SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+             WHERE ({cond}) AND bucket < {open} AND ({SUMMED}) IN (\
+             SELECT {SUMMED} FROM rollups_late WHERE written >= {} \
+             AND ({places}) AND bucket < {open}) \
+             GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric",
+            snapshot.dirty_from
+        ));
+    }
+    sql
 }
 
 /// The bucket of `grain` where a snapshot's first open day starts.
@@ -154,26 +182,31 @@ fn open_bucket(grain: Grain, open_day: i32) -> i32 {
 
 /// The places (`keys`: columns of [`SUMMED`]) of a compacted store's read, part by
 /// part as [`read_sql`] reads them (copies across parts; the caller groups): the open
-/// days' from `rollups`, the closed days' sums, and the flagged places' rows. Binds
-/// as [`read_sql`].
+/// days' from `rollups`, the closed days' sums, and (when the snapshot found flags)
+/// the flagged places' rows. Binds as [`read_sql`].
 pub(crate) fn places_sql(
     keys: &str,
     cond: &str,
     places: &str,
     grain: Grain,
-    snapshot: (i32, i64),
+    snapshot: Snapshot,
 ) -> String {
-    let (open_day, dirty_from) = snapshot;
-    let open = open_bucket(grain, open_day);
-    format!(
+    let open = open_bucket(grain, snapshot.open_day);
+    let mut sql = format!(
         "SELECT DISTINCT {keys} FROM rollups WHERE ({cond}) AND bucket >= {open} \
          UNION ALL \
-         SELECT DISTINCT {keys} FROM rollups_closed WHERE ({cond}) AND bucket < {open} \
-         UNION ALL \
-         SELECT DISTINCT {keys} FROM rollups WHERE ({cond}) AND bucket < {open} \
-         AND ({SUMMED}) IN (SELECT {SUMMED} FROM rollups_late WHERE written >= {dirty_from} \
-         AND ({places}) AND bucket < {open})"
-    )
+         SELECT DISTINCT {keys} FROM rollups_closed WHERE ({cond}) AND bucket < {open}"
+    );
+    if snapshot.flagged {
+        sql.push_str(&format!(
+            " UNION ALL \
+             SELECT DISTINCT {keys} FROM rollups WHERE ({cond}) AND bucket < {open} \
+             AND ({SUMMED}) IN (SELECT {SUMMED} FROM rollups_late WHERE written >= {} \
+             AND ({places}) AND bucket < {open})",
+            snapshot.dirty_from
+        ));
+    }
+    sql
 }
 
 /// The rows of a read: every open and dirty row, and the closed sums of the places
@@ -240,18 +273,40 @@ impl ClickHouseStore {
         insert_rows::<LateCh>(self.client(), "rollups_late", &flags).await
     }
 
-    /// The latest snapshot: (first open day, dirty from), `None` before any.
-    pub(crate) async fn snapshot(&self) -> Result<Option<(i32, i64)>, StoreError> {
+    /// The latest snapshot, `None` before any.
+    pub(crate) async fn snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
         let r: LatestCh = self
             .client()
-            .query(
+            .query(&format!(
                 "SELECT count() AS n, argMax(bucket, generation) AS open_day, \
-                 argMax(value, generation) AS dirty_from FROM rollups_closed WHERE scope = 255",
-            )
+                 argMax(value, generation) AS dirty_from, (SELECT count() FROM rollups_late \
+                 WHERE written >= (SELECT argMax(value, generation) FROM rollups_closed \
+                 WHERE scope = {SNAPSHOT_SCOPE})) AS flags \
+                 FROM rollups_closed WHERE scope = {SNAPSHOT_SCOPE}"
+            ))
             .fetch_one()
             .await
             .map_err(ch("read the rollups' snapshot"))?;
-        Ok((r.n > 0).then_some((r.open_day, r.dirty_from)))
+        Ok((r.n > 0).then_some(Snapshot {
+            open_day: r.open_day,
+            dirty_from: r.dirty_from,
+            flagged: r.flags > 0,
+        }))
+    }
+
+    /// Whether a place was flagged at or after `snapshot`'s `D` by now: after a read
+    /// that left out the dirty part because none was when it began. A tally of a
+    /// closed day written since `D` is written after its flag, so a read that saw one
+    /// finished after its flag was written, and this, asked after the read, finds it.
+    pub(crate) async fn flagged_since(&self, snapshot: Snapshot) -> Result<bool, StoreError> {
+        let n: u64 = self
+            .client()
+            .query("SELECT count() FROM rollups_late WHERE written >= ?")
+            .bind(snapshot.dirty_from)
+            .fetch_one()
+            .await
+            .map_err(ch("read the rollups' flags"))?;
+        Ok(n > 0)
     }
 
     /// Sums the closed days' places (and the closed places flagged since the last
@@ -262,7 +317,8 @@ impl ClickHouseStore {
     pub async fn compact(&self, margin_ms: i64) -> Result<i32, StoreError> {
         let started = now_ms();
         let previous = self.snapshot().await?;
-        let (old_open, since) = previous.unwrap_or((i32::MIN, i64::MIN));
+        let (old_open, since) =
+            previous.map_or((i32::MIN, i64::MIN), |s| (s.open_day, s.dirty_from));
         let open = (day_of(started) - CLOSE_AFTER_DAYS).max(old_open);
         let generation = u64::try_from(started).unwrap_or(0);
         // Every count (not the markers nor the partitions' progress: codes 252..),
@@ -391,11 +447,27 @@ mod tests {
 
     #[test]
     fn a_read_names_its_condition_three_times_and_its_places_once() {
-        let sql = read_sql("C", "P", Grain::Quarter, (3, 77));
+        let snap = |flagged| Snapshot {
+            open_day: 3,
+            dirty_from: 77,
+            flagged,
+        };
+        let sql = read_sql("C", "P", Grain::Quarter, snap(true));
         assert_eq!(sql.matches("(C)").count(), 3);
         assert_eq!(sql.matches("(P)").count(), 1);
         assert!(sql.contains("bucket >= 288") && sql.contains("written >= 77"));
-        assert!(read_sql("C", "P", Grain::Day, (3, 77)).contains("bucket < 3"));
+        assert!(read_sql("C", "P", Grain::Day, snap(true)).contains("bucket < 3"));
+        // No flag since the snapshot: no dirty part, so neither its condition nor
+        // the places.
+        let quiet = read_sql("C", "P", Grain::Quarter, snap(false));
+        assert_eq!(quiet.matches("(C)").count(), 2);
+        assert!(!quiet.contains("(P)") && !quiet.contains("rollups_late"));
+        let keys = places_sql("K", "C", "P", Grain::Hour, snap(false));
+        assert_eq!(keys.matches("(C)").count(), 2);
+        assert!(!keys.contains("rollups_late") && keys.contains("bucket >= 72"));
+        let keys = places_sql("K", "C", "P", Grain::Hour, snap(true));
+        assert_eq!(keys.matches("(C)").count(), 3);
+        assert_eq!(keys.matches("(P)").count(), 1);
     }
 
     fn row(part: u8, campaign: &str, value: i64) -> PartTallyCh {

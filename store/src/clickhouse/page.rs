@@ -57,7 +57,7 @@ pub(crate) async fn first_places(
     list: &[&String],
     codes: &[u16],
     page: &PlacePage,
-    snapshot: Option<(i32, i64)>,
+    snapshot: Option<super::compact::Snapshot>,
 ) -> Result<Vec<PlaceKey>, StoreError> {
     const KEYS: &str = "campaign_id, creative, catalog_id, product_code";
     let places = format!("{} AND {AT_LEAST}", tally_places(q, list));
@@ -79,9 +79,13 @@ pub(crate) async fn first_places(
         page.places.max(1)
     );
     let mut query = bind_cond(client.query(&sql));
-    if snapshot.is_some() {
-        // Bound as `places_sql` names them: `cond` three times, then `places`.
-        query = bind_places(bind_cond(bind_cond(query)));
+    if let Some(snap) = snapshot {
+        // Bound as `places_sql` names them: `cond` twice, then (flags found) `cond`
+        // and `places`.
+        query = bind_cond(query);
+        if snap.flagged {
+            query = bind_places(bind_cond(query));
+        }
     }
     let rows: Vec<PlaceKeyCh> = query
         .fetch_all()

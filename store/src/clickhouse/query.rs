@@ -155,15 +155,41 @@ pub(crate) fn tally_places(q: &TallyQuery, list: &[&String]) -> String {
     } else {
         ""
     };
-    // Sub-ranges as an `OR` of ranges of the sorting key's `bucket`: the server reads
-    // their granules only.
-    let only = if q.only.is_empty() {
-        String::new()
-    } else {
-        let ranges = vec!["(bucket >= ? AND bucket <= ?)"; q.only.len()].join(" OR ");
-        format!(" AND ({ranges})")
+    // Sub-ranges narrow the sorting key's `bucket`: the server reads their granules
+    // only. As a list of the buckets while it is short (18.16 weighs an `OR` of a
+    // Kolkata month's 30 hour ranges against every granule: 20 ms a query, a list of
+    // their 60 buckets 1 ms), else as an `OR` of the ranges.
+    let only = match (q.only.is_empty(), only_buckets(q)) {
+        (true, _) => String::new(),
+        (false, Some(list)) => format!(" AND bucket IN ({})", placeholders(list.len())),
+        (false, None) => {
+            let ranges = vec!["(bucket >= ? AND bucket <= ?)"; q.only.len()].join(" OR ");
+            format!(" AND ({ranges})")
+        }
     };
     format!("scope = ? AND grain = ? AND bucket >= ? AND bucket <= ?{only}{campaigns}{catalog}")
+}
+
+/// Most buckets a tally query's sub-ranges name as a list (more: as ranges).
+const ONLY_BUCKETS_LISTED: usize = 4096;
+
+/// The buckets of a tally query's sub-ranges (`only`), when they are few enough to
+/// list; the ranges are inclusive and may overlap.
+fn only_buckets(q: &TallyQuery) -> Option<Vec<i32>> {
+    let mut n = 0usize;
+    for (a, b) in &q.only {
+        let len = usize::try_from(i64::from(*b) - i64::from(*a) + 1).unwrap_or(0);
+        n = n.saturating_add(len);
+        if n > ONLY_BUCKETS_LISTED {
+            return None;
+        }
+    }
+    let mut list: Vec<i32> = q.only.iter().flat_map(|(a, b)| *a..=*b).collect();
+    list.sort_unstable();
+    list.dedup();
+    // An empty list is no `IN ()` (not valid SQL): ranges that are all empty read
+    // as ranges.
+    (!list.is_empty()).then_some(list)
 }
 
 /// Binds the values of [`tally_places`].
@@ -173,8 +199,17 @@ pub(crate) fn bind_tally_places(mut query: Query, q: &TallyQuery, list: &[&Strin
         .bind(q.grain as u8)
         .bind(q.from)
         .bind(q.to);
-    for (a, b) in &q.only {
-        query = query.bind(*a).bind(*b);
+    match only_buckets(q) {
+        Some(list) => {
+            for b in list {
+                query = query.bind(b);
+            }
+        }
+        None => {
+            for (a, b) in &q.only {
+                query = query.bind(*a).bind(*b);
+            }
+        }
     }
     for c in list {
         query = query.bind(c.as_str());
@@ -190,6 +225,25 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+
+    #[test]
+    fn short_sub_ranges_are_a_list_of_their_buckets() {
+        let q = |only: Vec<(i32, i32)>| TallyQuery {
+            only,
+            ..TallyQuery::spend(None)
+        };
+        let short = q(vec![(5, 5), (1, 2), (2, 3), (9, 8)]);
+        assert_eq!(only_buckets(&short), Some(vec![1, 2, 3, 5]));
+        assert!(tally_places(&short, &[]).ends_with(" AND bucket IN (?,?,?,?)"));
+        assert_eq!(only_buckets(&q(Vec::new())), None);
+        assert!(!tally_places(&q(Vec::new()), &[]).contains(" IN "));
+        assert_eq!(only_buckets(&q(vec![(9, 8)])), None);
+        let long = q(vec![(0, 4095), (5000, 5000)]);
+        assert_eq!(only_buckets(&long), None);
+        assert!(tally_places(&long, &[])
+            .ends_with(" AND ((bucket >= ? AND bucket <= ?) OR (bucket >= ? AND bucket <= ?))"));
+        assert_eq!(only_buckets(&q(vec![(i32::MIN, i32::MAX)])), None);
+    }
 
     #[test]
     fn key_lists_are_bounded() {

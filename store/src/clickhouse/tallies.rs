@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 
-use super::compact::{self, PartTallyCh};
+use super::compact::{self, PartTallyCh, Snapshot};
 use super::error::ch;
 use super::page;
 use super::place_sets;
@@ -149,10 +149,27 @@ impl ClickHouseStore {
         &self,
         q: &TallyQuery,
     ) -> Result<Option<Vec<SummedTally>>, StoreError> {
+        let snapshot = self.snapshot().await?;
+        let read = self.read_tallies_at(q, snapshot).await?;
+        match snapshot {
+            // Read without the dirty part: again with it if a flag landed meanwhile.
+            Some(s) if !s.flagged && self.flagged_since(s).await? => {
+                let s = Snapshot { flagged: true, ..s };
+                self.read_tallies_at(q, Some(s)).await
+            }
+            _ => Ok(read),
+        }
+    }
+
+    /// [`Self::read_tallies`] with the snapshot it read.
+    async fn read_tallies_at(
+        &self,
+        q: &TallyQuery,
+        snapshot: Option<Snapshot>,
+    ) -> Result<Option<Vec<SummedTally>>, StoreError> {
         let fail = ch("read tallies");
         let marker = q.marker();
         let codes = q.metric_codes();
-        let snapshot = self.snapshot().await?;
         let lists: Vec<Vec<&String>> = match &q.campaigns {
             None => vec![Vec::new()],
             Some(c) if c.is_empty() => vec![Vec::new()],
@@ -226,8 +243,11 @@ impl ClickHouseStore {
                         compact::read_sql(&cond, &places, q.grain, snap)
                     );
                     // Bound in the order `read_sql` names them, then the marker.
-                    let query = bind_cond(bind_cond(self.client().query(&sql)));
-                    let query = bind_marker(bind_places(bind_cond(query)));
+                    let mut query = bind_cond(bind_cond(self.client().query(&sql)));
+                    if snap.flagged {
+                        query = bind_places(bind_cond(query));
+                    }
+                    let query = bind_marker(query);
                     query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
                 }
             };
