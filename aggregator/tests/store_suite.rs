@@ -1796,6 +1796,44 @@ async fn unflagged_writes_to_closed_days_are_not_read(
         .expect("count");
     assert_eq!(old, 0, "old flags are dropped");
     assert_eq!(spend().await, after);
+    // Another process's compaction (the aggregator's) leaves the snapshot this one
+    // keeps for its next reads older: a change flagged and compacted meanwhile is
+    // read all the same.
+    let other = ClickHouseStore::connect(config).await.expect("connect");
+    assert_eq!(spend().await, after, "keeps a snapshot");
+    // As a writer does: the flag, then the tally.
+    client
+        .query(
+            "INSERT INTO rollups_late (written, campaign_id, scope, grain, bucket, creative, \
+             catalog_id, product_code) VALUES (?, ?, 0, 0, ?, '', '', '')",
+        )
+        .bind(chrono::Utc::now().timestamp_millis())
+        .bind(day.campaign_id.as_str())
+        .bind(day.day)
+        .execute()
+        .await
+        .expect("flag");
+    client
+        .query(
+            "INSERT INTO rollups (campaign_id, scope, grain, bucket, creative, catalog_id, \
+             product_code, log_partition, metric, value, stamp) \
+             VALUES (?, 0, 0, ?, '', '', '', 78, ?, 5, 1)",
+        )
+        .bind(day.campaign_id.as_str())
+        .bind(day.day)
+        .bind(code)
+        .execute()
+        .await
+        .expect("tally");
+    other.compact_tallies(0).await.expect("compact");
+    let last = spend().await;
+    let moved: Vec<_> = last
+        .iter()
+        .zip(&after)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| (a.campaign_id.clone(), a.day, a.value - b.value))
+        .collect();
+    assert_eq!(moved, vec![(day.campaign_id.clone(), day.day, 5)]);
 }
 
 async fn drop_table(config: &ClickHouseConfig, table: &str) {

@@ -40,12 +40,17 @@
 //! again ([`ClickHouseStore::flagged_since`]) and reads once more with it if a flag
 //! landed meanwhile: a tally the read saw was written after its flag, so the flag
 //! was there when the read ended. (The dirty part itself reads the flags before the
-//! rows, so this closes a window it leaves open.)
+//! rows, so this closes a window it leaves open.) The reads of the next second share
+//! the snapshot read (a report in a zone reads six sets of tallies at once): an
+//! older snapshot reads the same sums, as above, and the check after each read still
+//! finds the flags it did not count.
 //!
 //! Both tables are new with this version: a store without them reads every day as
 //! open until the first compaction. `retail-media rebuild` drops them with the
 //! rollups. The embedded store keeps one log partition (the embedded log) and
 //! overwrites tallies in place: nothing to compact there.
+
+use std::time::{Duration, Instant};
 
 use clickhouse::Row;
 use serde::{Deserialize, Serialize};
@@ -96,6 +101,16 @@ struct SnapshotCh {
     value: i64,
     generation: u64,
 }
+
+/// How long a snapshot read serves the reads after it: a report's reads (six at once
+/// for a campaign summary in a zone) share one. An older snapshot reads the same sums
+/// (see the header), and a flag it did not count is found by
+/// [`ClickHouseStore::flagged_since`] after the read.
+const SNAPSHOT_KEPT: Duration = Duration::from_secs(1);
+
+/// The last snapshot read and when; the read in progress holds the lock, so the reads
+/// that want one meanwhile wait for it instead of asking too.
+pub(crate) type SnapshotCache = tokio::sync::Mutex<Option<(Instant, Option<Snapshot>)>>;
 
 /// The latest snapshot as read.
 #[derive(Row, Deserialize)]
@@ -273,8 +288,29 @@ impl ClickHouseStore {
         insert_rows::<LateCh>(self.client(), "rollups_late", &flags).await
     }
 
-    /// The latest snapshot, `None` before any.
+    /// The latest snapshot for a read, `None` before any: as read in the last
+    /// [`SNAPSHOT_KEPT`], or read now.
     pub(crate) async fn snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
+        let mut kept = self.inner.snapshot.lock().await;
+        if let Some((at, snapshot)) = *kept {
+            if at.elapsed() < SNAPSHOT_KEPT {
+                return Ok(snapshot);
+            }
+        }
+        let at = Instant::now();
+        let snapshot = self.latest_snapshot().await?;
+        *kept = Some((at, snapshot));
+        Ok(snapshot)
+    }
+
+    /// Forgets the snapshot kept for reads (a compaction wrote a newer one, or the
+    /// tables were cleared).
+    async fn forget_snapshot(&self) {
+        *self.inner.snapshot.lock().await = None;
+    }
+
+    /// The latest snapshot, `None` before any.
+    async fn latest_snapshot(&self) -> Result<Option<Snapshot>, StoreError> {
         let r: LatestCh = self
             .client()
             .query(&format!(
@@ -316,7 +352,7 @@ impl ClickHouseStore {
     /// day still open.
     pub async fn compact(&self, margin_ms: i64) -> Result<i32, StoreError> {
         let started = now_ms();
-        let previous = self.snapshot().await?;
+        let previous = self.latest_snapshot().await?;
         let (old_open, since) =
             previous.map_or((i32::MIN, i64::MIN), |s| (s.open_day, s.dirty_from));
         let open = (day_of(started) - CLOSE_AFTER_DAYS).max(old_open);
@@ -369,6 +405,7 @@ impl ClickHouseStore {
             generation,
         };
         insert_rows::<SnapshotCh>(self.client(), "rollups_closed", &[snapshot]).await?;
+        self.forget_snapshot().await;
         if previous.is_some() {
             self.drop_flags_before(day_of(since) - 1).await;
         }
@@ -425,6 +462,7 @@ impl ClickHouseStore {
                 .await
                 .map_err(ch("create the compaction's tables"))?;
         }
+        self.forget_snapshot().await;
         Ok(())
     }
 }

@@ -128,6 +128,9 @@ struct Inner {
     health: Mutex<Health>,
     /// The carts report's index is built (its marker was seen; it stays).
     lines_indexed: std::sync::atomic::AtomicBool,
+    /// The compaction's snapshot as last read, shared by the reads of the next
+    /// moments (`compact::SNAPSHOT_KEPT`).
+    snapshot: compact::SnapshotCache,
 }
 
 /// Outcome of the last operation that says something about the server.
@@ -216,6 +219,7 @@ impl ClickHouseStore {
                 problem: None,
             }),
             lines_indexed: Default::default(),
+            snapshot: Default::default(),
         });
         tokio::spawn(keep_checking(Arc::downgrade(&inner)));
         let store = Self { inner };
@@ -280,6 +284,7 @@ mod tests {
                     problem: None,
                 }),
                 lines_indexed: Default::default(),
+                snapshot: Default::default(),
             }),
         };
         assert_eq!(store.readiness(), Ok(()));
