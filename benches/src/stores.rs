@@ -23,9 +23,21 @@ impl BenchStore {
         clickhouse_url: Option<&str>,
         dir: &std::path::Path,
     ) -> anyhow::Result<Self> {
+        Self::open_of(bench, name, clickhouse_url, dir, std::process::id()).await
+    }
+
+    /// [`Self::open`] for the run of process `pid`: its ClickHouse database, which a
+    /// run kept (or left on a failure) is read again as it was.
+    pub async fn open_of(
+        bench: &str,
+        name: &str,
+        clickhouse_url: Option<&str>,
+        dir: &std::path::Path,
+        pid: u32,
+    ) -> anyhow::Result<Self> {
         Ok(match clickhouse_url {
             Some(url) => {
-                let database = format!("rm_{bench}_{name}_{}", std::process::id());
+                let database = format!("rm_{bench}_{name}_{pid}");
                 let config = ClickHouseConfig {
                     url: Some(url.to_owned()),
                     database: database.clone(),

@@ -77,6 +77,10 @@ struct Args {
     /// for a look at their tables afterwards; drop them by hand.
     #[arg(long)]
     keep: bool,
+    /// Read the ClickHouse databases the run of this process id kept (`--keep`, or
+    /// left on a failure) instead of filling new ones; they are kept again.
+    #[arg(long)]
+    reuse: Option<u32>,
     /// Read only the reports the api serves (leave out the "(facts)" baselines, which
     /// take minutes each at ten million records).
     #[arg(long)]
@@ -559,8 +563,19 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut stores = Vec::new();
     for (name, n) in [("small", a.sessions), ("large", a.sessions * 10)] {
-        let store =
-            BenchStore::open("reportbench", name, a.clickhouse_url.as_deref(), &dir).await?;
+        let url = a.clickhouse_url.as_deref();
+        let store = match a.reuse {
+            Some(pid) if url.is_some() => {
+                let store = BenchStore::open_of("reportbench", name, url, &dir, pid).await?;
+                let today = chrono::Utc::now().timestamp_millis() / 86_400_000;
+                let records: usize = (0..n).map(|s| session(s, &a, today).len()).sum();
+                eprintln!("reportbench: {backend} {name}: {n} sessions, {records} records kept");
+                stores.push((records, store));
+                continue;
+            }
+            Some(_) => anyhow::bail!("--reuse reads ClickHouse databases: give its URL"),
+            None => BenchStore::open("reportbench", name, url, &dir).await?,
+        };
         let (records, took) = fill(&store.store, n, &a).await?;
         eprintln!(
             "reportbench: {backend} {name}: {n} sessions, {records} records stored in {took:.1?}"
@@ -611,7 +626,7 @@ async fn main() -> anyhow::Result<()> {
         table(&stores, &f, &a, backend).await?;
     }
     for (_, store) in stores {
-        if !a.keep {
+        if !a.keep && a.reuse.is_none() {
             store.drop_database().await;
         }
     }

@@ -7,7 +7,9 @@
 //! compaction ([`ClickHouseStore::compact`]) sums, for the days before
 //! `today - CLOSE_AFTER_DAYS` (closed days), every place's partitions into one row
 //! of `rollups_closed` (`argMax` of each partition's rows, summed; stamped with the
-//! compaction's time as its `generation`), then writes a snapshot row: the first
+//! compaction's time as its `generation`), a day at a time (the first compaction of
+//! a long history would otherwise hold all its places in one query's memory), then
+//! writes a snapshot row: the first
 //! open day `W` and a time `D` (the compaction's start less a margin). It deletes
 //! nothing: `rollups` stays the truth, the closed rows are a cache of its sums.
 //!
@@ -141,6 +143,21 @@ fn grains(each: impl Fn(Grain) -> String) -> String {
         .map(each)
         .collect::<Vec<_>>()
         .join(" OR ")
+}
+
+/// The UTC day of a row's bucket, as [`Grain::day_of_bucket`] (floored, so a bucket
+/// before 1970 is on its own day too).
+fn grains_day_sql() -> String {
+    let mut sql = String::from("multiIf(");
+    for g in Grain::ALL {
+        let per_day = g.first_of_day(1) - g.first_of_day(0);
+        sql.push_str(&format!(
+            "grain = {}, toInt32(floor(bucket / {per_day})), ",
+            g as u8
+        ));
+    }
+    sql.push_str("bucket)");
+    sql
 }
 
 /// Milliseconds since the epoch, now.
@@ -357,17 +374,7 @@ impl ClickHouseStore {
             previous.map_or((i32::MIN, i64::MIN), |s| (s.open_day, s.dirty_from));
         let open = (day_of(started) - CLOSE_AFTER_DAYS).max(old_open);
         let generation = u64::try_from(started).unwrap_or(0);
-        // Every count (not the markers nor the partitions' progress: codes 252..),
-        // of every grain: its buckets of the days closing now, and those of the
-        // places flagged since the last snapshot.
-        let closing = grains(|g| {
-            format!(
-                "(grain = {} AND bucket >= {} AND bucket < {})",
-                g as u8,
-                g.first_of_day(old_open),
-                g.first_of_day(open)
-            )
-        });
+        // The places flagged since the last snapshot, of the days it had closed.
         let closed = grains(|g| {
             format!(
                 "(grain = {} AND bucket < {})",
@@ -375,23 +382,27 @@ impl ClickHouseStore {
                 g.first_of_day(old_open)
             )
         });
-        let sql = format!(
-            "INSERT INTO rollups_closed ({SUMMED}, metric, value, generation) \
-             SELECT {SUMMED}, metric, toInt64(sum(v)), toUInt64(?) FROM (\
-             SELECT {SUMMED}, log_partition, metric, argMax(value, stamp) AS v FROM rollups \
-             WHERE metric < 252 AND ({closing} \
-             OR ({SUMMED}) IN (SELECT {SUMMED} FROM rollups_late WHERE written >= ? \
-             AND ({closed}))) \
-             GROUP BY {SUMMED}, log_partition, metric) \
-             GROUP BY {SUMMED}, metric"
+        let flagged = format!(
+            "({SUMMED}) IN (SELECT {SUMMED} FROM rollups_late WHERE written >= {since} \
+             AND ({closed}))"
         );
-        self.client()
-            .query(&sql)
-            .bind(generation)
-            .bind(since)
-            .execute()
-            .await
-            .map_err(ch("compact the rollups"))?;
+        if previous.is_some() {
+            self.sum_closed(&flagged, generation).await?;
+        }
+        // The days closing now, a day at a time: one query over a long history (the
+        // first compaction of a store) would hold every place of it in memory (a
+        // month of ten million records took more than 18.16's 4 GB for a query).
+        for day in self.days_with_tallies(old_open, open).await? {
+            let closing = grains(|g| {
+                format!(
+                    "(grain = {} AND bucket >= {} AND bucket < {})",
+                    g as u8,
+                    g.first_of_day(day),
+                    g.first_of_day(day.saturating_add(1))
+                )
+            });
+            self.sum_closed(&closing, generation).await?;
+        }
         let snapshot = SnapshotCh {
             campaign_id: String::new(),
             scope: SNAPSHOT_SCOPE,
@@ -410,6 +421,47 @@ impl ClickHouseStore {
             self.drop_flags_before(day_of(since) - 1).await;
         }
         Ok(open)
+    }
+
+    /// Sums the places `cond` selects (every count of theirs: not the markers nor the
+    /// partitions' progress, codes 252..) over their partitions into
+    /// `rollups_closed`, as of `generation`.
+    async fn sum_closed(&self, cond: &str, generation: u64) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO rollups_closed ({SUMMED}, metric, value, generation) \
+             SELECT {SUMMED}, metric, toInt64(sum(v)), toUInt64(?) FROM (\
+             SELECT {SUMMED}, log_partition, metric, argMax(value, stamp) AS v FROM rollups \
+             WHERE metric < 252 AND ({cond}) \
+             GROUP BY {SUMMED}, log_partition, metric) \
+             GROUP BY {SUMMED}, metric"
+        );
+        self.client()
+            .query(&sql)
+            .bind(generation)
+            .execute()
+            .await
+            .map_err(ch("compact the rollups"))
+    }
+
+    /// The UTC days in `from..to` with a tally of any grain, in order.
+    async fn days_with_tallies(&self, from: i32, to: i32) -> Result<Vec<i32>, StoreError> {
+        let within = grains(|g| {
+            format!(
+                "(grain = {} AND bucket >= {} AND bucket < {})",
+                g as u8,
+                g.first_of_day(from),
+                g.first_of_day(to)
+            )
+        });
+        let day = grains_day_sql();
+        self.client()
+            .query(&format!(
+                "SELECT DISTINCT {day} AS day FROM rollups WHERE metric < 252 AND ({within}) \
+                 ORDER BY day"
+            ))
+            .fetch_all()
+            .await
+            .map_err(ch("list the days to compact"))
     }
 
     /// Drops the flags written before `day` (UTC): older than the day before the
@@ -481,6 +533,17 @@ mod tests {
         assert_eq!(Grain::Hour.first_of_day(3), 72);
         assert_eq!(Grain::Quarter.first_of_day(i32::MIN), i32::MIN);
         assert_eq!(Grain::Quarter.first_of_day(i32::MAX), i32::MAX);
+    }
+
+    #[test]
+    fn a_rows_day_is_its_bucket_floored_by_its_grains_buckets_a_day() {
+        let sql = grains_day_sql();
+        for (g, per_day) in [(0, 1), (1, 96), (2, 24)] {
+            assert!(
+                sql.contains(&format!("grain = {g}, toInt32(floor(bucket / {per_day}))")),
+                "{sql}"
+            );
+        }
     }
 
     #[test]
