@@ -1741,53 +1741,56 @@ async fn unflagged_writes_to_closed_days_are_not_read(
         .with_database(config.database.clone())
         .with_validation(false);
     let code = rm_store::model::tallies::Metric::BILLABLE_CLICKS.code();
-    client
-        .query(
-            "INSERT INTO rollups (campaign_id, scope, grain, bucket, creative, catalog_id, \
-             product_code, log_partition, metric, value, stamp) \
-             VALUES (?, 0, 0, ?, '', '', '', 77, ?, 1000, 1)",
-        )
-        .bind(day.campaign_id.as_str())
-        .bind(day.day)
-        .bind(code)
-        .execute()
-        .await
-        .expect("insert");
+    // A tally row of `day` on log partition `partition`, and a flag of its place.
+    let tally = |partition: i32, value: i64| {
+        let q = client
+            .query(
+                "INSERT INTO rollups (campaign_id, scope, grain, bucket, creative, catalog_id, \
+                 product_code, log_partition, metric, value, stamp) \
+                 VALUES (?, 0, 0, ?, '', '', '', ?, ?, ?, 1)",
+            )
+            .bind(day.campaign_id.as_str())
+            .bind(day.day)
+            .bind(partition)
+            .bind(code)
+            .bind(value);
+        async move { q.execute().await.expect("tally") }
+    };
+    let flag = |written: i64| {
+        let q = client
+            .query(
+                "INSERT INTO rollups_late (written, campaign_id, scope, grain, bucket, \
+                 creative, catalog_id, product_code) VALUES (?, ?, 0, 0, ?, '', '', '')",
+            )
+            .bind(written)
+            .bind(day.campaign_id.as_str())
+            .bind(day.day);
+        async move { q.execute().await.expect("flag") }
+    };
+    // What moved between two reads: (campaign, day, by how much).
+    let moved = |now: &[rm_store::model::tallies::DayTally],
+                 then: &[rm_store::model::tallies::DayTally]|
+     -> Vec<(String, i32, i64)> {
+        now.iter()
+            .zip(then)
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| (a.campaign_id.clone(), a.day, a.value - b.value))
+            .collect()
+    };
+    tally(77, 1000).await;
     assert_eq!(spend().await, before, "a closed day is read from its sums");
     let now = chrono::Utc::now().timestamp_millis();
-    client
-        .query(
-            "INSERT INTO rollups_late (written, campaign_id, scope, grain, bucket, creative, \
-             catalog_id, product_code) VALUES (?, ?, 0, 0, ?, '', '', '')",
-        )
-        .bind(now)
-        .bind(day.campaign_id.as_str())
-        .bind(day.day)
-        .execute()
-        .await
-        .expect("flag");
+    flag(now).await;
     let after = spend().await;
-    let moved: Vec<_> = after
-        .iter()
-        .zip(&before)
-        .filter(|(a, b)| a != b)
-        .map(|(a, b)| (a.campaign_id.clone(), a.day, a.value - b.value))
-        .collect();
-    assert_eq!(moved, vec![(day.campaign_id.clone(), day.day, 1000)]);
+    assert_eq!(
+        moved(&after, &before),
+        vec![(day.campaign_id.clone(), day.day, 1000)]
+    );
     // The next compaction sums it into the closed day.
     store.compact_tallies(0).await.expect("compact");
     assert_eq!(spend().await, after);
     // Flags of days long before the snapshots are dropped by the next compaction.
-    client
-        .query(
-            "INSERT INTO rollups_late (written, campaign_id, scope, grain, bucket, creative, \
-             catalog_id, product_code) VALUES (86400000, ?, 0, 0, ?, '', '', '')",
-        )
-        .bind(day.campaign_id.as_str())
-        .bind(day.day)
-        .execute()
-        .await
-        .expect("an old flag");
+    flag(86_400_000).await;
     store.compact_tallies(0).await.expect("compact");
     let old: u64 = client
         .query("SELECT count() FROM rollups_late WHERE written < 1000000000")
@@ -1802,38 +1805,14 @@ async fn unflagged_writes_to_closed_days_are_not_read(
     let other = ClickHouseStore::connect(config).await.expect("connect");
     assert_eq!(spend().await, after, "keeps a snapshot");
     // As a writer does: the flag, then the tally.
-    client
-        .query(
-            "INSERT INTO rollups_late (written, campaign_id, scope, grain, bucket, creative, \
-             catalog_id, product_code) VALUES (?, ?, 0, 0, ?, '', '', '')",
-        )
-        .bind(chrono::Utc::now().timestamp_millis())
-        .bind(day.campaign_id.as_str())
-        .bind(day.day)
-        .execute()
-        .await
-        .expect("flag");
-    client
-        .query(
-            "INSERT INTO rollups (campaign_id, scope, grain, bucket, creative, catalog_id, \
-             product_code, log_partition, metric, value, stamp) \
-             VALUES (?, 0, 0, ?, '', '', '', 78, ?, 5, 1)",
-        )
-        .bind(day.campaign_id.as_str())
-        .bind(day.day)
-        .bind(code)
-        .execute()
-        .await
-        .expect("tally");
+    flag(chrono::Utc::now().timestamp_millis()).await;
+    tally(78, 5).await;
     other.compact_tallies(0).await.expect("compact");
     let last = spend().await;
-    let moved: Vec<_> = last
-        .iter()
-        .zip(&after)
-        .filter(|(a, b)| a != b)
-        .map(|(a, b)| (a.campaign_id.clone(), a.day, a.value - b.value))
-        .collect();
-    assert_eq!(moved, vec![(day.campaign_id.clone(), day.day, 5)]);
+    assert_eq!(
+        moved(&last, &after),
+        vec![(day.campaign_id.clone(), day.day, 5)]
+    );
 }
 
 async fn drop_table(config: &ClickHouseConfig, table: &str) {

@@ -70,12 +70,17 @@ impl BenchStore {
 
     /// Drops the ClickHouse database (an embedded store goes with its directory).
     pub async fn drop_database(self) {
-        let Some((url, db)) = self.clickhouse else {
-            return;
-        };
-        if let Err(e) = statement(&url, &format!("DROP DATABASE IF EXISTS {db}")).await {
-            eprintln!("could not drop {db}: {e}");
+        if let Some((url, db)) = self.clickhouse {
+            drop_clickhouse_database(&url, &db).await;
         }
+    }
+}
+
+/// Drops a benchmark's ClickHouse database `db` on the server at `url`; a failure is
+/// reported, not returned (the numbers are measured by then).
+pub async fn drop_clickhouse_database(url: &str, db: &str) {
+    if let Err(e) = statement(url, &format!("DROP DATABASE IF EXISTS {db}")).await {
+        eprintln!("could not drop {db}: {e}");
     }
 }
 

@@ -120,7 +120,19 @@ struct Backends {
     log: Arc<rm_eventlog::AnyLog>,
     store: Arc<AnyStore>,
     topic: String,
+    /// The ClickHouse server and database, when the store is one (dropped by
+    /// [`Backends::close`]).
+    clickhouse: Option<(String, String)>,
     _dir: tempdir::Dir,
+}
+
+impl Backends {
+    /// Drops the run's ClickHouse database (the embedded files go with the directory).
+    async fn close(self) {
+        if let Some((url, db)) = &self.clickhouse {
+            rm_benches::stores::drop_clickhouse_database(url, db).await;
+        }
+    }
 }
 
 mod tempdir {
@@ -147,10 +159,16 @@ async fn backends(a: &Args, name: &str) -> anyhow::Result<Backends> {
     let mut config = a.store.clone();
     config.clickhouse.database = format!("rm_aggbench_{}_{name}", std::process::id());
     let store = rm_store::open(&config, &dir).await?;
+    let clickhouse = config
+        .clickhouse
+        .url
+        .clone()
+        .map(|url| (url, config.clickhouse.database.clone()));
     Ok(Backends {
         log: Arc::new(log),
         store: Arc::new(store),
         topic,
+        clickhouse,
         _dir: tempdir::Dir(dir),
     })
 }
@@ -379,6 +397,7 @@ async fn round(a: &Args, i: usize) -> anyhow::Result<(f64, f64, f64)> {
         store_bytes as f64 / 1e6,
         store_bytes as f64 * 8.0 / a.records as f64
     );
+    b.close().await;
     Ok((read, agg, per(cpu2 - cpu1)))
 }
 
@@ -427,6 +446,7 @@ async fn main() -> anyhow::Result<()> {
     let cpu = median(rounds.iter().map(|r| r.2).collect());
     let f = backends(&a, "freshness").await?;
     let lat = freshness(&f, &a).await?;
+    f.close().await;
     println!();
     println!("| backend | records | rounds | consume-only rec/s | log->store rec/s | ratio (goal >= 0.5) | CPU us/rec | freshness p50 ms | p99 ms (goal < 2000) | max ms |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
