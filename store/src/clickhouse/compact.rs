@@ -145,12 +145,24 @@ fn grains(each: impl Fn(Grain) -> String) -> String {
         .join(" OR ")
 }
 
+/// Every grain's buckets of the UTC days `from..to`.
+fn days_sql(from: i32, to: i32) -> String {
+    grains(|g| {
+        format!(
+            "(grain = {} AND bucket >= {} AND bucket < {})",
+            g as u8,
+            g.first_of_day(from),
+            g.first_of_day(to)
+        )
+    })
+}
+
 /// The UTC day of a row's bucket, as [`Grain::day_of_bucket`] (floored, so a bucket
 /// before 1970 is on its own day too).
 fn grains_day_sql() -> String {
     let mut sql = String::from("multiIf(");
     for g in Grain::ALL {
-        let per_day = g.first_of_day(1) - g.first_of_day(0);
+        let per_day = g.per_day();
         sql.push_str(&format!(
             "grain = {}, toInt32(floor(bucket / {per_day})), ",
             g as u8
@@ -393,15 +405,8 @@ impl ClickHouseStore {
         // first compaction of a store) would hold every place of it in memory (a
         // month of ten million records took more than 18.16's 4 GB for a query).
         for day in self.days_with_tallies(old_open, open).await? {
-            let closing = grains(|g| {
-                format!(
-                    "(grain = {} AND bucket >= {} AND bucket < {})",
-                    g as u8,
-                    g.first_of_day(day),
-                    g.first_of_day(day.saturating_add(1))
-                )
-            });
-            self.sum_closed(&closing, generation).await?;
+            self.sum_closed(&days_sql(day, day.saturating_add(1)), generation)
+                .await?;
         }
         let snapshot = SnapshotCh {
             campaign_id: String::new(),
@@ -445,15 +450,7 @@ impl ClickHouseStore {
 
     /// The UTC days in `from..to` with a tally of any grain, in order.
     async fn days_with_tallies(&self, from: i32, to: i32) -> Result<Vec<i32>, StoreError> {
-        let within = grains(|g| {
-            format!(
-                "(grain = {} AND bucket >= {} AND bucket < {})",
-                g as u8,
-                g.first_of_day(from),
-                g.first_of_day(to)
-            )
-        });
-        let day = grains_day_sql();
+        let (day, within) = (grains_day_sql(), days_sql(from, to));
         self.client()
             .query(&format!(
                 "SELECT DISTINCT {day} AS day FROM rollups WHERE metric < 252 AND ({within}) \
