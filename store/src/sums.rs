@@ -68,29 +68,42 @@ pub async fn sales_page<S: ReportStore + ?Sized>(
             c
         }),
     };
-    let places = at.map(|a| a.places());
-    let q = TallyQuery {
-        page: places,
-        ..days_query(f, campaigns, Scope::Sales)
+    let keyed = |summed: &[SummedTally]| {
+        crate::model::tallies::sales::keyed_rows(summed, |p| {
+            let (ns, catalog) = rm_schemas::namespace::split(&p.catalog_id);
+            f.catalog_id.as_deref().is_none_or(|c| c == catalog)
+                && f.tenant.as_ref().is_none_or(|t| t.namespace == ns)
+        })
     };
-    let summed = fetch_being(store, &q, "orders are being attributed").await?;
-    let rows = crate::model::tallies::sales::keyed_rows(&summed, |p| {
-        let (ns, catalog) = rm_schemas::namespace::split(&p.catalog_id);
-        f.catalog_id.as_deref().is_none_or(|c| c == catalog)
-            && f.tenant.as_ref().is_none_or(|t| t.namespace == ns)
-    });
-    Ok(match at {
-        None => Page {
-            rows: rows.into_iter().map(|(_, r)| r).collect(),
+    let being = "orders are being attributed";
+    let Some(at) = at else {
+        let q = days_query(f, campaigns, Scope::Sales);
+        let summed = fetch_being(store, &q, being).await?;
+        return Ok(Page {
+            rows: keyed(&summed).into_iter().map(|(_, r)| r).collect(),
             next: None,
-        },
-        Some(at) => {
-            let page = at.cut(rows, |(k, _)| k.clone(), &summed);
-            Page {
-                rows: page.rows.into_iter().map(|(_, r)| r).collect(),
-                next: page.next,
-            }
+        });
+    };
+    // A place's rows: one a day of the range (in each currency).
+    let days = match (f.from_day, f.to_day) {
+        (Some(a), Some(b)) => usize::try_from(i64::from(b) - i64::from(a) + 1).unwrap_or(1),
+        _ => 1,
+    };
+    let round = |places: PlacePage| {
+        let q = TallyQuery {
+            page: Some(places),
+            ..days_query(f, campaigns.clone(), Scope::Sales)
+        };
+        async move {
+            let summed = fetch_being(store, &q, being).await?;
+            let rows = keyed(&summed);
+            Ok((summed, rows))
         }
+    };
+    let page = at.read(days, round, |(k, _)| k.clone()).await?;
+    Ok(Page {
+        rows: page.rows.into_iter().map(|(_, r)| r).collect(),
+        next: page.next,
     })
 }
 
@@ -309,25 +322,40 @@ pub struct PageAt<'a> {
 }
 
 impl PageAt<'_> {
-    /// The places to read: one more than rows, so a page whose places have no row
-    /// still moves on.
-    fn places(&self) -> PlacePage {
-        PlacePage {
-            from: self.cursor.place.clone(),
-            places: self.size.max(1) + 1,
-        }
-    }
-
-    /// The page of `rows` (made from `summed`, read for [`Self::places`]).
-    fn cut<R>(
+    /// Reads the page in rounds: `read` gives the tallies of some places and the
+    /// rows they make. The first round asks for as many places as the page needs
+    /// when each holds `per_place` rows (the report's periods), and asks again for
+    /// more while the rows found fall short ([`page::first_places`],
+    /// [`page::more_places`]), at most one place more than the page has rows (so a
+    /// page whose places have no row still moves on). A page of a report by day
+    /// reads about as many rows as it gives, not a row per period of every one of
+    /// `size` places.
+    async fn read<R, Fut>(
         &self,
-        rows: Vec<R>,
+        per_place: usize,
+        read: impl Fn(PlacePage) -> Fut,
         key: impl Fn(&R) -> PlaceKey,
-        summed: &[SummedTally],
-    ) -> Page<R> {
-        let read = PageRead::of(summed, &self.places());
-        let (rows, next) = page::cut(rows, key, self.cursor, self.size.max(1), &read);
-        Page { rows, next }
+    ) -> Result<Page<R>, StoreError>
+    where
+        Fut: std::future::Future<Output = Result<(Vec<SummedTally>, Vec<R>), StoreError>>,
+    {
+        let (size, skip) = (self.size.max(1), self.cursor.skip);
+        let mut places = PlacePage {
+            from: self.cursor.place.clone(),
+            places: page::first_places(size, skip, per_place),
+        };
+        loop {
+            let (summed, rows) = read(places.clone()).await?;
+            let found = page::places_in(&summed);
+            match page::more_places(size, skip, places.places, found, rows.len()) {
+                Some(more) => places.places = more,
+                None => {
+                    let read = PageRead::of(&summed, &places);
+                    let (rows, next) = page::cut(rows, key, self.cursor, size, &read);
+                    return Ok(Page { rows, next });
+                }
+            }
+        }
     }
 }
 
@@ -350,16 +378,20 @@ async fn read_page<S: ReportStore + ?Sized, R>(
     rows: impl Fn(&[SummedTally], &Periods) -> Vec<R>,
     key: impl Fn(&R) -> PlaceKey,
 ) -> Result<Page<R>, StoreError> {
-    let places = at.map(|a| a.places());
-    let summed = read(store, f, periods, scope, kinds, places.as_ref()).await?;
-    let made = rows(&summed, periods);
-    Ok(match at {
-        None => Page {
-            rows: made,
+    let Some(at) = at else {
+        let summed = read(store, f, periods, scope, kinds, None).await?;
+        return Ok(Page {
+            rows: rows(&summed, periods),
             next: None,
-        },
-        Some(at) => at.cut(made, key, &summed),
-    })
+        });
+    };
+    let rows = &rows;
+    let round = |places: PlacePage| async move {
+        let summed = read(store, f, periods, scope, kinds, Some(&places)).await?;
+        let made = rows(&summed, periods);
+        Ok((summed, made))
+    };
+    at.read(periods.most(), round, key).await
 }
 
 /// The products report: rows per campaign, creative, catalog, product and period; or,
@@ -456,8 +488,6 @@ pub async fn funnel_page<S: ReportStore + ?Sized>(
     periods: &Periods,
     at: Option<PageAt<'_>>,
 ) -> Result<Page<FunnelReportRow>, StoreError> {
-    let places = at.map(|a| a.places());
-    let views_query = query_of(f, periods, Scope::Video, &[], places.as_ref());
     let mut ads_query = query_of(f, periods, Scope::Creative, &[Kind::AdImpression], None);
     let (mut page, ads) = match at {
         // The whole report: both reads at once.
@@ -480,9 +510,16 @@ pub async fn funnel_page<S: ReportStore + ?Sized>(
         // A page: the impressions of its campaigns only (each one the filter allows:
         // its rows are).
         Some(at) => {
-            let views = fetch(store, &views_query).await?;
-            let rows = rollup::funnel_rows(&views, periods);
-            let page = at.cut(rows, |r| key(&r.campaign_id, &r.video_id, "", ""), &views);
+            let round = |places: PlacePage| {
+                let q = query_of(f, periods, Scope::Video, &[], Some(&places));
+                async move {
+                    let views = fetch(store, &q).await?;
+                    let rows = rollup::funnel_rows(&views, periods);
+                    Ok((views, rows))
+                }
+            };
+            let video = |r: &FunnelReportRow| key(&r.campaign_id, &r.video_id, "", "");
+            let page = at.read(periods.most(), round, video).await?;
             ads_query.campaigns = Some(page.rows.iter().map(|r| r.campaign_id.clone()).collect());
             (page, fetch(store, &ads_query).await?)
         }

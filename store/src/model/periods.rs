@@ -111,6 +111,23 @@ impl Periods {
         Self::new(Tz::UTC, Granularity::Day, from_day, to_day)
     }
 
+    /// How many periods the range holds at most: a report's rows per place (a local
+    /// day of 25 hours where the zone turns its clocks back).
+    pub fn most(&self) -> usize {
+        let days = usize::try_from((self.to - self.from).num_days()).map_or(1, |d| d + 1);
+        let monday =
+            |d: NaiveDate| d - Duration::days(i64::from(d.weekday().num_days_from_monday()));
+        let month = |d: NaiveDate| i64::from(d.year()) * 12 + i64::from(d.month0());
+        let count = |n: i64| usize::try_from(n).map_or(1, |n| n + 1);
+        match self.granularity {
+            Granularity::Hour => days.saturating_mul(25),
+            Granularity::Day => days,
+            Granularity::Week => count((monday(self.to) - monday(self.from)).num_weeks()),
+            Granularity::Month => count(month(self.to) - month(self.from)),
+            Granularity::Summary => 1,
+        }
+    }
+
     /// The first instant (ms) of a local date-time, or the first one after it when
     /// the zone skipped it (a change of offset).
     fn instant(&self, local: NaiveDateTime) -> i64 {
@@ -278,6 +295,34 @@ mod tests {
             let l = p.label(p.period_of(ms).expect("in range"));
             prop_assert_eq!(l.start_ms, Grain::Day.start_ms(d));
             prop_assert_eq!(l.day, crate::model::format_day(d));
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// `most` is how many periods the range's instants fall in (at most, by hour:
+        /// a zone's day may have 23 or 25 hours).
+        #[test]
+        fn most_counts_the_periods(
+            zone_at in 0usize..4,
+            g in 0usize..5,
+            from in 20_000i32..20_800,
+            len in 0i32..40,
+        ) {
+            let tz = ["UTC", "Asia/Kolkata", "Europe/Paris", "America/St_Johns"][zone_at];
+            let p = Periods::new(zone(tz).expect("a zone"), Granularity::ALL[g], from, from + len);
+            let (start, end) = p.span_ms();
+            let mut seen = std::collections::BTreeSet::new();
+            let mut ms = start;
+            while ms < end {
+                seen.insert(p.period_of(ms).expect("in range"));
+                ms += 15 * 60_000;
+            }
+            if p.granularity == Granularity::Hour {
+                prop_assert!(seen.len() <= p.most());
+            } else {
+                prop_assert_eq!(seen.len(), p.most());
+            }
         }
     }
 }

@@ -74,6 +74,39 @@ impl PlacePage {
     }
 }
 
+/// How many places a page of `size` rows (at least 1), starting `skip` rows into its
+/// first place, reads first when a place holds at most `per_place` rows (the
+/// report's periods): enough for a full page when every place holds them all, and one
+/// more. A page of a day-by-day report over 30 days reads 35 places, not 1,001.
+pub fn first_places(size: usize, skip: usize, per_place: usize) -> usize {
+    let size = size.max(1);
+    (size + skip)
+        .div_ceil(per_place.max(1))
+        .saturating_add(1)
+        .min(size + 1)
+}
+
+/// After a read that asked for `asked` places found `found` of them making `rows`
+/// rows: `None` when it holds the page (its rows fill it, or the store holds no more
+/// places, or it asked for one more place than the page has rows, which is enough
+/// however few rows a place holds), else how many places to ask for instead: twice as
+/// many at least, or as many as the rows the read found per place call for.
+pub fn more_places(
+    size: usize,
+    skip: usize,
+    asked: usize,
+    found: usize,
+    rows: usize,
+) -> Option<usize> {
+    let size = size.max(1);
+    if found < asked || asked > size || rows >= size + skip {
+        return None;
+    }
+    let per_place = (rows / found.max(1)).max(1);
+    let wanted = (size + skip).div_ceil(per_place).saturating_add(1);
+    Some(wanted.max(asked.saturating_mul(2)).min(size + 1))
+}
+
 /// How many distinct places `summed` holds (a page with fewer than it asked for is the
 /// report's last).
 pub fn places_in(summed: &[SummedTally]) -> usize {

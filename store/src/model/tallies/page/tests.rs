@@ -1,6 +1,7 @@
 //! Paging by key: reading a report page by page, each page from only its places'
 //! tallies, gives every row of the whole report once, in order, whatever the page
-//! size and however many places have no row.
+//! size, however many places have no row and whatever rows per place the first read
+//! of a page assumes.
 
 use proptest::prelude::*;
 
@@ -36,16 +37,39 @@ fn rows(summed: &[SummedTally]) -> Vec<(PlaceKey, i32, i64)> {
     out
 }
 
-fn paged(all: &[SummedTally], size: usize) -> Vec<(PlaceKey, i32, i64)> {
+/// Every row of `all` by pages of `size`, each read in rounds as the reports read
+/// them ([`first_places`] for places of at most `per_place` rows, then
+/// [`more_places`]).
+fn paged(all: &[SummedTally], size: usize, per_place: usize) -> Vec<(PlaceKey, i32, i64)> {
     let mut seen = Vec::new();
     let mut cursor = PageCursor::default();
     for _ in 0..10_000 {
-        let page = PlacePage {
+        let mut page = PlacePage {
             from: cursor.place.clone(),
-            places: size + 1,
+            places: first_places(size, cursor.skip, per_place),
         };
         // What a store returns: the page's places' tallies, in any order.
         let mut summed = page.select(all.to_vec());
+        let mut rounds = 1;
+        while let Some(more) = more_places(
+            size,
+            cursor.skip,
+            page.places,
+            places_in(&summed),
+            rows(&summed).len(),
+        ) {
+            assert!(
+                more > page.places && more <= size + 1,
+                "asks for more, up to a row's worth"
+            );
+            page.places = more;
+            summed = page.select(all.to_vec());
+            rounds += 1;
+        }
+        assert!(
+            rounds <= 2 + size.ilog2() as usize,
+            "{rounds} rounds for {size} rows"
+        );
         summed.reverse();
         let read = PageRead::of(&summed, &page);
         let (got, next) = cut(rows(&summed), |r| r.0.clone(), &cursor, size, &read);
@@ -70,9 +94,10 @@ proptest! {
     fn pages_give_every_row_once(
         cells in proptest::collection::vec((0u8..4, 0u8..6, 0i32..5, 0i64..3), 0..80),
         size in 1usize..8,
+        per_place in 1usize..10,
     ) {
         let all: Vec<SummedTally> = cells.iter().map(|&(c, p, b, v)| tally(c, p, b, v)).collect();
-        prop_assert_eq!(paged(&all, size), rows(&all));
+        prop_assert_eq!(paged(&all, size, per_place), rows(&all));
     }
 }
 
