@@ -101,6 +101,7 @@ async fn billable_impressions(store: &EmbeddedStore) -> i64 {
         catalog_id: None,
         page: None,
         only: Vec::new(),
+        whole: false,
     };
     store
         .tallies(&q)

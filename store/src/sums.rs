@@ -18,7 +18,7 @@ use crate::model::campaigns::{self, CampaignParts, CampaignReportRow};
 use crate::model::carts::lines::{CartLine, LinePlace};
 use crate::model::carts::{CartCampaignRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
-use crate::model::periods::{Mixed, Periods};
+use crate::model::periods::{Granularity, Mixed, Periods};
 use crate::model::rollup::{self, AdRow, ProductRow};
 use crate::model::tallies::page::{self, PageCursor, PageRead, PlaceKey, PlacePage};
 use crate::model::tallies::{Grain, Kind, Scope, SummedTally, TallyQuery};
@@ -115,7 +115,11 @@ pub async fn cart_campaign_report<S: ReportStore + ?Sized>(
     f: &ReportFilter,
 ) -> Result<Vec<CartCampaignRow>, StoreError> {
     let lines = "cart lines are being counted";
-    let summed = read_days(store, f, campaigns(f), Scope::CartProduct, lines).await?;
+    let q = TallyQuery {
+        whole: true,
+        ..days_query(f, campaigns(f), Scope::CartProduct)
+    };
+    let summed = fetch_being(store, &q, lines).await?;
     Ok(crate::model::tallies::carts::campaign_rows(&summed, |p| {
         f.selects_cart_catalog(&p.catalog_id) && f.allows_campaign(&p.campaign_id)
     }))
@@ -142,18 +146,6 @@ pub async fn cart_page<S: ReportStore + ?Sized>(
     Ok((lines.iter().map(CartLine::state).collect(), next))
 }
 
-/// Every tally of `scope` of `campaigns` on the filter's UTC days; unavailable (what
-/// is `being` done) before the store's backfill of them.
-async fn read_days<S: ReportStore + ?Sized>(
-    store: &S,
-    f: &ReportFilter,
-    campaigns: Option<BTreeSet<String>>,
-    scope: Scope,
-    being: &str,
-) -> Result<Vec<SummedTally>, StoreError> {
-    fetch_being(store, &days_query(f, campaigns, scope), being).await
-}
-
 /// The query of every tally of `scope` of `campaigns` on the filter's UTC days.
 fn days_query(f: &ReportFilter, campaigns: Option<BTreeSet<String>>, scope: Scope) -> TallyQuery {
     TallyQuery {
@@ -166,6 +158,7 @@ fn days_query(f: &ReportFilter, campaigns: Option<BTreeSet<String>>, scope: Scop
         catalog_id: None,
         page: None,
         only: Vec::new(),
+        whole: false,
     }
 }
 
@@ -189,6 +182,9 @@ fn query_of(
         catalog_id: f.catalog_id.clone().filter(|_| scope == Scope::Product),
         page: page.cloned(),
         only: Vec::new(),
+        // One period: every bucket of the plan falls in it (a zone's mixed plan, which
+        // nets buckets out of the range against others, reads them apart).
+        whole: periods.granularity == Granularity::Summary,
     }
 }
 
@@ -277,6 +273,7 @@ async fn read_mixed<S: ReportStore + ?Sized>(
             from,
             to,
             only,
+            whole: false,
             ..q.clone()
         })
     };

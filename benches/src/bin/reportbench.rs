@@ -331,6 +331,7 @@ async fn read(
                 catalog_id: None,
                 page: None,
                 only: Vec::new(),
+                whole: false,
             };
             let summed = store.tallies(&q).await?.unwrap_or_default();
             sized(&rm_store::model::rollup::product_rows(&summed, &p))

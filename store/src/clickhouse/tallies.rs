@@ -34,6 +34,22 @@ pub(super) const PLACE: &str =
 pub(super) const SUMMED: &str =
     "campaign_id, scope, grain, bucket, creative, catalog_id, product_code";
 
+/// A read (`sql`, rows of [`PartTallyCh`] whose parts hold distinct buckets) as `q`
+/// wants it: for a reader of the whole range ([`TallyQuery::whole`]), each place's
+/// tallies summed over its buckets on the server, under its first bucket (a report
+/// over 30 days moves a row per place and metric, not one a day).
+fn whole(q: &TallyQuery, sql: String) -> String {
+    if !q.whole {
+        return sql;
+    }
+    const KEPT: &str = "campaign_id, scope, grain, creative, catalog_id, product_code";
+    format!(
+        "SELECT 0 AS part, campaign_id, scope, grain, min(bucket) AS bucket, creative, \
+         catalog_id, product_code, metric, toInt64(sum(value)) AS value FROM ({sql}) \
+         GROUP BY {KEPT}, metric"
+    )
+}
+
 impl ClickHouseStore {
     /// Every stored tally of `places` (absent places left out).
     pub(crate) async fn load_tally_rows(
@@ -229,19 +245,25 @@ impl ClickHouseStore {
             let rows = match snapshot {
                 None => {
                     let sql = format!(
-                        "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
-                         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
-                         WHERE {cond} GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric \
-                         UNION ALL {marker_sql}"
+                        "{} UNION ALL {marker_sql}",
+                        whole(
+                            q,
+                            format!(
+                            "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+                             SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+                             WHERE {cond} GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
+                        )
+                        )
                     );
                     let query = bind_marker(bind_cond(self.client().query(&sql)));
                     query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
                 }
                 Some(snap) => {
-                    let sql = format!(
-                        "{} UNION ALL {marker_sql}",
-                        compact::read_sql(&cond, &places, q.grain, snap)
-                    );
+                    let read = compact::read_sql(&cond, &places, q.grain, snap);
+                    // A dirty part's rows replace closed sums bucket by bucket
+                    // (`compact::merge`): those reads keep their buckets.
+                    let read = if snap.flagged { read } else { whole(q, read) };
+                    let sql = format!("{read} UNION ALL {marker_sql}");
                     // Bound in the order `read_sql` names them, then the marker.
                     let mut query = bind_cond(bind_cond(self.client().query(&sql)));
                     if snap.flagged {

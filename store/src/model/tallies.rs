@@ -724,6 +724,10 @@ pub struct TallyQuery {
     /// them): the hours or the quarters a report in a zone reads beside whole days
     /// (`super::periods::Mixed`).
     pub only: Vec<(i32, i32)>,
+    /// The reader sums every bucket of the range (a report over its whole range): a
+    /// store may return each place's tallies summed over the buckets it read, under
+    /// one of them, and move fewer rows.
+    pub whole: bool,
 }
 
 impl TallyQuery {
@@ -740,6 +744,7 @@ impl TallyQuery {
             catalog_id: None,
             page: None,
             only: Vec::new(),
+            whole: false,
         }
     }
 
