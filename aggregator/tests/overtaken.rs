@@ -101,7 +101,7 @@ async fn billable_impressions(store: &EmbeddedStore) -> i64 {
         catalog_id: None,
         page: None,
         only: Vec::new(),
-        whole: false,
+        group: rm_store::model::tallies::Group::Each,
     };
     store
         .tallies(&q)

@@ -18,10 +18,10 @@ use crate::model::campaigns::{self, CampaignParts, CampaignReportRow};
 use crate::model::carts::lines::{CartLine, LinePlace};
 use crate::model::carts::{CartCampaignRow, CartStateRow};
 use crate::model::funnel::FunnelReportRow;
-use crate::model::periods::{Granularity, Mixed, Periods};
+use crate::model::periods::{Mixed, Periods};
 use crate::model::rollup::{self, AdRow, ProductRow};
 use crate::model::tallies::page::{self, PageCursor, PageRead, PlaceKey, PlacePage};
-use crate::model::tallies::{Grain, Kind, Scope, SummedTally, TallyQuery};
+use crate::model::tallies::{Grain, Group, Kind, Scope, SummedTally, TallyQuery};
 use crate::{ReportFilter, ReportStore, StoreError};
 
 /// The campaigns a filter reads (`None`: every campaign).
@@ -116,7 +116,7 @@ pub async fn cart_campaign_report<S: ReportStore + ?Sized>(
 ) -> Result<Vec<CartCampaignRow>, StoreError> {
     let lines = "cart lines are being counted";
     let q = TallyQuery {
-        whole: true,
+        group: Group::Whole,
         ..days_query(f, campaigns(f), Scope::CartProduct)
     };
     let summed = fetch_being(store, &q, lines).await?;
@@ -158,7 +158,7 @@ fn days_query(f: &ReportFilter, campaigns: Option<BTreeSet<String>>, scope: Scop
         catalog_id: None,
         page: None,
         only: Vec::new(),
-        whole: false,
+        group: Group::Each,
     }
 }
 
@@ -182,9 +182,9 @@ fn query_of(
         catalog_id: f.catalog_id.clone().filter(|_| scope == Scope::Product),
         page: page.cloned(),
         only: Vec::new(),
-        // One period: every bucket of the plan falls in it (a zone's mixed plan, which
-        // nets buckets out of the range against others, reads them apart).
-        whole: periods.granularity == Granularity::Summary,
+        // The buckets of one period together (a zone's mixed plan, which nets buckets
+        // out of the range against others, reads them apart).
+        group: periods.group(),
     }
 }
 
@@ -273,7 +273,7 @@ async fn read_mixed<S: ReportStore + ?Sized>(
             from,
             to,
             only,
-            whole: false,
+            group: Group::Each,
             ..q.clone()
         })
     };

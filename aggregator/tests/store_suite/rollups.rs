@@ -371,7 +371,7 @@ pub(crate) fn everything(scope: Scope, grain: Grain) -> TallyQuery {
         catalog_id: None,
         page: None,
         only: Vec::new(),
-        whole: false,
+        group: rm_store::model::tallies::Group::Each,
     }
 }
 

@@ -1,8 +1,9 @@
 //! Report benchmark (issue 26, "Benchmarks"): what each report costs as the events
-//! behind the same answer grow tenfold. Two stores are filled the way the aggregator
-//! fills them (records folded with their log positions, touched entities and tallies
-//! loaded from the store, batches written): one with `--sessions` shopper sessions and
-//! one with ten times as many, over the same campaigns, products and days (so every
+//! behind the same answer grow tenfold (or `--scale` times). Two stores are filled
+//! the way the aggregator fills them (records folded with their log positions,
+//! touched entities and tallies loaded from the store, batches written): one with
+//! `--sessions` shopper sessions and one with ten times as many (`--scale`), over the
+//! same campaigns, products and days (so every
 //! report groups into the same number of campaign-days, and grows only in the rows
 //! keyed by the served ad). Then every report of a 30-day range is read from both,
 //! alternating, through the store's read side (`ReportStore`, what the api calls;
@@ -41,9 +42,13 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// Settings.
 #[derive(Debug, Parser)]
 struct Args {
-    /// Sessions in the small store (the large one holds ten times as many).
+    /// Sessions in the small store (the large one holds `--scale` times as many).
     #[arg(long, default_value_t = 10_000)]
     sessions: usize,
+    /// How many times the small store's sessions the large one holds (10M against
+    /// 50M records: `--sessions 500000 --scale 5`).
+    #[arg(long, default_value_t = 10)]
+    scale: usize,
     /// Campaigns.
     #[arg(long, default_value_t = 21)]
     campaigns: usize,
@@ -331,7 +336,7 @@ async fn read(
                 catalog_id: None,
                 page: None,
                 only: Vec::new(),
-                whole: false,
+                group: rm_store::model::tallies::Group::Each,
             };
             let summed = store.tallies(&q).await?.unwrap_or_default();
             sized(&rm_store::model::rollup::product_rows(&summed, &p))
@@ -563,7 +568,10 @@ async fn main() -> anyhow::Result<()> {
         "embedded"
     };
     let mut stores = Vec::new();
-    for (name, n) in [("small", a.sessions), ("large", a.sessions * 10)] {
+    for (name, n) in [
+        ("small", a.sessions),
+        ("large", a.sessions * a.scale.max(2)),
+    ] {
         let url = a.clickhouse_url.as_deref();
         let store = match a.reuse {
             Some(pid) if url.is_some() => {

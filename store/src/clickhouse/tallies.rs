@@ -22,7 +22,9 @@ use crate::model::carts;
 use crate::model::funnel::{ViewKey, ViewRow};
 use crate::model::products::{ProductAction, ProductFact, ProductGroup};
 use crate::model::tallies::backfill::Counts;
-use crate::model::tallies::{self, Place, PlaceTallies, SummedTally, Tally, TallyKey, TallyQuery};
+use crate::model::tallies::{
+    self, Group, Place, PlaceTallies, SummedTally, Tally, TallyKey, TallyQuery,
+};
 use crate::model::traffic::ClickWindow;
 use crate::write::{FastMap, FastSet};
 use crate::StoreError;
@@ -35,18 +37,24 @@ pub(super) const SUMMED: &str =
     "campaign_id, scope, grain, bucket, creative, catalog_id, product_code";
 
 /// A read (`sql`, rows of [`PartTallyCh`] whose parts hold distinct buckets) as `q`
-/// wants it: for a reader of the whole range ([`TallyQuery::whole`]), each place's
-/// tallies summed over its buckets on the server, under its first bucket (a report
-/// over 30 days moves a row per place and metric, not one a day).
-fn whole(q: &TallyQuery, sql: String) -> String {
-    if !q.whole {
-        return sql;
-    }
-    const KEPT: &str = "campaign_id, scope, grain, creative, catalog_id, product_code";
+/// groups its buckets ([`Group`]): each place's tallies of a group summed on the
+/// server, under the group's first bucket (a report over 30 days moves a row per place
+/// and metric, not one a day; a report by hour in Asia/Kolkata a row per local hour,
+/// not four quarters).
+fn grouped(q: &TallyQuery, sql: String) -> String {
+    const KEPT: &str = "campaign_id, scope, grain, creative, catalog_id, product_code, metric";
+    let by = match q.group {
+        Group::Each => return sql,
+        Group::Whole => String::new(),
+        Group::Every { width, shift } => format!(", intDiv(bucket + {shift}, {width})"),
+    };
+    // Named apart inside (18.16 reads an alias `bucket` in the `GROUP BY` as the
+    // aggregate it names).
     format!(
-        "SELECT 0 AS part, campaign_id, scope, grain, min(bucket) AS bucket, creative, \
-         catalog_id, product_code, metric, toInt64(sum(value)) AS value FROM ({sql}) \
-         GROUP BY {KEPT}, metric"
+        "SELECT 0 AS part, campaign_id, scope, grain, first AS bucket, creative, \
+         catalog_id, product_code, metric, total AS value FROM (\
+         SELECT {KEPT}, min(bucket) AS first, toInt64(sum(value)) AS total FROM ({sql}) \
+         GROUP BY {KEPT}{by})"
     )
 }
 
@@ -244,17 +252,12 @@ impl ClickHouseStore {
             };
             let rows = match snapshot {
                 None => {
-                    let sql = format!(
-                        "{} UNION ALL {marker_sql}",
-                        whole(
-                            q,
-                            format!(
-                            "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
-                             SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
-                             WHERE {cond} GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
-                        )
-                        )
+                    let read = format!(
+                        "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+                         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+                         WHERE {cond} GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
                     );
+                    let sql = format!("{} UNION ALL {marker_sql}", grouped(q, read));
                     let query = bind_marker(bind_cond(self.client().query(&sql)));
                     query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
                 }
@@ -262,7 +265,7 @@ impl ClickHouseStore {
                     let read = compact::read_sql(&cond, &places, q.grain, snap);
                     // A dirty part's rows replace closed sums bucket by bucket
                     // (`compact::merge`): those reads keep their buckets.
-                    let read = if snap.flagged { read } else { whole(q, read) };
+                    let read = if snap.flagged { read } else { grouped(q, read) };
                     let sql = format!("{read} UNION ALL {marker_sql}");
                     // Bound in the order `read_sql` names them, then the marker.
                     let mut query = bind_cond(bind_cond(self.client().query(&sql)));

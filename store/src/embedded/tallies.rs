@@ -619,7 +619,7 @@ mod tests {
                 catalog_id: None,
                 page: None,
                 only: if split { vec![(0, 1), (3, 4)] } else { Vec::new() },
-                whole: false,
+                group: crate::model::tallies::Group::Each,
             };
             let latest: std::collections::BTreeMap<Vec<u8>, &(TallyKey, Tally)> =
                 stored.iter().map(|r| (tally_key(&r.0), r)).collect();

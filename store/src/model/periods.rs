@@ -13,10 +13,10 @@
 //! buckets do not exist) or happen twice (both fall in one period, labelled by the
 //! first).
 
-use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Offset, TimeZone, Timelike};
 use chrono_tz::Tz;
 
-use super::tallies::Grain;
+use super::tallies::{Grain, Group, QUARTERS_PER_DAY, QUARTERS_PER_HOUR};
 
 mod mixed;
 pub use mixed::Mixed;
@@ -126,6 +126,52 @@ impl Periods {
             Granularity::Month => count(month(self.to) - month(self.from)),
             Granularity::Summary => 1,
         }
+    }
+
+    /// Which buckets of the plan's read ([`Self::plan`]) fall in one period, so a store
+    /// may sum them before they are moved ([`Group`]): all of them in a summary; in UTC
+    /// by week, a week's days; by hour, day or week in a zone whose offset holds over
+    /// the range, the quarters of a local hour, day or week; else each apart (months
+    /// differ in length, and a change of offset moves where periods start).
+    pub fn group(&self) -> Group {
+        // Day 0 (1970-01-01) is a Thursday: three days after a Monday.
+        const MONDAY: i64 = 3;
+        const DAY: i64 = QUARTERS_PER_DAY as i64;
+        let every = |width: i64, shift: i64| Group::Every {
+            width: i32::try_from(width).unwrap_or(i32::MAX),
+            shift: i32::try_from(shift.rem_euclid(width)).unwrap_or(0),
+        };
+        match (self.plan().0, self.granularity) {
+            (_, Granularity::Summary) => Group::Whole,
+            (Grain::Day, Granularity::Week) => every(7, MONDAY),
+            (Grain::Quarter, g) => match (self.fixed_offset_quarters(), g) {
+                (Some(off), Granularity::Hour) => every(QUARTERS_PER_HOUR.into(), off),
+                (Some(off), Granularity::Day) => every(DAY, off),
+                (Some(off), Granularity::Week) => every(7 * DAY, off + MONDAY * DAY),
+                _ => Group::Each,
+            },
+            _ => Group::Each,
+        }
+    }
+
+    /// The zone's offset from UTC in quarter hours, when one holds over the whole range
+    /// (two changes of offset are never a day apart, so one a day is looked at).
+    fn fixed_offset_quarters(&self) -> Option<i64> {
+        let (start, end) = self.span_ms();
+        let offset = |ms: i64| {
+            DateTime::from_timestamp_millis(ms).map(|t| {
+                self.tz
+                    .offset_from_utc_datetime(&t.naive_utc())
+                    .fix()
+                    .local_minus_utc()
+            })
+        };
+        let first = offset(start)?;
+        let mut at = (start..end).step_by(86_400_000).chain([end - 1]);
+        if !at.all(|ms| offset(ms) == Some(first)) || first % 900 != 0 {
+            return None;
+        }
+        Some(i64::from(first / 900))
     }
 
     /// The first instant (ms) of a local date-time, or the first one after it when
@@ -295,6 +341,81 @@ mod tests {
             let l = p.label(p.period_of(ms).expect("in range"));
             prop_assert_eq!(l.start_ms, Grain::Day.start_ms(d));
             prop_assert_eq!(l.day, crate::model::format_day(d));
+        }
+    }
+
+    /// The group of `bucket` under `g` (`None`: each bucket apart).
+    fn group_of(g: Group, bucket: i32) -> Option<i64> {
+        match g {
+            Group::Each => None,
+            Group::Whole => Some(0),
+            Group::Every { width, shift } => {
+                Some((i64::from(bucket) + i64::from(shift)).div_euclid(i64::from(width)))
+            }
+        }
+    }
+
+    #[test]
+    fn a_fixed_offset_groups_quarters_and_a_change_of_offset_does_not() {
+        let at = |tz: &str, g: Granularity, from: &str, to: &str| {
+            Periods::new(zone(tz).expect("a zone"), g, day(from), day(to)).group()
+        };
+        let kolkata = |g| at("Asia/Kolkata", g, "2026-11-01", "2026-11-30");
+        assert_eq!(
+            kolkata(Granularity::Hour),
+            Group::Every { width: 4, shift: 2 }
+        );
+        assert_eq!(
+            kolkata(Granularity::Day),
+            Group::Every {
+                width: 96,
+                shift: 22
+            }
+        );
+        assert_eq!(kolkata(Granularity::Month), Group::Each);
+        assert_eq!(kolkata(Granularity::Summary), Group::Whole);
+        // Paris leaves summer time on 2026-10-25.
+        let paris = |from, to| at("Europe/Paris", Granularity::Day, from, to);
+        assert_eq!(
+            paris("2026-11-01", "2026-11-30"),
+            Group::Every {
+                width: 96,
+                shift: 4
+            }
+        );
+        assert_eq!(paris("2026-10-01", "2026-10-31"), Group::Each);
+        let utc = Periods::new(
+            Tz::UTC,
+            Granularity::Week,
+            day("2026-11-01"),
+            day("2026-11-30"),
+        );
+        assert_eq!(utc.group(), Group::Every { width: 7, shift: 3 });
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        /// Buckets a group sums together are in one period.
+        #[test]
+        fn a_group_is_in_one_period(
+            zone_at in 0usize..6,
+            g in 0usize..5,
+            from in 20_000i32..20_800,
+            len in 0i32..40,
+        ) {
+            let tz = ["UTC", "Asia/Kolkata", "Europe/Paris", "America/St_Johns",
+                "Australia/Lord_Howe", "Asia/Kathmandu"][zone_at];
+            let p = Periods::new(zone(tz).expect("a zone"), Granularity::ALL[g], from, from + len);
+            let (grain, a, b) = p.plan();
+            let group = p.group();
+            let mut periods = std::collections::BTreeMap::new();
+            for bucket in a..=b {
+                let Some(id) = group_of(group, bucket) else { continue };
+                let period = p.period_of_bucket(grain, bucket);
+                prop_assert!(period.is_some(), "a planned bucket is in the range");
+                let first = periods.entry(id).or_insert(period);
+                prop_assert_eq!(*first, period, "{:?}: bucket {} of group {}", group, bucket, id);
+            }
         }
     }
 

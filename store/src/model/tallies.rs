@@ -724,10 +724,30 @@ pub struct TallyQuery {
     /// them): the hours or the quarters a report in a zone reads beside whole days
     /// (`super::periods::Mixed`).
     pub only: Vec<(i32, i32)>,
-    /// The reader sums every bucket of the range (a report over its whole range): a
-    /// store may return each place's tallies summed over the buckets it read, under
-    /// one of them, and move fewer rows.
-    pub whole: bool,
+    /// Which buckets the reader sums together (a store may sum them first, and move
+    /// fewer rows).
+    pub group: Group,
+}
+
+/// Which buckets of a [`TallyQuery`] its reader sums together: a store may return each
+/// group's tallies of a place summed, under the group's first bucket it read (the
+/// embedded store reads each bucket apart; ClickHouse sums on the server).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Group {
+    /// Each bucket apart.
+    #[default]
+    Each,
+    /// Every bucket of the range together (a report over its whole range).
+    Whole,
+    /// The buckets `b` with the same `(b + shift) / width` (rounded down) together:
+    /// the quarters of one local hour, day or week in a zone whose offset holds over
+    /// the range ([`super::periods::Periods::group`]).
+    Every {
+        /// Buckets a group spans.
+        width: i32,
+        /// Where groups start: `shift` is in `0..width`.
+        shift: i32,
+    },
 }
 
 impl TallyQuery {
@@ -744,7 +764,7 @@ impl TallyQuery {
             catalog_id: None,
             page: None,
             only: Vec::new(),
-            whole: false,
+            group: Group::Each,
         }
     }
 

@@ -8,6 +8,12 @@
 //! [`PlacePage::select`] is the rule both backends follow: the embedded store applies
 //! it to what it scans (stopping at the first campaign past a full page); ClickHouse
 //! finds the page's last place on the server and reads the places between.
+//!
+//! A place gives at most a row per period of the report, and most places give them
+//! all, so a page asks first for the places a full page needs at that many rows each
+//! ([`first_places`]), and again for more only while the rows found fall short
+//! ([`more_places`]): at most one place more than the page has rows, which is enough
+//! however few rows each place gives.
 
 use serde::{Deserialize, Serialize};
 
@@ -77,7 +83,8 @@ impl PlacePage {
 /// How many places a page of `size` rows (at least 1), starting `skip` rows into its
 /// first place, reads first when a place holds at most `per_place` rows (the
 /// report's periods): enough for a full page when every place holds them all, and one
-/// more. A page of a day-by-day report over 30 days reads 35 places, not 1,001.
+/// more. A page of 1,000 rows of a day-by-day report over 30 days reads 35 places
+/// (36 starting inside a place), not 1,001.
 pub fn first_places(size: usize, skip: usize, per_place: usize) -> usize {
     let size = size.max(1);
     (size + skip)
