@@ -90,6 +90,10 @@ struct Args {
     /// take minutes each at ten million records).
     #[arg(long)]
     skip_facts: bool,
+    /// Read only the reports whose name contains this (repeatable; a profile of one
+    /// report's queries: `--only "Asia/Kolkata"`).
+    #[arg(long)]
+    only: Vec<String>,
     /// After the reports, erase this many shoppers from each store (spread over
     /// its sessions, `rm_store::EraseStore::erase`, as the aggregator runs an
     /// erasure) and report the median time of one and the rows it replaced.
@@ -120,11 +124,25 @@ static KEYS: std::sync::LazyLock<rm_schemas::ad_id::AdIdKeys> = std::sync::LazyL
     rm_schemas::ad_id::AdIdKeys::new(vec![b"reportbench-ad-id-key".to_vec()]).expect("a key")
 });
 
-/// The events of session `s`, at `base` ms.
-fn session(s: usize, a: &Args, today: i64) -> Vec<InteractionEvent> {
+/// When session `s` starts, with the fill begun at `now` (ms): on one of the `--days`
+/// days up to today (today's sessions before `now`, as a live store holds them: the
+/// part of the rollups a ClickHouse compaction leaves open).
+fn session_start(s: usize, a: &Args, now: i64) -> i64 {
+    const DAY: i64 = 86_400_000;
+    let today = now.div_euclid(DAY);
+    let day = ((s / a.campaigns) % a.days) as i64;
+    let span = if day == 0 {
+        (now - today * DAY - 60_000).clamp(1, 80_000_000)
+    } else {
+        80_000_000
+    };
+    (today - day) * DAY + ((s * 7919) as i64 % span)
+}
+
+/// The events of session `s`, with the fill begun at `now` (ms).
+fn session(s: usize, a: &Args, now: i64) -> Vec<InteractionEvent> {
     let campaign = s % a.campaigns;
-    let day = (s / a.campaigns) % a.days;
-    let base = (today - 1 - day as i64) * 86_400_000 + ((s * 7919) % 80_000_000) as i64;
+    let base = session_start(s, a, now);
     let shopper = format!("shopper-{s}");
     let at = |ms: i64| {
         chrono::DateTime::from_timestamp_millis(base + ms)
@@ -177,9 +195,8 @@ fn session(s: usize, a: &Args, today: i64) -> Vec<InteractionEvent> {
 }
 
 /// The order of session `s`: one of four products, ten minutes after its events.
-fn order_of(s: usize, a: &Args, today: i64) -> rm_aggregator::sales::OrderMsg {
-    let day = (s / a.campaigns) % a.days;
-    let base = (today - 1 - day as i64) * 86_400_000 + ((s * 7919) % 80_000_000) as i64;
+fn order_of(s: usize, a: &Args, now: i64) -> rm_aggregator::sales::OrderMsg {
+    let base = session_start(s, a, now);
     let at = chrono::DateTime::from_timestamp_millis(base + 600_000)
         .expect("time")
         .to_rfc3339();
@@ -193,7 +210,7 @@ fn order_of(s: usize, a: &Args, today: i64) -> rm_aggregator::sales::OrderMsg {
 /// Fills `store` with `n` sessions as the aggregator would; returns the records.
 async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Duration)> {
     let started = Instant::now();
-    let today = chrono::Utc::now().timestamp_millis() / 86_400_000;
+    let now = chrono::Utc::now().timestamp_millis();
     let policy = Policy {
         late_horizon_ms: (a.days as i64 + 2) * 86_400_000,
         ..Policy::default()
@@ -206,11 +223,11 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
     let mut orders = Vec::new();
     let mut total = 0;
     for s in 0..n {
-        pending.extend(session(s, a, today).into_iter().map(|e| {
+        pending.extend(session(s, a, now).into_iter().map(|e| {
             let received = e.timestamp.to_utc() + chrono::Duration::seconds(2);
             EventRecord::new(e, uuid::Uuid::now_v7(), received)
         }));
-        orders.push(order_of(s, a, today));
+        orders.push(order_of(s, a, now));
         if pending.len() >= a.batch || s + 1 == n {
             log.fold_into(store, &pending, &policy).await?;
             orders_log
@@ -404,7 +421,10 @@ async fn table(
     let mut times = vec![vec![Vec::new(); REPORTS.len()]; 2];
     let mut rows = vec![vec![0usize; REPORTS.len()]; 2];
     let mut bytes = vec![vec![0usize; REPORTS.len()]; 2];
-    let wanted = |which: &str| !(a.skip_facts && which.ends_with("(facts)"));
+    let wanted = |which: &str| {
+        !(a.skip_facts && which.ends_with("(facts)"))
+            && (a.only.is_empty() || a.only.iter().any(|o| which.contains(o.as_str())))
+    };
     for _ in 0..a.runs {
         for (r, which) in REPORTS.iter().enumerate().filter(|(_, w)| wanted(w)) {
             for (s, (_, store)) in stores.iter().enumerate() {
@@ -446,7 +466,7 @@ async fn erasures(stores: &[(usize, BenchStore)], a: &Args, backend: &str) -> an
     println!("|---|---:|---:|---:|");
     let mut medians = Vec::new();
     for (i, (records, store)) in stores.iter().enumerate() {
-        let sessions = a.sessions * if i == 0 { 1 } else { 10 };
+        let sessions = a.sessions * if i == 0 { 1 } else { a.scale.max(2) };
         let mut times = Vec::new();
         let mut rows = 0;
         for k in 0..a.erase {
@@ -529,9 +549,10 @@ async fn retention(
         before_ms: day * 86_400_000,
         recount_from_ms: day * 86_400_000,
     };
+    // The sessions' days: `today - days + 1` (the oldest) to today.
     let passes = [
         cut(today - days - 2),
-        cut(today - days + 1),
+        cut(today - days + 2),
         cut(today - days / 2),
         cut(today - days / 2),
     ];
@@ -576,8 +597,8 @@ async fn main() -> anyhow::Result<()> {
         let store = match a.reuse {
             Some(pid) if url.is_some() => {
                 let store = BenchStore::open_of("reportbench", name, url, &dir, pid).await?;
-                let today = chrono::Utc::now().timestamp_millis() / 86_400_000;
-                let records: usize = (0..n).map(|s| session(s, &a, today).len()).sum();
+                let now = chrono::Utc::now().timestamp_millis();
+                let records: usize = (0..n).map(|s| session(s, &a, now).len()).sum();
                 eprintln!("reportbench: {backend} {name}: {n} sessions, {records} records kept");
                 stores.push((records, store));
                 continue;

@@ -4,8 +4,9 @@
 //!
 //! A tally is kept per log partition, as an absolute value each partition's single
 //! writer owns (`crate::model::tallies`); the reads sum the partitions. A
-//! compaction ([`ClickHouseStore::compact`]) sums, for the days before
-//! `today - CLOSE_AFTER_DAYS` (closed days), every place's partitions into one row
+//! compaction ([`ClickHouseStore::compact`]) sums, for the UTC days that ended
+//! [`CLOSE_AFTER_MS`] (two hours) before it started (closed days: yesterday from
+//! 02:00 UTC on), every place's partitions into one row
 //! of `rollups_closed` (`argMax` of each partition's rows, summed; stamped with the
 //! compaction's time as its `generation`), a day at a time (the first compaction of
 //! a long history would otherwise hold all its places in one query's memory), then
@@ -15,7 +16,9 @@
 //!
 //! **Why a read stays exact.** A closed day can still change: a view's milestone, a
 //! cart line's latest value, an order's credit or a better copy of an event may land
-//! on an old day. So every write of a tally of a day before the writer's yesterday
+//! on an old day. So every write of a tally of a day that ended [`FLAG_AFTER_MS`]
+//! (an hour) before the writer's clock, so every day a compaction may have closed
+//! with an hour to spare ([`first_open_day`], [`first_unflagged_day`]),
 //! first writes a *flag* of its place in `rollups_late`, stamped with the writer's
 //! clock ([`ClickHouseStore::flag_late`]; `insert_tallies` does it before the
 //! tallies, so no tally is ever visible without its flag). A read
@@ -66,12 +69,31 @@ use crate::model::tallies::{Grain, Tally, TallyKey};
 use crate::write::FastSet;
 use crate::StoreError;
 
-/// A day closes once it is this many days before the compactor's today.
-pub const CLOSE_AFTER_DAYS: i32 = 2;
+/// A UTC day closes once it ended this long before a compaction starts (by the
+/// compactor's clock): only today stays open, and yesterday in the first two hours
+/// of today. (Closing a day two days after its end, as before, left a read the rows
+/// of three days' partitions and versions to sum: most of a zoned read's time.)
+pub const CLOSE_AFTER_MS: i64 = 2 * HOUR_MS;
 
-/// A writer flags the places of the days before its yesterday: every day a
-/// compaction may have closed, with a day to spare for clock skew.
-const FLAG_BEFORE_DAYS: i32 = 1;
+/// A writer flags its tallies of a day that ended this long before its clock: every
+/// day a compaction may have closed ([`CLOSE_AFTER_MS`]), with an hour to spare for
+/// the writers' and the compactor's clocks (kept within minutes of each other) and
+/// for a writer's time between deciding and writing. Late events of yesterday in
+/// the first hour after midnight, the most of them, are not flagged.
+pub const FLAG_AFTER_MS: i64 = HOUR_MS;
+
+const HOUR_MS: i64 = 3_600_000;
+
+/// The first day a compaction started at `now_ms` leaves open.
+pub fn first_open_day(now_ms: i64) -> i32 {
+    day_of(now_ms.saturating_sub(CLOSE_AFTER_MS))
+}
+
+/// The first day whose tallies a writer at `now_ms` writes without a flag: it flags
+/// those of every day before.
+pub fn first_unflagged_day(now_ms: i64) -> i32 {
+    day_of(now_ms.saturating_sub(FLAG_AFTER_MS))
+}
 
 /// The `scope` of a snapshot row (no place has it).
 const SNAPSHOT_SCOPE: u8 = 255;
@@ -192,9 +214,18 @@ const DIRTY: u8 = 2;
 /// tables; the caller adds the marker's branch): `cond` selects the query's places
 /// and metrics, `places` its places (for the flags). Binds: `cond`, `cond`, then,
 /// when the snapshot found flags, `cond`, `places`. Each row is tagged with its
-/// part; [`merge`] keeps a closed place's sum unless it is dirty.
-pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: Snapshot) -> String {
+/// part; [`merge`] keeps a closed place's sum unless it is dirty. `slots`: the
+/// slots of the read's buckets ([`super::query::slots_sql`]), a condition the closed
+/// sums are sorted by.
+pub(crate) fn read_sql(
+    cond: &str,
+    places: &str,
+    grain: Grain,
+    snapshot: Snapshot,
+    slots: Option<&str>,
+) -> String {
     let open = open_bucket(grain, snapshot.open_day);
+    let slots = slots.map(|s| format!(" AND {s}")).unwrap_or_default();
     let mut sql = format!(
         "SELECT {OPEN} AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
          SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
@@ -202,7 +233,7 @@ pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: Snapsho
          GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric \
          UNION ALL \
          SELECT {CLOSED} AS part, {SUMMED}, metric, argMax(value, generation) AS value \
-         FROM rollups_closed WHERE ({cond}) AND bucket < {open} GROUP BY {SUMMED}, metric"
+         FROM rollups_closed WHERE ({cond}) AND bucket < {open}{slots} GROUP BY {SUMMED}, metric"
     );
     if snapshot.flagged {
         sql.push_str(&format!(
@@ -280,11 +311,12 @@ pub(crate) fn merge(rows: Vec<PartTallyCh>) -> Vec<PartTallyCh> {
 }
 
 impl ClickHouseStore {
-    /// Flags the places of `rows` on days before the writer's yesterday (see the
-    /// module header); the caller writes the tallies after this returns.
+    /// Flags the places of `rows` on days that ended an hour or more ago
+    /// ([`first_unflagged_day`], see the module header); the caller writes the
+    /// tallies after this returns.
     pub(crate) async fn flag_late(&self, rows: &[(TallyKey, Tally)]) -> Result<(), StoreError> {
         let now = now_ms();
-        let before = day_of(now) - FLAG_BEFORE_DAYS;
+        let before = first_unflagged_day(now);
         let mut seen: FastSet<(&str, u8, u8, i32, &str, &str, &str)> = FastSet::default();
         let mut flags = Vec::new();
         for (k, _) in rows {
@@ -384,7 +416,7 @@ impl ClickHouseStore {
         let previous = self.latest_snapshot().await?;
         let (old_open, since) =
             previous.map_or((i32::MIN, i64::MIN), |s| (s.open_day, s.dirty_from));
-        let open = (day_of(started) - CLOSE_AFTER_DAYS).max(old_open);
+        let open = first_open_day(started).max(old_open);
         let generation = u64::try_from(started).unwrap_or(0);
         // The places flagged since the last snapshot, of the days it had closed.
         let closed = grains(|g| {
@@ -519,6 +551,35 @@ impl ClickHouseStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// 2026-11-28T00:00:00Z.
+    const MIDNIGHT: i64 = 20_785 * 86_400_000;
+
+    #[test]
+    fn yesterday_is_flagged_after_an_hour_and_closed_after_two() {
+        let today = day_of(MIDNIGHT);
+        assert_eq!(first_unflagged_day(MIDNIGHT + HOUR_MS - 1), today - 1);
+        assert_eq!(first_unflagged_day(MIDNIGHT + HOUR_MS), today);
+        assert_eq!(first_open_day(MIDNIGHT + 2 * HOUR_MS - 1), today - 1);
+        assert_eq!(first_open_day(MIDNIGHT + 2 * HOUR_MS), today);
+        assert_eq!(first_open_day(MIDNIGHT + 86_399_999), today);
+    }
+
+    proptest! {
+        /// Every day a compaction started at `c` closes is flagged by a writer whose
+        /// clock reads up to an hour behind the compactor's when it writes (a writer
+        /// ahead of it flags more), and today is never closed.
+        #[test]
+        fn a_closed_day_is_flagged_by_every_writer_within_the_margin(
+            c in -10_000_000_000_000i64..10_000_000_000_000,
+            behind in 0..=HOUR_MS,
+        ) {
+            prop_assert!(first_open_day(c) <= first_unflagged_day(c - behind));
+            prop_assert!(first_open_day(c) <= day_of(c));
+            prop_assert!(first_open_day(c) >= day_of(c) - 1);
+        }
+    }
 
     #[test]
     fn quarters_and_days_of_buckets() {
@@ -550,14 +611,14 @@ mod tests {
             dirty_from: 77,
             flagged,
         };
-        let sql = read_sql("C", "P", Grain::Quarter, snap(true));
+        let sql = read_sql("C", "P", Grain::Quarter, snap(true), None);
         assert_eq!(sql.matches("(C)").count(), 3);
         assert_eq!(sql.matches("(P)").count(), 1);
         assert!(sql.contains("bucket >= 288") && sql.contains("written >= 77"));
-        assert!(read_sql("C", "P", Grain::Day, snap(true)).contains("bucket < 3"));
+        assert!(read_sql("C", "P", Grain::Day, snap(true), None).contains("bucket < 3"));
         // No flag since the snapshot: no dirty part, so neither its condition nor
         // the places.
-        let quiet = read_sql("C", "P", Grain::Quarter, snap(false));
+        let quiet = read_sql("C", "P", Grain::Quarter, snap(false), None);
         assert_eq!(quiet.matches("(C)").count(), 2);
         assert!(!quiet.contains("(P)") && !quiet.contains("rollups_late"));
         let keys = places_sql("K", "C", "P", Grain::Hour, snap(false));

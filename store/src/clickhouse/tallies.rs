@@ -262,7 +262,12 @@ impl ClickHouseStore {
                     query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
                 }
                 Some(snap) => {
-                    let read = compact::read_sql(&cond, &places, q.grain, snap);
+                    let slots = self
+                        .inner
+                        .closed_slots
+                        .then(|| super::query::slots_sql(q))
+                        .flatten();
+                    let read = compact::read_sql(&cond, &places, q.grain, snap, slots.as_deref());
                     // A dirty part's rows replace closed sums bucket by bucket
                     // (`compact::merge`): those reads keep their buckets.
                     let read = if snap.flagged { read } else { grouped(q, read) };
