@@ -16,9 +16,9 @@
 //!
 //! **Why a read stays exact.** A closed day can still change: a view's milestone, a
 //! cart line's latest value, an order's credit or a better copy of an event may land
-//! on an old day. So every write of a tally of a day that ended [`FLAG_AFTER_MS`]
-//! (an hour) before the writer's clock, so every day a compaction may have closed
-//! with an hour to spare ([`first_open_day`], [`first_unflagged_day`]),
+//! on an old day. So every write of a tally of a day that ended at least
+//! [`FLAG_AFTER_MS`] (an hour) before the writer's clock (every day a compaction may
+//! have closed, with an hour to spare: [`first_open_day`], [`first_unflagged_day`])
 //! first writes a *flag* of its place in `rollups_late`, stamped with the writer's
 //! clock ([`ClickHouseStore::flag_late`]; `insert_tallies` does it before the
 //! tallies, so no tally is ever visible without its flag). A read
