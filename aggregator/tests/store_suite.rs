@@ -1334,87 +1334,6 @@ async fn rollups_of_the_previous_order_are_re_sorted(url: &str) {
     drop_database(url, &config.database).await;
 }
 
-/// The `rollups_closed` table as the previous version created it: sorted by bucket
-/// after grain, no `slot`.
-const PREVIOUS_ROLLUPS_CLOSED: &str = "CREATE TABLE IF NOT EXISTS rollups_closed_previous (
-    campaign_id String, scope UInt8, grain UInt8, bucket Int32, creative String,
-    catalog_id String, product_code String, metric UInt16, value Int64,
-    generation UInt64
-) ENGINE = ReplacingMergeTree(generation)
-ORDER BY (scope, grain, bucket, campaign_id, creative, catalog_id, product_code, metric)
-SETTINGS index_granularity = 1024";
-
-/// A store whose closed days the previous version compacted (its `rollups_closed`
-/// sorted without `slot`, holding that version's sums and snapshot) is read exactly
-/// after the start converts it (the table made anew, empty: every day read from the
-/// partitions), and again once the next compaction sums the closed days into it.
-async fn closed_sums_of_the_previous_sort_are_made_anew(url: &str, seed: u64) {
-    let config = fresh_database(url, "slots");
-    let client = database_client(url, &config.database);
-    let store = ClickHouseStore::connect(&config).await.expect("connect");
-    rollups::counted_with_compactions(&store, seed).await;
-    drop(store);
-    // The sums as the previous version's compactions left them (the same rows: its
-    // compaction wrote these columns, and `slot` is computed from them).
-    for sql in [
-        PREVIOUS_ROLLUPS_CLOSED,
-        "INSERT INTO rollups_closed_previous SELECT campaign_id, scope, grain, bucket, \
-         creative, catalog_id, product_code, metric, value, generation FROM rollups_closed",
-        "DROP TABLE rollups_closed",
-        "RENAME TABLE rollups_closed_previous TO rollups_closed",
-    ] {
-        client
-            .query_raw(sql)
-            .execute()
-            .await
-            .expect("the previous table");
-    }
-    let closed = || async {
-        let key = client
-            .query(
-                "SELECT sorting_key FROM system.tables \
-                 WHERE database = currentDatabase() AND name = 'rollups_closed'",
-            )
-            .fetch_one::<String>()
-            .await
-            .expect("the closed sums' table");
-        let rows = client
-            .query("SELECT count() FROM rollups_closed")
-            .fetch_one::<u64>()
-            .await
-            .expect("the closed sums");
-        (key, rows)
-    };
-    let (key, rows) = closed().await;
-    assert!(!key.contains("slot") && rows > 0, "{key}: {rows} rows");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let embedded = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
-    let want = rollups::counted_as_the_reports_count(&embedded, seed, true).await;
-    let converted = ClickHouseStore::connect(&config)
-        .await
-        .expect("connect converts");
-    let (key, rows) = closed().await;
-    assert!(
-        key.contains("scope, grain, slot, bucket") && rows == 0,
-        "{key}: {rows} rows"
-    );
-    let read = |store: ClickHouseStore| async move {
-        let mut out = rollups::transcript(&store, seed, false).await;
-        out.extend(cart_lines::as_folded(&store, seed).await);
-        out
-    };
-    assert_eq!(
-        read(converted.clone()).await,
-        want,
-        "read from the partitions"
-    );
-    converted.compact_tallies(0).await.expect("compact");
-    let (_, rows) = closed().await;
-    assert!(rows > 0, "the closed days are summed anew");
-    assert_eq!(read(converted).await, want, "read from the new sums");
-    drop_database(url, &config.database).await;
-}
-
 /// A store of the previous version (cart lines in `cart_events`, no `cart_lines`
 /// table, no index marker): the carts report reads `cart_events` until the
 /// aggregator's start indexes the lines, then reads the index, with the same lines.
@@ -1676,7 +1595,6 @@ async fn same_reports_as_embedded(url: String) {
             drop_database(&url, &fresh.database).await;
         }
         rollups_of_the_previous_order_are_re_sorted(&url).await;
-        Box::pin(closed_sums_of_the_previous_sort_are_made_anew(&url, 3)).await;
         cart_lines_of_the_previous_version_are_indexed(&url).await;
         // Boxed: the futures of these steps would otherwise all live on the test
         // thread's stack at once, past its size.

@@ -238,11 +238,10 @@ CREATE TABLE IF NOT EXISTS retail_media.rollups_closed_local ON CLUSTER '{cluste
     product_code String,
     metric UInt16,
     value Int64,
-    generation UInt64,
-    slot UInt8 MATERIALIZED toUInt8(multiIf(grain = 1, (bucket % 96 + 96) % 96, grain = 2, (bucket % 24 + 24) % 24, 0))
+    generation UInt64
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/rollups_closed', '{replica}', generation)
-ORDER BY (scope, grain, slot, bucket, campaign_id, creative, catalog_id, product_code, metric)
+ORDER BY (scope, grain, bucket, campaign_id, creative, catalog_id, product_code, metric)
 SETTINGS index_granularity = 1024;
 
 CREATE TABLE IF NOT EXISTS retail_media.rollups_closed ON CLUSTER '{cluster}' AS retail_media.rollups_closed_local

@@ -287,12 +287,8 @@ SETTINGS index_granularity = 1024";
 /// newest `generation` (the compaction's time, ms) wins; one row with `scope` 255
 /// per compaction (`bucket`: the first day still open, `value`: the write time from
 /// which a flag in [`ROLLUPS_LATE`] makes a closed place dirty). Sorted by scope,
-/// grain, then `slot` (a bucket's place in its UTC day: the quarter, 0-95, or the
-/// hour, 0-23; 0 for a day) and bucket, in small granules: a read wants one scope and
-/// grain over a range of buckets, and a report in a zone whose offset is not whole
-/// hours wants the same few hours and quarters of every day (Asia/Kolkata: 5 hours
-/// and 2 quarters), which this order keeps together. A table sorted without `slot`
-/// (an earlier version's) is dropped and created anew at start: it is a cache.
+/// grain and bucket first, in small granules: a read wants one scope and grain over
+/// a range of buckets, and a few thousand rows of it.
 pub const ROLLUPS_CLOSED: &str = "CREATE TABLE IF NOT EXISTS rollups_closed (
     campaign_id String,
     scope UInt8,
@@ -303,10 +299,9 @@ pub const ROLLUPS_CLOSED: &str = "CREATE TABLE IF NOT EXISTS rollups_closed (
     product_code String,
     metric UInt16,
     value Int64,
-    generation UInt64,
-    slot UInt8 MATERIALIZED toUInt8(multiIf(grain = 1, (bucket % 96 + 96) % 96, grain = 2, (bucket % 24 + 24) % 24, 0))
+    generation UInt64
 ) ENGINE = ReplacingMergeTree(generation)
-ORDER BY (scope, grain, slot, bucket, campaign_id, creative, catalog_id, product_code, metric)
+ORDER BY (scope, grain, bucket, campaign_id, creative, catalog_id, product_code, metric)
 SETTINGS index_granularity = 1024";
 
 /// A flag per place of a day that may be closed, written (at `written`, ms, the

@@ -821,19 +821,6 @@ fn cluster_table(stmt: &str) -> Result<String, String> {
             .next()
             .ok_or_else(|| format!("{name}: empty ORDER BY"))?
     };
-    // A column computed on the shard (`MATERIALIZED`) is not in a `Distributed`
-    // table's insert: it shards by the rest of the key (it is a function of them).
-    let computed: Vec<&str> = columns
-        .lines()
-        .filter(|l| l.contains(" MATERIALIZED "))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    let key = key
-        .split(',')
-        .map(str::trim)
-        .filter(|k| !computed.contains(k))
-        .collect::<Vec<_>>()
-        .join(", ");
     let args = if args.trim().is_empty() {
         String::new()
     } else {

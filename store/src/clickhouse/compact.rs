@@ -71,8 +71,8 @@ use crate::StoreError;
 
 /// A UTC day closes once it ended this long before a compaction starts (by the
 /// compactor's clock): only today stays open, and yesterday in the first two hours
-/// of today. (Closing a day two days after its end, as before, left a read the rows
-/// of three days' partitions and versions to sum: most of a zoned read's time.)
+/// of today. (Closed two days after its end, as before, a read summed the partitions
+/// and unmerged versions of three days' rows instead of today's.)
 pub const CLOSE_AFTER_MS: i64 = 2 * HOUR_MS;
 
 /// A writer flags its tallies of a day that ended this long before its clock: every
@@ -214,18 +214,9 @@ const DIRTY: u8 = 2;
 /// tables; the caller adds the marker's branch): `cond` selects the query's places
 /// and metrics, `places` its places (for the flags). Binds: `cond`, `cond`, then,
 /// when the snapshot found flags, `cond`, `places`. Each row is tagged with its
-/// part; [`merge`] keeps a closed place's sum unless it is dirty. `slots`: the
-/// slots of the read's buckets ([`super::query::slots_sql`]), a condition the closed
-/// sums are sorted by.
-pub(crate) fn read_sql(
-    cond: &str,
-    places: &str,
-    grain: Grain,
-    snapshot: Snapshot,
-    slots: Option<&str>,
-) -> String {
+/// part; [`merge`] keeps a closed place's sum unless it is dirty.
+pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: Snapshot) -> String {
     let open = open_bucket(grain, snapshot.open_day);
-    let slots = slots.map(|s| format!(" AND {s}")).unwrap_or_default();
     let mut sql = format!(
         "SELECT {OPEN} AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
          SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
@@ -233,7 +224,7 @@ pub(crate) fn read_sql(
          GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric \
          UNION ALL \
          SELECT {CLOSED} AS part, {SUMMED}, metric, argMax(value, generation) AS value \
-         FROM rollups_closed WHERE ({cond}) AND bucket < {open}{slots} GROUP BY {SUMMED}, metric"
+         FROM rollups_closed WHERE ({cond}) AND bucket < {open} GROUP BY {SUMMED}, metric"
     );
     if snapshot.flagged {
         sql.push_str(&format!(
@@ -611,14 +602,14 @@ mod tests {
             dirty_from: 77,
             flagged,
         };
-        let sql = read_sql("C", "P", Grain::Quarter, snap(true), None);
+        let sql = read_sql("C", "P", Grain::Quarter, snap(true));
         assert_eq!(sql.matches("(C)").count(), 3);
         assert_eq!(sql.matches("(P)").count(), 1);
         assert!(sql.contains("bucket >= 288") && sql.contains("written >= 77"));
-        assert!(read_sql("C", "P", Grain::Day, snap(true), None).contains("bucket < 3"));
+        assert!(read_sql("C", "P", Grain::Day, snap(true)).contains("bucket < 3"));
         // No flag since the snapshot: no dirty part, so neither its condition nor
         // the places.
-        let quiet = read_sql("C", "P", Grain::Quarter, snap(false), None);
+        let quiet = read_sql("C", "P", Grain::Quarter, snap(false));
         assert_eq!(quiet.matches("(C)").count(), 2);
         assert!(!quiet.contains("(P)") && !quiet.contains("rollups_late"));
         let keys = places_sql("K", "C", "P", Grain::Hour, snap(false));

@@ -131,9 +131,6 @@ struct Inner {
     /// The compaction's snapshot as last read, shared by the reads of the next
     /// moments (`compact::SNAPSHOT_KEPT`).
     snapshot: compact::SnapshotCache,
-    /// `rollups_closed` has `slot` (`schema::closed_slots`): a read of a few hours
-    /// or quarters of each day names them.
-    closed_slots: bool,
 }
 
 /// Outcome of the last operation that says something about the server.
@@ -215,12 +212,6 @@ impl ClickHouseStore {
             .with_validation(false);
         let client = schema::create(&server, &config.database).await?;
         bounded("ping", CONNECT_TIMEOUT, ping(&client)).await?;
-        let closed_slots = bounded(
-            "read the closed sums' columns",
-            CONNECT_TIMEOUT,
-            schema::closed_slots(&client),
-        )
-        .await?;
         let inner = Arc::new(Inner {
             client,
             health: Mutex::new(Health {
@@ -229,7 +220,6 @@ impl ClickHouseStore {
             }),
             lines_indexed: Default::default(),
             snapshot: Default::default(),
-            closed_slots,
         });
         tokio::spawn(keep_checking(Arc::downgrade(&inner)));
         let store = Self { inner };
@@ -295,7 +285,6 @@ mod tests {
                 }),
                 lines_indexed: Default::default(),
                 snapshot: Default::default(),
-                closed_slots: true,
             }),
         };
         assert_eq!(store.readiness(), Ok(()));

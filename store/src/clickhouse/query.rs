@@ -192,35 +192,6 @@ fn only_buckets(q: &TallyQuery) -> Option<Vec<i32>> {
     (!list.is_empty()).then_some(list)
 }
 
-/// The slots (a bucket's place in its UTC day, `rollups_closed.slot`) of a read's
-/// `only` buckets, as a condition on the closed sums, when they are not every slot
-/// of a day: a report in a zone whose offset is not whole hours reads the same few
-/// hours and quarters of every day (Asia/Kolkata by day: 5 hours and 2 quarters), and
-/// the closed sums, sorted by slot before bucket, are read at those slots only
-/// instead of every hour or quarter of the range. Numbers of the read's own making:
-/// no binding.
-pub(crate) fn slots_sql(q: &TallyQuery) -> Option<String> {
-    let per_day = q.grain.per_day();
-    if per_day == 1 || q.only.is_empty() {
-        return None;
-    }
-    let mut seen = vec![false; usize::try_from(per_day).ok()?];
-    for (a, b) in &q.only {
-        if i64::from(*b) - i64::from(*a) + 1 >= i64::from(per_day) {
-            return None;
-        }
-        for bucket in *a..=*b {
-            seen[usize::try_from(bucket.rem_euclid(per_day)).ok()?] = true;
-        }
-    }
-    let slots: Vec<String> = (0..seen.len())
-        .filter(|s| seen[*s])
-        .map(|s| s.to_string())
-        .collect();
-    (!slots.is_empty() && slots.len() < seen.len())
-        .then(|| format!("slot IN ({})", slots.join(",")))
-}
-
 /// Binds the values of [`tally_places`].
 pub(crate) fn bind_tally_places(mut query: Query, q: &TallyQuery, list: &[&String]) -> Query {
     query = query
@@ -272,71 +243,6 @@ mod tests {
         assert!(tally_places(&long, &[])
             .ends_with(" AND ((bucket >= ? AND bucket <= ?) OR (bucket >= ? AND bucket <= ?))"));
         assert_eq!(only_buckets(&q(vec![(i32::MIN, i32::MAX)])), None);
-    }
-
-    /// The slots a condition names.
-    fn named(sql: &str) -> Vec<i32> {
-        let list = sql
-            .strip_prefix("slot IN (")
-            .and_then(|s| s.strip_suffix(')'));
-        list.expect("a slot list")
-            .split(',')
-            .map(|s| s.parse().expect("a slot"))
-            .collect()
-    }
-
-    #[test]
-    fn a_zones_hours_and_quarters_name_their_slots() {
-        use crate::model::tallies::Grain;
-        let q = |grain, only: Vec<(i32, i32)>| TallyQuery {
-            grain,
-            only,
-            ..TallyQuery::spend(None)
-        };
-        // Asia/Kolkata by day: UTC 19-23 h and the quarters 18:30-19:00 of each day.
-        let hours: Vec<(i32, i32)> = (0..30).map(|d| (d * 24 + 19, d * 24 + 23)).collect();
-        let sql = slots_sql(&q(Grain::Hour, hours)).expect("some hours");
-        assert_eq!(named(&sql), vec![19, 20, 21, 22, 23]);
-        let quarters: Vec<(i32, i32)> = (0..30).map(|d| (d * 96 + 74, d * 96 + 75)).collect();
-        let sql = slots_sql(&q(Grain::Quarter, quarters)).expect("some quarters");
-        assert_eq!(named(&sql), vec![74, 75]);
-        // Every slot, a day's worth in one range, no list, or days: no condition.
-        assert_eq!(slots_sql(&q(Grain::Hour, vec![(5, 28)])), None);
-        assert_eq!(slots_sql(&q(Grain::Hour, vec![(0, 11), (12, 23)])), None);
-        assert_eq!(slots_sql(&q(Grain::Quarter, Vec::new())), None);
-        assert_eq!(slots_sql(&q(Grain::Day, vec![(3, 3)])), None);
-        assert_eq!(slots_sql(&q(Grain::Hour, vec![(9, 8)])), None);
-        // Before 1970, as the table's `(bucket % 24 + 24) % 24`.
-        let sql = slots_sql(&q(Grain::Hour, vec![(-1, -1)])).expect("an hour");
-        assert_eq!(named(&sql), vec![23]);
-    }
-
-    proptest::proptest! {
-        /// A read's slot condition keeps every bucket it reads: each bucket's slot is
-        /// named, and only those are.
-        #[test]
-        fn the_slots_named_are_those_of_the_buckets_read(
-            quarter in proptest::bool::ANY,
-            only in proptest::collection::vec((-3_000i32..3_000, 0i32..30), 1..8),
-        ) {
-            use crate::model::tallies::Grain;
-            let grain = if quarter { Grain::Quarter } else { Grain::Hour };
-            let per_day = grain.per_day();
-            let only: Vec<(i32, i32)> = only.into_iter().map(|(a, n)| (a, a + n)).collect();
-            let q = TallyQuery { grain, only: only.clone(), ..TallyQuery::spend(None) };
-            let want: std::collections::BTreeSet<i32> = only
-                .iter()
-                .flat_map(|(a, b)| *a..=*b)
-                .map(|b| b.rem_euclid(per_day))
-                .collect();
-            match slots_sql(&q) {
-                Some(sql) => proptest::prop_assert_eq!(named(&sql), want.into_iter().collect::<Vec<_>>()),
-                None => proptest::prop_assert!(
-                    want.len() == per_day as usize
-                        || only.iter().any(|(a, b)| b - a + 1 >= per_day)
-                ),
-            }
-        }
     }
 
     #[test]

@@ -262,12 +262,7 @@ impl ClickHouseStore {
                     query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
                 }
                 Some(snap) => {
-                    let slots = self
-                        .inner
-                        .closed_slots
-                        .then(|| super::query::slots_sql(q))
-                        .flatten();
-                    let read = compact::read_sql(&cond, &places, q.grain, snap, slots.as_deref());
+                    let read = compact::read_sql(&cond, &places, q.grain, snap);
                     // A dirty part's rows replace closed sums bucket by bucket
                     // (`compact::merge`): those reads keep their buckets.
                     let read = if snap.flagged { read } else { grouped(q, read) };
