@@ -67,10 +67,61 @@ impl ClickHouseStore {
                 break;
             }
             let from = from.filter(|p| p.campaign_id == *c);
-            out.extend(
-                self.campaign_lines(f, Some(c), from, limit - out.len())
-                    .await?,
-            );
+            out.extend(self.campaign_page(f, c, from, limit - out.len()).await?);
+        }
+        Ok(out)
+    }
+
+    /// At most `limit` lines of campaign `c` that `f` selects, from `from` on, in
+    /// key order, read a few days at a time: the lines' rows are counted by day
+    /// first (the sorting key's `day` alone), and each read takes the days whose
+    /// rows make up the lines still wanted (rows count every version and removed
+    /// line, so a read may come short: the next days are read then). A page reads
+    /// about its own lines `FINAL`, not every line of the campaign's range (a month of
+    /// a campaign's lines at ten million events is about 24,000).
+    async fn campaign_page(
+        &self,
+        f: &ReportFilter,
+        c: &str,
+        from: Option<&LinePlace>,
+        limit: usize,
+    ) -> Result<Vec<CartLine>, StoreError> {
+        let first = match (f.from_day, from) {
+            (Some(a), Some(p)) => Some(a.max(p.day)),
+            (a, p) => a.or(p.map(|p| p.day)),
+        };
+        let mut key = Conds::default();
+        key.str("campaign_id = ?", &Some(c.to_owned()));
+        key.int("day >= ?", first.map(i64::from));
+        key.int("day <= ?", f.to_day.map(i64::from));
+        let sql = format!(
+            "SELECT day, count() FROM cart_lines{} GROUP BY day ORDER BY day",
+            key.clause()
+        );
+        let days: Vec<(i32, u64)> = key
+            .bind(self.client().query(&sql))
+            .fetch_all()
+            .await
+            .map_err(ch("cart report"))?;
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < days.len() && out.len() < limit {
+            let want = limit - out.len();
+            // The days from `at` whose rows reach the lines wanted.
+            let mut end = at;
+            let mut rows = 0u64;
+            while end < days.len() && rows < want as u64 {
+                rows += days[end].1;
+                end += 1;
+            }
+            let window = ReportFilter {
+                from_day: Some(days[at].0),
+                to_day: Some(days[end - 1].0),
+                ..f.clone()
+            };
+            let from = from.filter(|p| p.day >= days[at].0);
+            out.extend(self.campaign_lines(&window, Some(c), from, want).await?);
+            at = end;
         }
         Ok(out)
     }
