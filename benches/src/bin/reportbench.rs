@@ -128,7 +128,7 @@ static KEYS: std::sync::LazyLock<rm_schemas::ad_id::AdIdKeys> = std::sync::LazyL
 /// days up to today (today's sessions before `now`, as a live store holds them: the
 /// part of the rollups a ClickHouse compaction leaves open).
 fn session_start(s: usize, a: &Args, now: i64) -> i64 {
-    const DAY: i64 = 86_400_000;
+    use rm_store::model::DAY_MS as DAY;
     let today = now.div_euclid(DAY);
     let day = ((s / a.campaigns) % a.days) as i64;
     let span = if day == 0 {

@@ -65,7 +65,7 @@ use super::rows::insert_rows;
 use super::tallies::{PLACE, SUMMED};
 use super::ClickHouseStore;
 use crate::model::day_of;
-use crate::model::tallies::{Grain, Tally, TallyKey};
+use crate::model::tallies::{Grain, Tally, TallyKey, HOUR_MS};
 use crate::write::FastSet;
 use crate::StoreError;
 
@@ -81,8 +81,6 @@ pub const CLOSE_AFTER_MS: i64 = 2 * HOUR_MS;
 /// for a writer's time between deciding and writing. Late events of yesterday in
 /// the first hour after midnight, the most of them, are not flagged.
 pub const FLAG_AFTER_MS: i64 = HOUR_MS;
-
-const HOUR_MS: i64 = 3_600_000;
 
 /// The first day a compaction started at `now_ms` leaves open.
 pub fn first_open_day(now_ms: i64) -> i32 {

@@ -86,10 +86,10 @@ impl ClickHouseStore {
         from: Option<&LinePlace>,
         limit: usize,
     ) -> Result<Vec<CartLine>, StoreError> {
-        let first = match (f.from_day, from) {
-            (Some(a), Some(p)) => Some(a.max(p.day)),
-            (a, p) => a.or(p.map(|p| p.day)),
-        };
+        let first = [f.from_day, from.map(|p| p.day)]
+            .into_iter()
+            .flatten()
+            .max();
         let mut key = Conds::default();
         key.str("campaign_id = ?", &Some(c.to_owned()));
         key.int("day >= ?", first.map(i64::from));
