@@ -65,7 +65,10 @@ use super::rows::insert_rows;
 use super::tallies::{PLACE, SUMMED};
 use super::ClickHouseStore;
 use crate::model::day_of;
-use crate::model::tallies::{Grain, Tally, TallyKey, HOUR_MS};
+use crate::model::tallies::{Grain, Metric, Tally, TallyKey, HOUR_MS};
+
+/// The lowest metric code that is not a count.
+const FIRST_NOT_COUNT: u16 = Metric::FIRST_NOT_COUNT;
 use crate::write::FastSet;
 use crate::StoreError;
 
@@ -450,14 +453,14 @@ impl ClickHouseStore {
     }
 
     /// Sums the places `cond` selects (every count of theirs: not the markers nor the
-    /// partitions' progress, codes 252..) over their partitions into
+    /// partitions' progress, [`Metric::FIRST_NOT_COUNT`]..) over their partitions into
     /// `rollups_closed`, as of `generation`.
     async fn sum_closed(&self, cond: &str, generation: u64) -> Result<(), StoreError> {
         let sql = format!(
             "INSERT INTO rollups_closed ({SUMMED}, metric, value, generation) \
              SELECT {SUMMED}, metric, toInt64(sum(v)), toUInt64(?) FROM (\
              SELECT {SUMMED}, log_partition, metric, argMax(value, stamp) AS v FROM rollups \
-             WHERE metric < 252 AND ({cond}) \
+             WHERE metric < {FIRST_NOT_COUNT} AND ({cond}) \
              GROUP BY {SUMMED}, log_partition, metric) \
              GROUP BY {SUMMED}, metric"
         );
@@ -474,7 +477,7 @@ impl ClickHouseStore {
         let (day, within) = (grains_day_sql(), days_sql(from, to));
         self.client()
             .query(&format!(
-                "SELECT DISTINCT {day} AS day FROM rollups WHERE metric < 252 AND ({within}) \
+                "SELECT DISTINCT {day} AS day FROM rollups WHERE metric < {FIRST_NOT_COUNT} AND ({within}) \
                  ORDER BY day"
             ))
             .fetch_all()

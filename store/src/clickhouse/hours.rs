@@ -85,7 +85,7 @@ impl ClickHouseStore {
             .bind(Grain::Hour as u8)
             .bind(campaign)
             .bind(Grain::Quarter as u8)
-            .bind(Metric::HoursBackfilled.code())
+            .bind(Metric::FIRST_NOT_COUNT)
             .fetch_all()
             .await
             .map_err(ch("backfill hours"))?;

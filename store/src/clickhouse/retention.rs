@@ -27,7 +27,7 @@ use super::erase::MUTATION_TIMEOUT;
 use super::error::ch;
 use super::ClickHouseStore;
 use crate::model::retention::{Retired, Retirement};
-use crate::model::tallies::Grain;
+use crate::model::tallies::{Grain, Metric};
 use crate::StoreError;
 
 /// Rows dated before this (ms) were removed.
@@ -35,9 +35,8 @@ const CUT: &str = "facts_retired_before_ms";
 /// Buckets before this (ms) keep their counts through a rebuild.
 const FLOOR: &str = "recount_from_ms";
 
-/// The lowest metric code that is not a count (the markers' and the progress'
-/// codes are at or above it: [`crate::model::tallies::Metric::code`]).
-const FIRST_NOT_COUNT: u16 = 249;
+/// The lowest metric code that is not a count.
+const FIRST_NOT_COUNT: u16 = Metric::FIRST_NOT_COUNT;
 
 #[derive(Row, Serialize, Deserialize)]
 struct MarkCh {
@@ -165,20 +164,5 @@ impl ClickHouseStore {
         let r = super::bounded("retire", MUTATION_TIMEOUT + Duration::from_secs(60), run).await;
         self.inner.note(&r);
         r
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::tallies::Metric;
-
-    #[test]
-    fn every_count_and_only_counts_sit_below_the_first_code_that_is_not_one() {
-        for code in 0..=u16::from(u8::MAX) {
-            if let Some(m) = Metric::from_code(code) {
-                assert_eq!(m.is_count(), code < FIRST_NOT_COUNT, "{m:?} ({code})");
-            }
-        }
     }
 }

@@ -156,6 +156,10 @@ impl Metric {
     /// Billable ad clicks: what spend is made of.
     pub const BILLABLE_CLICKS: Metric = Metric::Events(Kind::AdClick, None);
 
+    /// The lowest code that is not a count: the markers' and the progress' codes are
+    /// at or above it, every count's below ([`Self::code`]).
+    pub const FIRST_NOT_COUNT: u16 = 249;
+
     /// The stored code: `kind * 16 + reason` (0 billable, 1.. the reasons in order)
     /// for events, `64 + kind * 16 + status` for statuses, `128 + field` for the
     /// video funnel, `192 + field` for cart lines, `224 + field` for sales, 255 for
@@ -1012,6 +1016,15 @@ mod tests {
             assert!(!m.is_count());
         }
         assert_eq!(Metric::from_code(224 + 6), None);
+        for code in 0..=u16::from(u8::MAX) {
+            if let Some(m) = Metric::from_code(code) {
+                assert_eq!(
+                    m.is_count(),
+                    code < Metric::FIRST_NOT_COUNT,
+                    "{m:?} ({code})"
+                );
+            }
+        }
         for s in Scope::ALL {
             assert_eq!(Scope::from_code(s as u8), Some(s));
         }
