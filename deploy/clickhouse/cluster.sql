@@ -310,6 +310,17 @@ ORDER BY (campaign_id, day, tracking_id, catalog_id, product_code);
 CREATE TABLE IF NOT EXISTS retail_media.cart_lines ON CLUSTER '{cluster}' AS retail_media.cart_lines_local
 ENGINE = Distributed('{cluster}', retail_media, cart_lines_local, cityHash64(campaign_id, day, tracking_id, catalog_id, product_code));
 
+-- cart_line_days: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.cart_line_days_local ON CLUSTER '{cluster}' (
+    campaign_id String,
+    day Int32
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/cart_line_days', '{replica}')
+ORDER BY (campaign_id, day);
+
+CREATE TABLE IF NOT EXISTS retail_media.cart_line_days ON CLUSTER '{cluster}' AS retail_media.cart_line_days_local
+ENGINE = Distributed('{cluster}', retail_media, cart_line_days_local, cityHash64(campaign_id, day));
+
 -- retention: replicated on every shard, distributed over the cluster.
 CREATE TABLE IF NOT EXISTS retail_media.retention_local ON CLUSTER '{cluster}' (
     name String,

@@ -369,6 +369,19 @@ pub const CART_LINES: &str = "CREATE TABLE IF NOT EXISTS cart_lines (
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (campaign_id, day, tracking_id, catalog_id, product_code)";
 
+/// The campaign days that hold lines of the carts report: `cart_lines`' campaign and
+/// day of every place a line was written at (`rm_store`'s `clickhouse/line_days.rs`),
+/// a row each (equal rows are one). A page of the carts report reads it to find the
+/// campaigns and days it reaches, instead of the campaign of every line of its range.
+/// Written with each batch's `cart_lines` rows; never pruned (a day whose lines left
+/// or were removed costs a read that finds none). The row `('', -2147483648)` marks a
+/// store whose earlier lines are listed.
+pub const CART_LINE_DAYS: &str = "CREATE TABLE IF NOT EXISTS cart_line_days (
+    campaign_id String,
+    day Int32
+) ENGINE = ReplacingMergeTree
+ORDER BY (campaign_id, day)";
+
 /// Fact retention's marks (`rm_store::model::retention`): the cut before which raw
 /// rows were removed (`facts_retired_before_ms`) and the recount floor
 /// (`recount_from_ms`), a row per pass and name; a name's mark is its highest value.
@@ -379,7 +392,7 @@ pub const RETENTION: &str = "CREATE TABLE IF NOT EXISTS retention (
 ORDER BY name";
 
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 17] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
@@ -395,6 +408,7 @@ pub const ALL: [&str; 16] = [
     ROLLUPS_LATE,
     ERASURES,
     CART_LINES,
+    CART_LINE_DAYS,
     RETENTION,
 ];
 

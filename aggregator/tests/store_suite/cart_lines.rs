@@ -22,7 +22,11 @@ fn folded(seed: u64) -> Vec<CartLine> {
 }
 
 /// Every page of `size` lines of the report with filter `f`.
-async fn by_pages(store: &impl Store, f: &ReportFilter, size: usize) -> Vec<CartStateRow> {
+pub(crate) async fn by_pages(
+    store: &impl Store,
+    f: &ReportFilter,
+    size: usize,
+) -> Vec<CartStateRow> {
     let mut rows = Vec::new();
     let mut from: Option<LinePlace> = None;
     for _ in 0..10_000 {

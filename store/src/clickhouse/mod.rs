@@ -54,6 +54,7 @@ mod compact;
 mod erase;
 mod error;
 mod hours;
+mod line_days;
 mod page;
 mod place_sets;
 mod query;
@@ -128,6 +129,9 @@ struct Inner {
     health: Mutex<Health>,
     /// The carts report's index is built (its marker was seen; it stays).
     lines_indexed: std::sync::atomic::AtomicBool,
+    /// The campaign days of the carts report's lines are listed (`line_days.rs`;
+    /// its marker was seen; it stays).
+    line_days_listed: std::sync::atomic::AtomicBool,
     /// The compaction's snapshot as last read, shared by the reads of the next
     /// moments (`compact::SNAPSHOT_KEPT`).
     snapshot: compact::SnapshotCache,
@@ -219,6 +223,7 @@ impl ClickHouseStore {
                 problem: None,
             }),
             lines_indexed: Default::default(),
+            line_days_listed: Default::default(),
             snapshot: Default::default(),
         });
         tokio::spawn(keep_checking(Arc::downgrade(&inner)));
@@ -284,6 +289,7 @@ mod tests {
                     problem: None,
                 }),
                 lines_indexed: Default::default(),
+                line_days_listed: Default::default(),
                 snapshot: Default::default(),
             }),
         };

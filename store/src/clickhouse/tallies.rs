@@ -142,6 +142,9 @@ impl ClickHouseStore {
                 self.insert_tallies(&[(marker, Tally::MARKED)]).await?;
             }
         }
+        if lines == [0] && !self.line_days_listed().await? {
+            self.mark_line_days().await?;
+        }
         self.mark_sales_if_new().await
     }
 
@@ -358,8 +361,10 @@ impl ClickHouseStore {
         super::resort::sort_rollups(self.client()).await?;
         let carts = self.backfill_carts().await?;
         let lines = self.backfill_lines().await?;
+        // After the index: its lines' days.
+        let days = self.list_line_days().await?;
         if self.has_marker().await? {
-            return Ok(carts || lines);
+            return Ok(carts || lines || days);
         }
         let floor = self.recount_floor().await?;
         // A campaign at a time (every copy of a fact names its campaign), so the facts

@@ -294,9 +294,11 @@ impl ClickHouseStore {
                 self.insert_tallies(&b.tallies).await
             }
         };
+        // With the lines, their campaign days (the pages' list of them, `line_days.rs`).
         tokio::try_join!(
             tallies,
             insert_rows::<CartLineCh>(client, "cart_lines", &cart_lines),
+            self.insert_line_days(&cart_lines),
         )?;
         tokio::try_join!(
             insert_rows::<ServedCh>(client, "served_ads", &served),

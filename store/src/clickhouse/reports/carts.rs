@@ -56,6 +56,7 @@ impl ClickHouseStore {
         // reaches, not every line.
         let campaigns: Vec<String> = match &f.campaign_id {
             Some(c) => vec![c.clone()],
+            None if self.line_days_listed().await? => self.listed_line_campaigns(f, from).await?,
             None => self.line_campaigns(f, from).await?,
         };
         let mut out = Vec::new();
@@ -127,7 +128,9 @@ impl ClickHouseStore {
     }
 
     /// The campaigns of `f` (its tenant's, or every one) with cart lines in its days,
-    /// from `from`'s on, in key order: a campaign without lines costs no read.
+    /// from `from`'s on, in key order, from the lines themselves (a store whose lines'
+    /// days are not listed yet: `line_days.rs`): a campaign without lines costs no
+    /// read.
     async fn line_campaigns(
         &self,
         f: &ReportFilter,
