@@ -1440,6 +1440,78 @@ async fn cart_line_days_of_the_previous_version_are_listed(url: &str) {
     drop_database(url, &config.database).await;
 }
 
+/// `cart_lines` as the previous version created it (the default 8,192 rows a
+/// granule).
+const PREVIOUS_CART_LINES: &str = "CREATE TABLE cart_lines (
+    campaign_id String,
+    day Int32,
+    tracking_id String,
+    catalog_id String,
+    product_code String,
+    version UInt32,
+    gone UInt8,
+    last_ms Int64,
+    units UInt64,
+    last_value Nullable(Float64),
+    adds UInt64,
+    increments UInt64,
+    decrements UInt64,
+    removals UInt64,
+    ad_id String,
+    ad_id_status UInt8
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY (campaign_id, day, tracking_id, catalog_id, product_code)";
+
+/// A store whose `cart_lines` the previous version created (granules of 8,192 rows)
+/// pages its carts report as written, and the same after the aggregator's start
+/// rebuilt the table with granules of 1,024, every row copied.
+async fn cart_lines_of_the_previous_granules_are_rebuilt(url: &str) {
+    let config = fresh_database(url, "granules");
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    rollups::counted_as_the_reports_count(&store, 1, false).await;
+    let written = cart_lines::as_folded(&store, 1).await;
+    let client = database_client(url, &config.database);
+    let count = |sql: &'static str| {
+        let client = client.clone();
+        async move { client.query(sql).fetch_one::<u64>().await.expect(sql) }
+    };
+    let granules = || {
+        let client = client.clone();
+        async move {
+            client
+                .query(
+                    "SELECT engine_full FROM system.tables \
+                     WHERE database = currentDatabase() AND name = 'cart_lines'",
+                )
+                .fetch_one::<String>()
+                .await
+                .expect("engine")
+        }
+    };
+    assert!(granules().await.contains("index_granularity = 1024"));
+    // (The conversion copies the rows twice: equal rows of one version are one.)
+    let rows = count("SELECT count() FROM cart_lines FINAL").await;
+    // As the previous version left it.
+    for sql in [
+        "RENAME TABLE cart_lines TO cart_lines_now",
+        PREVIOUS_CART_LINES,
+        "INSERT INTO cart_lines SELECT * FROM cart_lines_now",
+        "DROP TABLE cart_lines_now",
+    ] {
+        client.query(sql).execute().await.expect(sql);
+    }
+    let store = ClickHouseStore::connect(&config)
+        .await
+        .expect("connect again");
+    assert!(granules().await.contains("index_granularity = 8192"));
+    assert_eq!(cart_lines::as_folded(&store, 1).await, written, "before");
+    store.backfill_tallies().await.expect("backfill");
+    assert!(granules().await.contains("index_granularity = 1024"));
+    assert_eq!(count("SELECT count() FROM cart_lines FINAL").await, rows);
+    assert_eq!(cart_lines::as_folded(&store, 1).await, written, "after");
+    drop_database(url, &config.database).await;
+}
+
 /// A client of `database` on the server at `url`.
 fn database_client(url: &str, database: &str) -> clickhouse::Client {
     clickhouse::Client::default()
@@ -1651,15 +1723,19 @@ async fn same_reports_as_embedded(url: String) {
             let embedded = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
             let want = rollups::counted_as_the_reports_count(&embedded, seed, true).await;
             assert_eq!(compacted, want, "seed {seed}: compacted");
-            unflagged_writes_to_closed_days_are_not_read(&fresh, &store).await;
-            a_move_in_a_quiet_snapshots_second_is_not_counted_twice(&fresh, &store).await;
+            Box::pin(unflagged_writes_to_closed_days_are_not_read(&fresh, &store)).await;
+            Box::pin(a_move_in_a_quiet_snapshots_second_is_not_counted_twice(
+                &fresh, &store,
+            ))
+            .await;
             drop_database(&url, &fresh.database).await;
         }
-        rollups_of_the_previous_order_are_re_sorted(&url).await;
-        cart_lines_of_the_previous_version_are_indexed(&url).await;
+        Box::pin(rollups_of_the_previous_order_are_re_sorted(&url)).await;
+        Box::pin(cart_lines_of_the_previous_version_are_indexed(&url)).await;
         // Boxed: the futures of these steps would otherwise all live on the test
         // thread's stack at once, past its size.
         Box::pin(cart_line_days_of_the_previous_version_are_listed(&url)).await;
+        Box::pin(cart_lines_of_the_previous_granules_are_rebuilt(&url)).await;
         Box::pin(zones_of_the_previous_version_are_backfilled(&url)).await;
         Box::pin(hours_of_the_previous_version_are_backfilled(&url)).await;
         let raced = fresh_database(&url, "backfills");

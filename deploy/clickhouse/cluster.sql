@@ -305,7 +305,8 @@ CREATE TABLE IF NOT EXISTS retail_media.cart_lines_local ON CLUSTER '{cluster}' 
     ad_id_status UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/cart_lines', '{replica}', version)
-ORDER BY (campaign_id, day, tracking_id, catalog_id, product_code);
+ORDER BY (campaign_id, day, tracking_id, catalog_id, product_code)
+SETTINGS index_granularity = 1024;
 
 CREATE TABLE IF NOT EXISTS retail_media.cart_lines ON CLUSTER '{cluster}' AS retail_media.cart_lines_local
 ENGINE = Distributed('{cluster}', retail_media, cart_lines_local, cityHash64(campaign_id, day, tracking_id, catalog_id, product_code));

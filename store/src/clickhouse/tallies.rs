@@ -356,9 +356,9 @@ impl ClickHouseStore {
     /// first, the marker after them, so a crash in between writes the same counts
     /// again at the next start.
     pub(crate) async fn backfill(&self, window: ClickWindow) -> Result<bool, StoreError> {
-        // An earlier version's table sorted as reads want it, before anything is
-        // written to it.
-        super::resort::sort_rollups(self.client()).await?;
+        // An earlier version's tables laid out as reads want them, before anything
+        // is written to them.
+        super::resort::rebuild_tables(self.client()).await?;
         let carts = self.backfill_carts().await?;
         let lines = self.backfill_lines().await?;
         // After the index: its lines' days.
