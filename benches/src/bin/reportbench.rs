@@ -126,18 +126,29 @@ static KEYS: std::sync::LazyLock<rm_schemas::ad_id::AdIdKeys> = std::sync::LazyL
 
 /// When session `s` starts, with the fill begun at `now` (ms): on one of the `--days`
 /// days up to today (today's sessions before `now`, as a live store holds them: the
-/// part of the rollups a ClickHouse compaction leaves open).
+/// part of the rollups a ClickHouse compaction leaves open), at a time of that day
+/// drawn by a multiplicative hash of `s`, so the sessions of a day spread over all of
+/// it and a small store has events in about every quarter hour a large one has: the
+/// stores differ in the events behind each bucket, not in the buckets. (Before, the
+/// sessions of a day came in clusters of a few minutes, over 22 of its hours: a
+/// million records filled a third of the quarter hours, ten million nine tenths, and
+/// a zoned report's growth between them was mostly buckets.) A session's events and
+/// order end within [`SESSION_MS`] of its start, on its day.
 fn session_start(s: usize, a: &Args, now: i64) -> i64 {
     use rm_store::model::DAY_MS as DAY;
     let today = now.div_euclid(DAY);
     let day = ((s / a.campaigns) % a.days) as i64;
     let span = if day == 0 {
-        (now - today * DAY - 60_000).clamp(1, 80_000_000)
+        (now - today * DAY - 60_000).clamp(1, DAY - SESSION_MS)
     } else {
-        80_000_000
+        DAY - SESSION_MS
     };
-    (today - day) * DAY + ((s * 7919) as i64 % span)
+    let spread = (s as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+    (today - day) * DAY + (spread % span as u64) as i64
 }
+
+/// How long after its start a session's last record (its order) is dated, at most.
+const SESSION_MS: i64 = 11 * 60_000;
 
 /// The events of session `s`, with the fill begun at `now` (ms).
 fn session(s: usize, a: &Args, now: i64) -> Vec<InteractionEvent> {
