@@ -9,19 +9,8 @@ use rm_store::clickhouse::{ClickHouseConfig, ClickHouseStore};
 use rm_store::model::tallies::Metric;
 use rm_store::WriteStore;
 
-fn server_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var("RM_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "{var} is not set but RM_REQUIRE_SERVICES=1 (deploy/local/up.sh starts the servers)"
-            );
-            eprintln!("SKIPPED: {var} is not set");
-            None
-        }
-    }
-}
+mod servers;
+use servers::server_url;
 
 async fn markers_are_not_summed(url: String) {
     let nanos = std::time::SystemTime::now()

@@ -12,6 +12,9 @@ use rm_store::clickhouse::{ClickHouseConfig, ClickHouseStore};
 use rm_store::model::attribution::{OrderLine, Windows};
 use rm_store::{BatchWrite, ReportFilter, ReportStore, WriteStore};
 
+mod servers;
+use servers::server_url;
+
 /// `order_lines` as the version before exact money created it.
 const OLD_ORDER_LINES: &str = "CREATE TABLE order_lines (
     order_id String,
@@ -30,20 +33,6 @@ ORDER BY (order_id, line)";
 
 /// 2026-11-18 10:00 UTC.
 const AT: i64 = 1_795_000_000_000;
-
-fn server_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ => {
-            assert!(
-                std::env::var("RM_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "{var} is not set but RM_REQUIRE_SERVICES=1 (deploy/local/up.sh starts the servers)"
-            );
-            eprintln!("SKIPPED: {var} is not set");
-            None
-        }
-    }
-}
 
 async fn old_rows_read_exactly(url: String) {
     let nanos = std::time::SystemTime::now()

@@ -115,21 +115,28 @@ impl ClickHouseStore {
         insert_rows::<LineDayCh>(self.client(), "cart_line_days", &[LineDayCh::marker()]).await
     }
 
-    /// The campaigns of `f` (its tenant's, or every one) with lines listed in its
-    /// days, from `from`'s campaign on, in key order.
-    pub(crate) async fn listed_line_campaigns(
+    /// The campaigns of `f` (its tenant's, or every one) with cart lines in its days,
+    /// from `from`'s campaign on, in key order: from the list when `listed`, else
+    /// (a store whose lines' days are not listed yet) from the lines themselves.
+    pub(crate) async fn line_campaigns(
         &self,
         f: &ReportFilter,
         from: Option<&LinePlace>,
+        listed: bool,
     ) -> Result<Vec<String>, StoreError> {
         let mut key = Conds::default();
         key.campaign(f);
         key.str("campaign_id >= ?", &from.map(|p| p.campaign_id.clone()));
         key.int("day >= ?", f.from_day.map(i64::from));
         key.int("day <= ?", f.to_day.map(i64::from));
-        key.int("day > ?", Some(i64::from(MARKER_DAY)));
+        let table = if listed {
+            key.int("day > ?", Some(i64::from(MARKER_DAY)));
+            "cart_line_days"
+        } else {
+            "cart_lines"
+        };
         let sql = format!(
-            "SELECT DISTINCT campaign_id FROM cart_line_days{} ORDER BY campaign_id",
+            "SELECT DISTINCT campaign_id FROM {table}{} ORDER BY campaign_id",
             key.clause()
         );
         key.bind(self.client().query(&sql))

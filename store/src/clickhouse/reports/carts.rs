@@ -56,8 +56,10 @@ impl ClickHouseStore {
         // reaches, not every line.
         let campaigns: Vec<String> = match &f.campaign_id {
             Some(c) => vec![c.clone()],
-            None if self.line_days_listed().await? => self.listed_line_campaigns(f, from).await?,
-            None => self.line_campaigns(f, from).await?,
+            None => {
+                let listed = self.line_days_listed().await?;
+                self.line_campaigns(f, from, listed).await?
+            }
         };
         let mut out = Vec::new();
         for c in campaigns
@@ -125,30 +127,6 @@ impl ClickHouseStore {
             at = end;
         }
         Ok(out)
-    }
-
-    /// The campaigns of `f` (its tenant's, or every one) with cart lines in its days,
-    /// from `from`'s on, in key order, from the lines themselves (a store whose lines'
-    /// days are not listed yet: `line_days.rs`): a campaign without lines costs no
-    /// read.
-    async fn line_campaigns(
-        &self,
-        f: &ReportFilter,
-        from: Option<&LinePlace>,
-    ) -> Result<Vec<String>, StoreError> {
-        let mut key = Conds::default();
-        key.campaign(f);
-        key.str("campaign_id >= ?", &from.map(|p| p.campaign_id.clone()));
-        key.int("day >= ?", f.from_day.map(i64::from));
-        key.int("day <= ?", f.to_day.map(i64::from));
-        let sql = format!(
-            "SELECT DISTINCT campaign_id FROM cart_lines{} ORDER BY campaign_id",
-            key.clause()
-        );
-        key.bind(self.client().query(&sql))
-            .fetch_all::<String>()
-            .await
-            .map_err(ch("cart report"))
     }
 
     /// At most `limit` lines that `f` selects, of campaign `c` (`None`: of the
