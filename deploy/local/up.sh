@@ -34,7 +34,9 @@
 # RM_KAFKA_PORT (9092: node N listens on 9092 + 100*(N-1), its controller one above),
 # RM_KAFKA_NODES (3), RM_KAFKA_HEAP (512m per node),
 # RM_CLICKHOUSE_HTTP_PORT (8123), RM_CLICKHOUSE_TCP_PORT (9000), RM_POSTGRES_PORT (5433),
-# RM_CHDB_PORT (8124), RM_PYTHON (python3, for the chdb venv).
+# RM_CHDB_PORT (8124), RM_PYTHON (python3, for the chdb venv),
+# RM_CLICKHOUSE_LOG_QUERIES=1 (log every query in system.query_log, for profiles:
+# RM_CLICKHOUSE_LOG_QUERIES=1 deploy/local/up.sh clickhouse-restart).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -495,6 +497,12 @@ clickhouse_start() {
         -e "s|@HTTP_PORT@|$CH_HTTP_PORT|g" -e "s|@TCP_PORT@|$CH_TCP_PORT|g" \
         "$SCRIPT_DIR/clickhouse/config.xml" >"$ch_dir/etc/config.xml"
     cp "$SCRIPT_DIR/clickhouse/users.xml" "$ch_dir/etc/users.xml"
+    if [ "${RM_CLICKHOUSE_LOG_QUERIES:-0}" = 1 ]; then
+        # Every query in system.query_log (rows read, CPU per query: how the profiles
+        # in BENCHMARKS.md were taken).
+        sed -i 's|<max_memory_usage>|<log_queries>1</log_queries>\n            <max_memory_usage>|' \
+            "$ch_dir/etc/users.xml"
+    fi
     if command -v xmllint >/dev/null 2>&1; then
         xmllint --noout "$ch_dir/etc/config.xml" "$ch_dir/etc/users.xml" ||
             die "clickhouse: invalid XML in the config"
