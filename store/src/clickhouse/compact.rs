@@ -66,9 +66,6 @@ use super::tallies::{PLACE, SUMMED};
 use super::ClickHouseStore;
 use crate::model::day_of;
 use crate::model::tallies::{Grain, Metric, Tally, TallyKey, HOUR_MS};
-
-/// The lowest metric code that is not a count.
-const FIRST_NOT_COUNT: u16 = Metric::FIRST_NOT_COUNT;
 use crate::write::FastSet;
 use crate::StoreError;
 
@@ -460,9 +457,10 @@ impl ClickHouseStore {
             "INSERT INTO rollups_closed ({SUMMED}, metric, value, generation) \
              SELECT {SUMMED}, metric, toInt64(sum(v)), toUInt64(?) FROM (\
              SELECT {SUMMED}, log_partition, metric, argMax(value, stamp) AS v FROM rollups \
-             WHERE metric < {FIRST_NOT_COUNT} AND ({cond}) \
+             WHERE metric < {counts_end} AND ({cond}) \
              GROUP BY {SUMMED}, log_partition, metric) \
-             GROUP BY {SUMMED}, metric"
+             GROUP BY {SUMMED}, metric",
+            counts_end = Metric::FIRST_NOT_COUNT
         );
         self.client()
             .query(&sql)
@@ -477,8 +475,9 @@ impl ClickHouseStore {
         let (day, within) = (grains_day_sql(), days_sql(from, to));
         self.client()
             .query(&format!(
-                "SELECT DISTINCT {day} AS day FROM rollups WHERE metric < {FIRST_NOT_COUNT} AND ({within}) \
-                 ORDER BY day"
+                "SELECT DISTINCT {day} AS day FROM rollups WHERE metric < {counts_end} \
+                 AND ({within}) ORDER BY day",
+                counts_end = Metric::FIRST_NOT_COUNT
             ))
             .fetch_all()
             .await

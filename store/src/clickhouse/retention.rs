@@ -35,9 +35,6 @@ const CUT: &str = "facts_retired_before_ms";
 /// Buckets before this (ms) keep their counts through a rebuild.
 const FLOOR: &str = "recount_from_ms";
 
-/// The lowest metric code that is not a count.
-const FIRST_NOT_COUNT: u16 = Metric::FIRST_NOT_COUNT;
-
 #[derive(Row, Serialize, Deserialize)]
 struct MarkCh {
     name: String,
@@ -80,7 +77,11 @@ impl ClickHouseStore {
             .into_iter()
             .map(|g| format!("(grain = {} AND bucket < {})", g as u8, g.bucket(floor)))
             .collect();
-        let kept = format!("metric < {FIRST_NOT_COUNT} AND ({})", before.join(" OR "));
+        let kept = format!(
+            "metric < {} AND ({})",
+            Metric::FIRST_NOT_COUNT,
+            before.join(" OR ")
+        );
         for sql in [
             format!("ALTER TABLE rollups DELETE WHERE NOT ({kept})"),
             format!(
