@@ -54,6 +54,8 @@ mod migration;
 mod offers;
 #[path = "store_suite/pages.rs"]
 mod pages;
+#[path = "store_suite/quarter_days.rs"]
+mod quarter_days;
 #[path = "store_suite/retention.rs"]
 mod retention;
 #[path = "store_suite/rollups.rs"]
@@ -1588,7 +1590,7 @@ async fn same_reports_as_embedded(url: String) {
         for seed in [3, 4] {
             let fresh = fresh_database(&url, "compacted");
             let store = ClickHouseStore::connect(&fresh).await.expect("connect");
-            let compacted = rollups::counted_with_compactions(&store, seed).await;
+            let compacted = Box::pin(rollups::counted_with_compactions(&store, seed)).await;
             let dir = tempfile::tempdir().expect("tempdir");
             let embedded = EmbeddedStore::open(&EmbeddedStore::path(dir.path())).expect("open");
             let want = rollups::counted_as_the_reports_count(&embedded, seed, true).await;
@@ -1612,6 +1614,7 @@ async fn same_reports_as_embedded(url: String) {
             &url,
         ))
         .await;
+        Box::pin(quarter_days::quarters_of_the_previous_compactions_are_kept_by_day(&url)).await;
         Box::pin(zones_of_the_previous_version_are_backfilled(&url)).await;
         Box::pin(hours_of_the_previous_version_are_backfilled(&url)).await;
         let raced = fresh_database(&url, "backfills");

@@ -265,6 +265,25 @@ ORDER BY (written, campaign_id, scope, grain, bucket, creative, catalog_id, prod
 CREATE TABLE IF NOT EXISTS retail_media.rollups_late ON CLUSTER '{cluster}' AS retail_media.rollups_late_local
 ENGINE = Distributed('{cluster}', retail_media, rollups_late_local, cityHash64(written, campaign_id, scope, grain, bucket, creative, catalog_id, product_code));
 
+-- rollups_days: replicated on every shard, distributed over the cluster.
+CREATE TABLE IF NOT EXISTS retail_media.rollups_days_local ON CLUSTER '{cluster}' (
+    campaign_id String,
+    scope UInt8,
+    creative String,
+    catalog_id String,
+    product_code String,
+    metric UInt16,
+    day Int32,
+    quarters Array(Int64),
+    generation UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/retail_media/rollups_days', '{replica}', generation)
+ORDER BY (scope, day, campaign_id, creative, catalog_id, product_code, metric)
+SETTINGS index_granularity = 1024;
+
+CREATE TABLE IF NOT EXISTS retail_media.rollups_days ON CLUSTER '{cluster}' AS retail_media.rollups_days_local
+ENGINE = Distributed('{cluster}', retail_media, rollups_days_local, cityHash64(scope, day, campaign_id, creative, catalog_id, product_code, metric));
+
 -- erasures: replicated on every shard, distributed over the cluster.
 CREATE TABLE IF NOT EXISTS retail_media.erasures_local ON CLUSTER '{cluster}' (
     request_id String,

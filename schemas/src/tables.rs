@@ -30,6 +30,7 @@
 //! | [`ROLLUPS`] | place, log partition, metric | `stamp` (the record's offset + 1) | `argMax(value, stamp)`, summed over partitions |
 //! | [`ROLLUPS_CLOSED`] | place, metric | `generation` (the compaction's time) | `argMax(value, generation)`, for closed days of places not flagged late |
 //! | [`ROLLUPS_LATE`] | write time, place | none (copies are equal) | the places flagged since a compaction |
+//! | [`ROLLUPS_DAYS`] | place (day, no bucket), metric | `generation` (the compaction's time) | `argMax(quarters, generation)`, the closed quarters of a place's day as one array |
 //! | [`RETENTION`] | mark name | none (a row per pass) | `max(value)` per name |
 //!
 //! An order id is written once: the aggregator looks the batch's order ids up first
@@ -321,6 +322,26 @@ pub const ROLLUPS_LATE: &str = "CREATE TABLE IF NOT EXISTS rollups_late (
 PARTITION BY intDiv(written, 86400000)
 ORDER BY (written, campaign_id, scope, grain, bucket, creative, catalog_id, product_code)";
 
+/// The closed quarter hours of [`ROLLUPS_CLOSED`], a row per place, metric and UTC
+/// day (`rm_store`'s compaction): `quarters` holds the day's 96 closed sums in order
+/// (0 where none), the newest `generation` wins; one row with `scope` 255 once every
+/// closed day is kept here (a store compacted by an earlier version is converted at
+/// its next compaction). A read by local hour, day or week sums slices of a day's
+/// array on the server: a row per place and day instead of one per quarter.
+pub const ROLLUPS_DAYS: &str = "CREATE TABLE IF NOT EXISTS rollups_days (
+    campaign_id String,
+    scope UInt8,
+    creative String,
+    catalog_id String,
+    product_code String,
+    metric UInt16,
+    day Int32,
+    quarters Array(Int64),
+    generation UInt64
+) ENGINE = ReplacingMergeTree(generation)
+ORDER BY (scope, day, campaign_id, creative, catalog_id, product_code, metric)
+SETTINGS index_granularity = 1024";
+
 /// The audit log of erasures of a shopper's identifiers (`rm_store::model::erasure`):
 /// one row per request, the newest `version` its state (0 requested, 1 run).
 /// `namespace` is "" for an operator's erasure (every namespace); `tracking_id` is
@@ -396,7 +417,7 @@ pub const RETENTION: &str = "CREATE TABLE IF NOT EXISTS retention (
 ORDER BY name";
 
 /// Every statement, in the order to apply them.
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 18] = [
     VIEW_FACTS,
     VIEWS,
     PRODUCT_FACTS,
@@ -410,6 +431,7 @@ pub const ALL: [&str; 17] = [
     ORDER_SHOPPERS,
     ROLLUPS_CLOSED,
     ROLLUPS_LATE,
+    ROLLUPS_DAYS,
     ERASURES,
     CART_LINES,
     CART_LINE_DAYS,

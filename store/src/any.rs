@@ -185,6 +185,9 @@ impl ReportStore for AnyStore {
     async fn tallies(&self, q: &TallyQuery) -> Result<Option<Vec<SummedTally>>, StoreError> {
         dispatch!(self, s => s.tallies(q).await)
     }
+    async fn quarters_by_day(&self) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.quarters_by_day().await)
+    }
 }
 
 impl EraseStore for AnyStore {

@@ -94,6 +94,15 @@ pub trait ReportStore: Backend {
         f: &ReportFilter,
         w: &Windows,
     ) -> impl Future<Output = Result<Vec<SalesReportRow>, StoreError>> + Send;
+
+    /// Whether a tally query over a whole range of quarter hours, grouped by period,
+    /// reads a row per place and closed day rather than one per quarter (ClickHouse,
+    /// once its closed quarters are kept by day): a report in a zone then reads its
+    /// quarters at once instead of whole days, hours and quarters apart
+    /// ([`crate::sums`]).
+    fn quarters_by_day(&self) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        async { Ok(false) }
+    }
 }
 
 /// Billable ad clicks per campaign and UTC day of `campaigns` (every campaign when

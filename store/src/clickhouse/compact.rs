@@ -141,6 +141,7 @@ struct LatestCh {
     open_day: i32,
     dirty_from: i64,
     flags: u64,
+    days: u64,
 }
 
 /// A compacted store's latest snapshot, as a read found it.
@@ -154,6 +155,10 @@ pub(crate) struct Snapshot {
     /// read without (the store is quiet since its last compaction) leaves out the
     /// dirty part, then checks that none was flagged meanwhile (`read_tallies`).
     pub(crate) flagged: bool,
+    /// Whether every closed day's quarters are kept as day arrays
+    /// (`super::quarter_days`): a store compacted by an earlier version has none
+    /// until its next compaction.
+    pub(crate) days: bool,
 }
 
 /// `each` grain's condition, joined by `OR`.
@@ -367,8 +372,10 @@ impl ClickHouseStore {
                 "SELECT count() AS n, argMax(bucket, generation) AS open_day, \
                  argMax(value, generation) AS dirty_from, (SELECT count() FROM rollups_late \
                  WHERE written >= (SELECT argMax(value, generation) FROM rollups_closed \
-                 WHERE scope = {SNAPSHOT_SCOPE})) AS flags \
-                 FROM rollups_closed WHERE scope = {SNAPSHOT_SCOPE}"
+                 WHERE scope = {SNAPSHOT_SCOPE})) AS flags, \
+                 (SELECT count() FROM rollups_days WHERE scope = {days_scope}) AS days \
+                 FROM rollups_closed WHERE scope = {SNAPSHOT_SCOPE}",
+                days_scope = super::quarter_days::MARKER_SCOPE
             ))
             .fetch_one()
             .await
@@ -377,6 +384,7 @@ impl ClickHouseStore {
             open_day: r.open_day,
             dirty_from: r.dirty_from,
             flagged: r.flags > 0,
+            days: r.days > 0,
         }))
     }
 
@@ -419,8 +427,12 @@ impl ClickHouseStore {
             "({SUMMED}) IN (SELECT {SUMMED} FROM rollups_late WHERE written >= {since} \
              AND ({closed}))"
         );
+        // A store compacted by an earlier version: its closed quarters by day first.
+        self.convert_quarter_days(generation).await?;
         if previous.is_some() {
             self.sum_closed(&flagged, generation).await?;
+            self.quarter_days_of_flagged(since, old_open, generation)
+                .await?;
         }
         // The days closing now, a day at a time: one query over a long history (the
         // first compaction of a store) would hold every place of it in memory (a
@@ -428,6 +440,7 @@ impl ClickHouseStore {
         for day in self.days_with_tallies(old_open, open).await? {
             self.sum_closed(&days_sql(day, day.saturating_add(1)), generation)
                 .await?;
+            self.quarter_days_of_day(day, generation).await?;
         }
         let snapshot = SnapshotCh {
             campaign_id: String::new(),
@@ -522,6 +535,7 @@ impl ClickHouseStore {
         for (table, ddl) in [
             ("rollups_closed", rm_schemas::tables::ROLLUPS_CLOSED),
             ("rollups_late", rm_schemas::tables::ROLLUPS_LATE),
+            ("rollups_days", rm_schemas::tables::ROLLUPS_DAYS),
         ] {
             self.client()
                 .query(&format!("DROP TABLE IF EXISTS {table}"))
@@ -601,6 +615,7 @@ mod tests {
             open_day: 3,
             dirty_from: 77,
             flagged,
+            days: false,
         };
         let sql = read_sql("C", "P", Grain::Quarter, snap(true));
         assert_eq!(sql.matches("(C)").count(), 3);

@@ -57,6 +57,7 @@ mod hours;
 mod line_days;
 mod page;
 mod place_sets;
+mod quarter_days;
 mod query;
 mod reports;
 mod resort;

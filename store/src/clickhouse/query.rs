@@ -145,16 +145,7 @@ pub(crate) fn placeholders(n: usize) -> String {
 /// query names campaigns, none but the marker's), its metrics aside; bound by
 /// [`bind_tally_places`].
 pub(crate) fn tally_places(q: &TallyQuery, list: &[&String]) -> String {
-    let campaigns = match (&q.campaigns, list.is_empty()) {
-        (None, _) => String::new(),
-        (Some(_), true) => " AND 0".to_owned(),
-        (Some(_), false) => format!(" AND campaign_id IN ({})", placeholders(list.len())),
-    };
-    let catalog = if q.catalog_id.is_some() {
-        " AND catalog_id = ?"
-    } else {
-        ""
-    };
+    let filters = place_filters(q, list);
     // Sub-ranges narrow the sorting key's `bucket`: the server reads their granules
     // only. As a list of the buckets while it is short (18.16 weighs an `OR` of a
     // Kolkata month's 30 hour ranges against every granule: 20 ms a query, a list of
@@ -167,7 +158,58 @@ pub(crate) fn tally_places(q: &TallyQuery, list: &[&String]) -> String {
             format!(" AND ({ranges})")
         }
     };
-    format!("scope = ? AND grain = ? AND bucket >= ? AND bucket <= ?{only}{campaigns}{catalog}")
+    format!("scope = ? AND grain = ? AND bucket >= ? AND bucket <= ?{only}{filters}")
+}
+
+/// The campaigns and catalog a tally query names, as a condition's tail (bound by
+/// [`bind_place_filters`]).
+fn place_filters(q: &TallyQuery, list: &[&String]) -> String {
+    let campaigns = match (&q.campaigns, list.is_empty()) {
+        (None, _) => String::new(),
+        (Some(_), true) => " AND 0".to_owned(),
+        (Some(_), false) => format!(" AND campaign_id IN ({})", placeholders(list.len())),
+    };
+    let catalog = if q.catalog_id.is_some() {
+        " AND catalog_id = ?"
+    } else {
+        ""
+    };
+    format!("{campaigns}{catalog}")
+}
+
+/// Binds the values of [`place_filters`].
+fn bind_place_filters(mut query: Query, q: &TallyQuery, list: &[&String]) -> Query {
+    for c in list {
+        query = query.bind(c.as_str());
+    }
+    if let Some(c) = &q.catalog_id {
+        query = query.bind(c.as_str());
+    }
+    query
+}
+
+/// The `WHERE` condition of the rows of `rollups_days` (a place's quarters of a UTC
+/// day) a quarter-hour tally query reads: its scope, the UTC days of its range, its
+/// places as [`tally_places`] and its metrics (`codes`); bound by
+/// [`bind_days_places`].
+pub(crate) fn days_places(q: &TallyQuery, list: &[&String], codes: &[u16]) -> String {
+    use crate::model::tallies::Grain;
+    let (first, last) = (
+        Grain::Quarter.day_of_bucket(q.from),
+        Grain::Quarter.day_of_bucket(q.to),
+    );
+    let codes: Vec<String> = codes.iter().map(u16::to_string).collect();
+    format!(
+        "scope = {} AND day >= {first} AND day <= {last}{} AND metric IN ({})",
+        q.scope as u8,
+        place_filters(q, list),
+        codes.join(",")
+    )
+}
+
+/// Binds the values of [`days_places`].
+pub(crate) fn bind_days_places(query: Query, q: &TallyQuery, list: &[&String]) -> Query {
+    bind_place_filters(query, q, list)
 }
 
 /// Most buckets a tally query's sub-ranges name as a list (more: as ranges).
@@ -211,13 +253,7 @@ pub(crate) fn bind_tally_places(mut query: Query, q: &TallyQuery, list: &[&Strin
             }
         }
     }
-    for c in list {
-        query = query.bind(c.as_str());
-    }
-    if let Some(c) = &q.catalog_id {
-        query = query.bind(c.as_str());
-    }
-    query
+    bind_place_filters(query, q, list)
 }
 
 #[cfg(test)]

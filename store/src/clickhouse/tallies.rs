@@ -11,7 +11,10 @@ use super::compact::{self, PartTallyCh, Snapshot};
 use super::error::ch;
 use super::page;
 use super::place_sets;
-use super::query::{bind_tally_places, chunks, placeholders, tally_places};
+use super::quarter_days;
+use super::query::{
+    bind_days_places, bind_tally_places, chunks, days_places, placeholders, tally_places,
+};
 use super::rows::{
     corrupt, insert_rows, parse_dedup, parse_status, parse_traffic, CartLineCh, TallyCh, CLICK,
     IMPRESSION,
@@ -253,8 +256,13 @@ impl ClickHouseStore {
                     .bind(marker.place.scope as u8)
                     .bind(marker.metric.code())
             };
-            let rows = match snapshot {
-                None => {
+            // Closed quarters by slices of their days' arrays, where they apply.
+            let by_days = snapshot.and_then(|snap| {
+                let days = days_places(q, list, &codes);
+                quarter_days::read_sql(q, &cond, &places, &days, snap).map(|sql| (snap, sql))
+            });
+            let rows = match (snapshot, by_days) {
+                (None, _) => {
                     let read = format!(
                         "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
                          SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
@@ -264,7 +272,18 @@ impl ClickHouseStore {
                     let query = bind_marker(bind_cond(self.client().query(&sql)));
                     query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
                 }
-                Some(snap) => {
+                (_, Some((snap, read))) => {
+                    // Every part grouped at once (a flagged place-day is read from its
+                    // partitions instead of its array, by the query itself).
+                    let sql = format!("{} UNION ALL {marker_sql}", grouped(q, read));
+                    let mut query = bind_days_places(bind_cond(self.client().query(&sql)), q, list);
+                    if snap.flagged {
+                        query = bind_places(bind_cond(bind_places(query)));
+                    }
+                    let query = bind_marker(query);
+                    query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
+                }
+                (Some(snap), None) => {
                     let read = compact::read_sql(&cond, &places, q.grain, snap);
                     // A dirty part's rows replace closed sums bucket by bucket
                     // (`compact::merge`): those reads keep their buckets.

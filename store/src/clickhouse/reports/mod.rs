@@ -70,4 +70,9 @@ impl ReportStore for ClickHouseStore {
     async fn tallies(&self, q: &TallyQuery) -> Result<Option<Vec<SummedTally>>, StoreError> {
         self.op("tallies", self.read_tallies(q)).await
     }
+
+    async fn quarters_by_day(&self) -> Result<bool, StoreError> {
+        let snapshot = self.op("tallies", self.snapshot()).await?;
+        Ok(snapshot.is_some_and(|s| s.days))
+    }
 }
