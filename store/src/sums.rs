@@ -238,15 +238,10 @@ async fn read<S: ReportStore + ?Sized>(
     let Some(mixed) = periods.mixed(hours) else {
         return fetch(store, &q).await;
     };
-    // Quarters kept by day on the server: the whole range at once reads a row per
-    // closed place-day, fewer than the plan's days and quarters. A scope kept by hour
-    // keeps its plan: its open day's hours read fewer rows than its quarters (each a
-    // row per log partition), and its closed days' hours are few.
-    if !hours
-        && q.grain == Grain::Quarter
-        && q.group != Group::Each
-        && store.quarters_by_day().await?
-    {
+    // Quarters kept by day on the server: a report by day, week or summary reads
+    // the whole range at once, a row per closed place-day, fewer than the plan's
+    // days, hours and quarters (measured: BENCHMARKS.md).
+    if q.grain == Grain::Quarter && q.group.spans_days() && store.quarters_by_day().await? {
         return fetch(store, &q).await;
     }
     // Boxed: three reads at once, twice, would make every report's future (held on

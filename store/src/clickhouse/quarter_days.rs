@@ -1,18 +1,18 @@
 //! A closed day's quarter hours as one row (issue 26): `rollups_days`
-//! ([`rm_schemas::tables::ROLLUPS_DAYS`]), what keeps a report by local hour, day or
-//! week in a zone at the rows of its days, not of their quarters.
+//! ([`rm_schemas::tables::ROLLUPS_DAYS`]), what keeps a report by day or week in a
+//! zone (or a summary) at the rows of its days, not of their hours and quarters.
 //!
-//! A report by hour in Asia/Kolkata reads every quarter of its week (a local hour is
-//! two quarters of one UTC hour and two of the next), and a closed quarter is a row
-//! of `rollups_closed` per place and metric: 672 rows a place for a week, which
-//! 18.16 groups at about half a microsecond a row (a campaign summary by hour at ten
-//! million records read 250,000 rows in 90-110 ms of its 180). Here a place's closed
-//! quarters of a UTC day are one row, their 96 sums in an array; a read cuts each
-//! day's array where the report's periods (and its range) start, sums each slice on
-//! the server ([`slices_sql`]) and groups the slices as it grouped quarters. Every
-//! group boundary of `Group::Every { width, shift }` falls where `(bucket + shift)`
-//! is a multiple of the width, so of `gcd(width, 96)` too: the same offsets of every
-//! UTC day ([`cuts`]; extra cuts only make finer slices of the same sums).
+//! A report by day in Asia/Kolkata (+5:30) reads, for each UTC day, the day, the
+//! five hours and the two quarters that leave it for the next local day
+//! (`crate::model::periods::mixed`): eight closed rows a place and day, in three
+//! queries. Here a place's closed quarters of a UTC day are one row, their 96 sums
+//! in an array; a read cuts each day's array where the report's periods (and its
+//! range) start, takes the slices' sums on the server ([`slices_sql`]) and groups
+//! them as it groups quarters, in one query. Every group boundary of
+//! `Group::Every { width, shift }` falls where `(bucket + shift)` is a multiple of
+//! the width, so of `gcd(width, 96)` too: the same offsets of every UTC day
+//! ([`cuts`]; extra cuts only make finer slices of the same sums). Reports by hour
+//! keep reading quarters: 25 slices a day cost 18.16 more than the rows they save.
 //!
 //! **Why it stays exact.** The compaction writes a place's day array from its closed
 //! quarters after it sums them (`compact.rs`): for each day it closes, and for the
@@ -123,8 +123,10 @@ fn slices_sql(cuts: &[i32]) -> (String, String) {
 
 /// The read of a compacted store's quarter hours by slices of their closed days
 /// (see the header), or `None` where it does not apply: not quarters, a read of
-/// sub-ranges or a page, each quarter apart, or a store whose days are not all
-/// kept as arrays. `cond` selects the query's places and metrics in `rollups`,
+/// sub-ranges or a page, groups narrower than a day (by hour a day is 25 slices,
+/// and 18.16 spends more on their aggregates than on the closed quarters' rows:
+/// measured slower in `BENCHMARKS.md`), or a store whose days are not all kept as
+/// arrays. `cond` selects the query's places and metrics in `rollups`,
 /// `places` its places (for the flags), `days` its rows of `rollups_days`. Binds:
 /// `cond`, `days`, then, when the snapshot found flags, `places`, `cond`, `places`.
 /// The rows are quarters (open or flagged days) and slices, each under its first
@@ -136,7 +138,12 @@ pub(crate) fn read_sql(
     days: &str,
     snapshot: Snapshot,
 ) -> Option<String> {
-    if q.grain != Grain::Quarter || !q.only.is_empty() || q.page.is_some() || !snapshot.days {
+    if q.grain != Grain::Quarter
+        || !q.only.is_empty()
+        || q.page.is_some()
+        || !snapshot.days
+        || !q.group.spans_days()
+    {
         return None;
     }
     let cuts = cuts(q)?;

@@ -754,6 +754,18 @@ pub enum Group {
     },
 }
 
+impl Group {
+    /// Whether every group holds whole days of quarters or more (a summary, or a
+    /// local day or week): a UTC day's quarters fall in at most two of them.
+    pub fn spans_days(self) -> bool {
+        match self {
+            Self::Each => false,
+            Self::Whole => true,
+            Self::Every { width, .. } => width >= QUARTERS_PER_DAY,
+        }
+    }
+}
+
 impl TallyQuery {
     /// Billable clicks per campaign and UTC day, all history, of `campaigns` (every
     /// campaign when `None`): what spend reads ([`billable_clicks`]).

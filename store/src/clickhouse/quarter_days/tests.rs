@@ -135,6 +135,17 @@ fn a_read_applies_to_whole_ranges_of_quarters_of_a_converted_store() {
     assert_eq!(order, "CDPCP");
     let each = query(Group::Each, 96 * 10, 96 * 21 - 1);
     assert!(read_sql(&each, "C", "P", "D", snap(true, false)).is_none());
+    let by_hour = query(Group::Every { width: 4, shift: 2 }, 96 * 10, 96 * 21 - 1);
+    assert!(read_sql(&by_hour, "C", "P", "D", snap(true, false)).is_none());
+    let by_day = query(
+        Group::Every {
+            width: 96,
+            shift: 22,
+        },
+        96 * 10,
+        96 * 21 - 1,
+    );
+    assert!(read_sql(&by_day, "C", "P", "D", snap(true, false)).is_some());
     let hours = TallyQuery {
         grain: Grain::Hour,
         ..q.clone()
