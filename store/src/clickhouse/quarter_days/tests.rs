@@ -127,7 +127,7 @@ fn a_read_applies_to_whole_ranges_of_quarters_of_a_converted_store() {
     // Bound in text order: C, D, P (the arrays' exclusion), C, P (the partitions).
     let order: String = ["(C)", "(D)", "(P)"]
         .iter()
-        .flat_map(|m| flagged.match_indices(m).map(|(i, m)| (i, m)))
+        .flat_map(|m| flagged.match_indices(m))
         .collect::<std::collections::BTreeMap<_, _>>()
         .values()
         .map(|m| &m[1..2])
