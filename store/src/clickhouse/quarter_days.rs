@@ -69,15 +69,10 @@ struct MarkerCh {
 /// quarters: every group's first quarter and the range's ends fall on one. `None`
 /// where a read of `q` wants each quarter apart (nothing to slice).
 pub(crate) fn cuts(q: &TallyQuery) -> Option<Vec<i32>> {
-    let step = match q.group {
-        Group::Each => return None,
-        Group::Whole => PER_DAY,
-        Group::Every { width, shift: _ } if width <= 0 => return None,
-        Group::Every { width, shift: _ } => gcd(width, PER_DAY),
-    };
-    let shift = match q.group {
-        Group::Every { shift, .. } => shift,
-        _ => 0,
+    let (step, shift) = match q.group {
+        Group::Whole => (PER_DAY, 0),
+        Group::Every { width, shift } if width > 0 => (gcd(width, PER_DAY), shift),
+        Group::Each | Group::Every { .. } => return None,
     };
     let mut cuts: Vec<i32> = (0..PER_DAY)
         .filter(|s| (s + shift).rem_euclid(step) == 0)
