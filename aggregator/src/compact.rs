@@ -1,4 +1,4 @@
-//! The compaction of closed days' rollups, every `RM_AGGREGATOR_COMPACT_SECS`
+//! The compaction of closed hours' rollups, every `RM_AGGREGATOR_COMPACT_SECS`
 //! (`rm_store`'s `WriteStore::compact_tallies`; the ClickHouse store's `compact`
 //! module argues why reads stay exact). A failure is logged and counted, and the
 //! next round tries again: the reads never depend on a compaction having run, only
@@ -37,11 +37,11 @@ pub async fn run(
             Ok(Some(open)) => {
                 counter!(COMPACTIONS, "outcome" => "done").increment(1);
                 gauge!(OPEN_FROM_DAY).set(f64::from(open));
-                tracing::debug!(open_from_day = open, took = ?started.elapsed(), "compacted the closed days' rollups");
+                tracing::debug!(open_from_day = open, took = ?started.elapsed(), "compacted the closed hours' rollups");
             }
             Err(e) => {
                 counter!(COMPACTIONS, "outcome" => "failed").increment(1);
-                tracing::warn!(error = %e, "compacting the closed days' rollups failed; the next round tries again");
+                tracing::warn!(error = %e, "compacting the closed hours' rollups failed; the next round tries again");
             }
         }
     }

@@ -98,7 +98,7 @@ pub struct AggregatorConfig {
         default_value_t = 1_000_000
     )]
     pub cache_max_entities: usize,
-    /// Seconds between compactions of the closed days' rollups (ClickHouse: their
+    /// Seconds between compactions of the closed hours' rollups (ClickHouse: their
     /// sums over the log partitions, which keep reads at their answer's size); 0:
     /// never.
     #[arg(

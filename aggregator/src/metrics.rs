@@ -70,7 +70,7 @@ pub const OFFERS: &str = "aggregator_order_offers_total";
 /// Offers of touches to orders appended to the orders topic (the lookups after each
 /// write: new orders' shoppers' touches, new touches' shoppers' orders).
 pub const OFFERS_SENT: &str = "aggregator_order_offers_sent_total";
-/// Compactions of the closed days' rollups, by outcome (`done`, `failed`).
+/// Compactions of the closed hours' rollups, by outcome (`done`, `failed`).
 pub const COMPACTIONS: &str = "aggregator_rollups_compactions_total";
 /// The first day the last compaction left open (days since 1970-01-01 UTC).
 pub const OPEN_FROM_DAY: &str = "aggregator_rollups_open_from_day";

@@ -1615,6 +1615,10 @@ async fn same_reports_as_embedded(url: String) {
         ))
         .await;
         Box::pin(quarter_days::quarters_of_the_previous_compactions_are_kept_by_day(&url)).await;
+        Box::pin(quarter_days::hours_closed_mid_day_read_as_their_partitions(
+            &url,
+        ))
+        .await;
         Box::pin(zones_of_the_previous_version_are_backfilled(&url)).await;
         Box::pin(hours_of_the_previous_version_are_backfilled(&url)).await;
         let raced = fresh_database(&url, "backfills");

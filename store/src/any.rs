@@ -130,8 +130,12 @@ impl WriteStore for AnyStore {
     async fn backfill_zones(&self) -> Result<bool, StoreError> {
         dispatch!(self, s => s.backfill_zones().await)
     }
-    async fn compact_tallies(&self, margin_ms: i64) -> Result<Option<i32>, StoreError> {
-        dispatch!(self, s => s.compact_tallies(margin_ms).await)
+    async fn compact_tallies_at(
+        &self,
+        now_ms: i64,
+        margin_ms: i64,
+    ) -> Result<Option<i32>, StoreError> {
+        dispatch!(self, s => s.compact_tallies_at(now_ms, margin_ms).await)
     }
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         dispatch!(self, s => s.write(batch).await)

@@ -1,13 +1,14 @@
 //! ClickHouse stores compacted by the previous version (closed quarters in
 //! `rollups_closed` only, no `rollups_days`), converted by the next compaction: the
 //! closed quarters kept by day read the same answers as the quarters did, and the
-//! reads by period rely on the day arrays.
+//! reads by period rely on the day arrays. And a day closed up to an hour of it: its
+//! closed hours read from their closed rows, the same answers.
 
 use rm_store::clickhouse::ClickHouseStore;
 use rm_store::model::tallies::{Grain, Group, Scope, SummedTally, TallyQuery};
 use rm_store::{ReportStore, WriteStore};
 
-use super::{database_client, drop_database, fresh_database, rollups};
+use super::{database_client, drop_database, fresh_database, rollups, t, D0, TEN};
 
 /// A stream folded with compactions between batches (every day closed), then left
 /// as the previous version left it (the day arrays' table dropped; connecting
@@ -79,5 +80,97 @@ pub(crate) async fn quarters_of_the_previous_compactions_are_kept_by_day(url: &s
     };
     let changed = sums(store.tallies(&whole).await.expect("read").expect("counted"));
     assert_eq!(total(&changed), total(&sums_before) + 1000);
+    drop_database(url, &config.database).await;
+}
+
+/// A stream folded without compactions, its flags then dropped (a store quiet since
+/// its writes), compacted on a clock of 13:00 on `D0` (its ads are served from 10:00;
+/// its late records are three days older): the days before are kept by day, `D0`'s
+/// hours before 11:00 are closed rows, the rest of it is read from the partitions,
+/// and the reads (no flag since the snapshot: none of the dirty parts) answer as
+/// before. A compaction an hour later closes 11:00 too, and then a closed quarter of
+/// `D0` changed by hand changes a read by period: the reads use the closed rows.
+pub(crate) async fn hours_closed_mid_day_read_as_their_partitions(url: &str) {
+    const HOUR: i64 = 3_600_000;
+    let seed = 9;
+    let config = fresh_database(url, "closed_hours");
+    let store = ClickHouseStore::connect(&config).await.expect("connect");
+    Box::pin(rollups::counted_as_the_reports_count(&store, seed, false)).await;
+    let before = Box::pin(rollups::transcript(&store, seed, false)).await;
+    let client = database_client(url, &config.database);
+    client
+        .query("TRUNCATE TABLE rollups_late")
+        .execute()
+        .await
+        .expect("no flag");
+    let whole = TallyQuery {
+        group: Group::Whole,
+        ..rollups::everything(Scope::Campaign, Grain::Quarter)
+    };
+    let total = |tallies: Vec<SummedTally>| -> i64 {
+        tallies
+            .into_iter()
+            .filter(|s| s.metric.code() == 0)
+            .map(|s| s.value)
+            .sum()
+    };
+    let total_before = total(store.tallies(&whole).await.expect("read").expect("counted"));
+    let closed_quarters = |to_hour: i64| {
+        let client = client.clone();
+        async move {
+            let n: u64 = client
+                .query(
+                    "SELECT count() FROM rollups_closed WHERE grain = 1 AND scope != 255 \
+                     AND bucket >= ? AND bucket < ?",
+                )
+                .bind(i64::from(D0) * 96)
+                .bind(to_hour * 4)
+                .fetch_one()
+                .await
+                .expect("count");
+            n
+        }
+    };
+    let d0_hour = i64::from(D0) * 24;
+    for (clock, open_hour) in [(TEN + 3 * HOUR + HOUR / 2, 11), (TEN + 4 * HOUR, 12)] {
+        let open = store
+            .compact_tallies_at(t(D0, clock), 0)
+            .await
+            .expect("compact");
+        assert_eq!(open, Some(D0), "D0 stays open");
+        assert!(store.quarters_by_day().await.expect("read"), "kept by day");
+        assert!(
+            closed_quarters(d0_hour + open_hour).await > 0,
+            "D0's quarters before {open_hour}:00 are closed rows"
+        );
+        assert_eq!(
+            closed_quarters(d0_hour + 24).await,
+            closed_quarters(d0_hour + open_hour).await,
+            "none after"
+        );
+        let after = Box::pin(rollups::transcript(&store, seed, false)).await;
+        assert_eq!(before, after, "closed at {open_hour}:00: the same answers");
+        assert_eq!(
+            total(store.tallies(&whole).await.expect("read").expect("counted")),
+            total_before
+        );
+    }
+    // A campaign's closed quarter of D0, raised by 1,000 in a newer row.
+    client
+        .query(
+            "INSERT INTO rollups_closed SELECT campaign_id, scope, grain, bucket, creative, \
+             catalog_id, product_code, metric, value + 1000, generation + 1 \
+             FROM rollups_closed WHERE grain = 1 AND scope = 0 AND metric = 0 \
+             AND bucket >= ? ORDER BY bucket, campaign_id LIMIT 1",
+        )
+        .bind(i64::from(D0) * 96)
+        .execute()
+        .await
+        .expect("change a closed quarter");
+    assert_eq!(
+        total(store.tallies(&whole).await.expect("read").expect("counted")),
+        total_before + 1000,
+        "the open day's closed quarters are read from their closed rows"
+    );
     drop_database(url, &config.database).await;
 }

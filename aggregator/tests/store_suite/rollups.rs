@@ -219,11 +219,16 @@ pub(crate) async fn fold_loaded(
 }
 
 /// Folds the stream in batches cut anywhere, with crashes and replays; `compact`:
-/// with compactions of the closed days' tallies between batches (every day of the
-/// stream is closed: it is over a week old), so later batches change closed days.
+/// with compactions of the closed hours' tallies between batches, on a compactor's
+/// clock that steps through the stream's hours (its ads are served from 10:00 on
+/// `D0`; its late records are three days older), so a compaction closes some of
+/// `D0`'s hours and later batches change closed hours and days.
 async fn ingest(store: &impl Store, seed: u64, compact: bool) {
     let (records, positions) = stream(seed);
     let mut rng = Rng(seed ^ 0xABCD);
+    // 11:30 on D0: its hours before 09:00 close (those of the re-fired impressions),
+    // then more at each compaction.
+    let mut clock = t(D0, TEN + 90 * MIN);
     let mut i = 0;
     while i < records.len() {
         let end = (i + 1 + rng.below(40) as usize).min(records.len());
@@ -264,8 +269,9 @@ async fn ingest(store: &impl Store, seed: u64, compact: bool) {
         }
         if compact && rng.chance(40) {
             // No write is in flight: no margin is needed.
-            let open = store.compact_tallies(0).await.expect("compact");
+            let open = store.compact_tallies_at(clock, 0).await.expect("compact");
             assert!(open.is_some(), "this store compacts");
+            clock += i64::try_from(rng.below(60)).expect("minutes") * MIN;
         }
         i = end;
     }

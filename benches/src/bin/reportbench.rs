@@ -69,7 +69,7 @@ struct Args {
     /// background merges caught up.
     #[arg(long)]
     optimize: bool,
-    /// After the timed reads, compact the closed days' rollups (ClickHouse: their
+    /// After the timed reads, compact the closed hours' rollups (ClickHouse: their
     /// sums over the log partitions, as the aggregator does every
     /// `RM_AGGREGATOR_COMPACT_SECS`) and read every report again.
     #[arg(long)]
@@ -663,7 +663,7 @@ async fn main() -> anyhow::Result<()> {
             );
         }
         println!();
-        println!("After compacting the closed days' rollups:");
+        println!("After compacting the closed hours' rollups:");
         table(&stores, &f, &a, backend).await?;
     }
     for (_, store) in stores {

@@ -1,30 +1,35 @@
-//! Closed days' rollups summed over the log partitions (issue 26): what keeps a
+//! Closed hours' rollups summed over the log partitions (issue 26): what keeps a
 //! ClickHouse report's read at the rows of its answer, not at the rows times the log
 //! partitions times the unmerged versions behind them.
 //!
 //! A tally is kept per log partition, as an absolute value each partition's single
 //! writer owns (`crate::model::tallies`); the reads sum the partitions. A
-//! compaction ([`ClickHouseStore::compact`]) sums, for the UTC days that ended
-//! [`CLOSE_AFTER_MS`] (two hours) before it started (closed days: yesterday from
-//! 02:00 UTC on), every place's partitions into one row
-//! of `rollups_closed` (`argMax` of each partition's rows, summed; stamped with the
-//! compaction's time as its `generation`), a day at a time (the first compaction of
-//! a long history would otherwise hold all its places in one query's memory), then
-//! writes a snapshot row: the first
-//! open day `W` and a time `D` (the compaction's start less a margin). It deletes
-//! nothing: `rollups` stays the truth, the closed rows are a cache of its sums.
+//! compaction ([`ClickHouseStore::compact`]) sums, for the UTC hours that ended
+//! [`CLOSE_AFTER_MS`] (two hours) before it started (closed hours: at 14:30 UTC,
+//! those before 12:00), every place's partitions into one row of `rollups_closed`
+//! (`argMax` of each partition's rows, summed; stamped with the compaction's time
+//! as its `generation`): a bucket closes once every hour it spans has (a quarter
+//! or an hour with its hour, a day with its last hour). It sums a UTC day at a time
+//! (the first compaction of a long history would otherwise hold all its places in
+//! one query's memory), then writes a snapshot row: the first open hour `W` and a
+//! time `D` (the compaction's start less a margin). It deletes nothing: `rollups`
+//! stays the truth, the closed rows are a cache of its sums. (Closed by whole days,
+//! as the first versions did, today's open part was a row per place, quarter hour,
+//! log partition and unmerged version for up to a day: most of a zoned report's
+//! rows at ten million records.)
 //!
-//! **Why a read stays exact.** A closed day can still change: a view's milestone, a
-//! cart line's latest value, an order's credit or a better copy of an event may land
-//! on an old day. So every write of a tally of a day that ended at least
-//! [`FLAG_AFTER_MS`] (an hour) before the writer's clock (every day a compaction may
-//! have closed, with an hour to spare: [`first_open_day`], [`first_unflagged_day`])
-//! first writes a *flag* of its place in `rollups_late`, stamped with the writer's
-//! clock ([`ClickHouseStore::flag_late`]; `insert_tallies` does it before the
-//! tallies, so no tally is ever visible without its flag). A read
+//! **Why a read stays exact.** A closed hour can still change: a view's milestone,
+//! a cart line's latest value, an order's credit or a better copy of an event may
+//! land on an old bucket. So every write of a tally of a bucket that ended at least
+//! [`FLAG_AFTER_MS`] (an hour) before the writer's clock (every bucket a compaction
+//! may have closed, with an hour to spare: [`first_open_hour`],
+//! [`first_unflagged_hour`]) first writes a *flag* of its place in `rollups_late`,
+//! stamped with the writer's clock ([`ClickHouseStore::flag_late`]; `insert_tallies`
+//! does it before the tallies, so no tally is ever visible without its flag). A read
 //! ([`read_sql`]) takes, per place of its range, either
-//! - the place's per-partition rows from `rollups`, when its day is open (`>= W`)
-//!   or it was flagged at or after `D` (dirty), or
+//! - the place's per-partition rows from `rollups`, when its bucket is open (not
+//!   before `W`: [`Grain::first_of_hour`]) or it was flagged at or after `D`
+//!   (dirty), or
 //! - the place's closed row, otherwise.
 //!
 //! A closed place not flagged since `D` changed last before the compaction read it
@@ -50,6 +55,12 @@
 //! older snapshot reads the same sums, as above, and the check after each read still
 //! finds the flags it did not count.
 //!
+//! **Snapshots of earlier versions.** A snapshot row keeps `W`'s day in `bucket`
+//! and its hour of that day in `metric` (0 in the rows of the versions that closed
+//! whole days, and read as such): a reader of an earlier version reads the day and
+//! takes the rest of it from the partitions, as it did; this version reads an
+//! earlier one's snapshot as closing whole days.
+//!
 //! Both tables are new with this version: a store without them reads every day as
 //! open until the first compaction. `retail-media rebuild` drops them with the
 //! rollups. The embedded store keeps one log partition (the embedded log) and
@@ -69,28 +80,37 @@ use crate::model::tallies::{Grain, Metric, Tally, TallyKey, HOUR_MS};
 use crate::write::FastSet;
 use crate::StoreError;
 
-/// A UTC day closes once it ended this long before a compaction starts (by the
-/// compactor's clock): only today stays open, and yesterday in the first two hours
-/// of today. (Closed two days after its end, as before, a read summed the partitions
-/// and unmerged versions of three days' rows instead of today's.)
+/// A UTC hour closes once it ended this long before a compaction starts (by the
+/// compactor's clock): the last two or three hours stay open.
 pub const CLOSE_AFTER_MS: i64 = 2 * HOUR_MS;
 
-/// A writer flags its tallies of a day that ended this long before its clock: every
-/// day a compaction may have closed ([`CLOSE_AFTER_MS`]), with an hour to spare for
-/// the writers' and the compactor's clocks (kept within minutes of each other) and
-/// for a writer's time between deciding and writing. Late events of yesterday in
-/// the first hour after midnight, the most of them, are not flagged.
+/// A writer flags its tallies of a bucket that ended this long before its clock:
+/// every bucket a compaction may have closed ([`CLOSE_AFTER_MS`]), with an hour to
+/// spare for the writers' and the compactor's clocks (kept within minutes of each
+/// other) and for a writer's time between deciding and writing. Events up to an
+/// hour late, the most of the late ones, are not flagged.
 pub const FLAG_AFTER_MS: i64 = HOUR_MS;
 
-/// The first day a compaction started at `now_ms` leaves open.
-pub fn first_open_day(now_ms: i64) -> i32 {
-    day_of(now_ms.saturating_sub(CLOSE_AFTER_MS))
+/// The UTC hour (since the epoch) of an instant, within `i32`.
+fn hour_of(ms: i64) -> i32 {
+    Grain::Hour.bucket(ms)
 }
 
-/// The first day whose tallies a writer at `now_ms` writes without a flag: it flags
-/// those of every day before.
-pub fn first_unflagged_day(now_ms: i64) -> i32 {
-    day_of(now_ms.saturating_sub(FLAG_AFTER_MS))
+/// The first hour a compaction started at `now_ms` leaves open.
+pub fn first_open_hour(now_ms: i64) -> i32 {
+    hour_of(now_ms.saturating_sub(CLOSE_AFTER_MS))
+}
+
+/// The first hour whose tallies a writer at `now_ms` writes without a flag: it flags
+/// those of every bucket that ends by its start.
+pub fn first_unflagged_hour(now_ms: i64) -> i32 {
+    hour_of(now_ms.saturating_sub(FLAG_AFTER_MS))
+}
+
+/// The UTC day of hour `hour` (the open day of a snapshot whose first open hour it
+/// is: the days before are closed).
+fn day_of_hour(hour: i32) -> i32 {
+    Grain::Day.first_of_hour(hour)
 }
 
 /// The `scope` of a snapshot row (no place has it).
@@ -139,6 +159,7 @@ pub(crate) type SnapshotCache = tokio::sync::Mutex<Option<(Instant, Option<Snaps
 struct LatestCh {
     n: u64,
     open_day: i32,
+    open_hours: u16,
     dirty_from: i64,
     flags: u64,
     days: u64,
@@ -147,8 +168,8 @@ struct LatestCh {
 /// A compacted store's latest snapshot, as a read found it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Snapshot {
-    /// The first open day (`W`).
-    pub(crate) open_day: i32,
+    /// The first open hour (`W`, hours since the epoch).
+    pub(crate) open_hour: i32,
     /// The time from which a closed place's flag makes it dirty (`D`).
     pub(crate) dirty_from: i64,
     /// Whether any place was flagged at or after `D` when the snapshot was read: a
@@ -161,6 +182,13 @@ pub(crate) struct Snapshot {
     pub(crate) days: bool,
 }
 
+impl Snapshot {
+    /// The first UTC day not wholly closed (the day of `W`).
+    pub(crate) fn open_day(self) -> i32 {
+        day_of_hour(self.open_hour)
+    }
+}
+
 /// `each` grain's condition, joined by `OR`.
 fn grains(each: impl Fn(Grain) -> String) -> String {
     Grain::ALL
@@ -170,14 +198,14 @@ fn grains(each: impl Fn(Grain) -> String) -> String {
         .join(" OR ")
 }
 
-/// Every grain's buckets of the UTC days `from..to`.
-fn days_sql(from: i32, to: i32) -> String {
+/// Every grain's buckets closed by a first open hour `to` and not by `from`.
+fn hours_sql(from: i32, to: i32) -> String {
     grains(|g| {
         format!(
             "(grain = {} AND bucket >= {} AND bucket < {})",
             g as u8,
-            g.first_of_day(from),
-            g.first_of_day(to)
+            g.first_of_hour(from),
+            g.first_of_hour(to)
         )
     })
 }
@@ -219,7 +247,7 @@ const DIRTY: u8 = 2;
 /// when the snapshot found flags, `cond`, `places`. Each row is tagged with its
 /// part; [`merge`] keeps a closed place's sum unless it is dirty.
 pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: Snapshot) -> String {
-    let open = open_bucket(grain, snapshot.open_day);
+    let open = grain.first_of_hour(snapshot.open_hour);
     let mut sql = format!(
         "SELECT {OPEN} AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
          SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
@@ -244,11 +272,6 @@ pub(crate) fn read_sql(cond: &str, places: &str, grain: Grain, snapshot: Snapsho
     sql
 }
 
-/// The bucket of `grain` where a snapshot's first open day starts.
-fn open_bucket(grain: Grain, open_day: i32) -> i32 {
-    grain.first_of_day(open_day)
-}
-
 /// The places (`keys`: columns of [`SUMMED`]) of a compacted store's read, part by
 /// part as [`read_sql`] reads them (copies across parts; the caller groups): the open
 /// days' from `rollups`, the closed days' sums, and (when the snapshot found flags)
@@ -260,7 +283,7 @@ pub(crate) fn places_sql(
     grain: Grain,
     snapshot: Snapshot,
 ) -> String {
-    let open = open_bucket(grain, snapshot.open_day);
+    let open = grain.first_of_hour(snapshot.open_hour);
     let mut sql = format!(
         "SELECT DISTINCT {keys} FROM rollups WHERE ({cond}) AND bucket >= {open} \
          UNION ALL \
@@ -305,17 +328,17 @@ pub(crate) fn merge(rows: Vec<PartTallyCh>) -> Vec<PartTallyCh> {
 }
 
 impl ClickHouseStore {
-    /// Flags the places of `rows` on days that ended an hour or more ago
-    /// ([`first_unflagged_day`], see the module header); the caller writes the
+    /// Flags the places of `rows` in buckets that ended an hour or more ago
+    /// ([`first_unflagged_hour`], see the module header); the caller writes the
     /// tallies after this returns.
     pub(crate) async fn flag_late(&self, rows: &[(TallyKey, Tally)]) -> Result<(), StoreError> {
         let now = now_ms();
-        let before = first_unflagged_day(now);
+        let before = first_unflagged_hour(now);
         let mut seen: FastSet<(&str, u8, u8, i32, &str, &str, &str)> = FastSet::default();
         let mut flags = Vec::new();
         for (k, _) in rows {
             let p = &k.place;
-            if !k.metric.is_count() || p.grain.day_of_bucket(p.bucket) >= before {
+            if !k.metric.is_count() || p.bucket >= p.grain.first_of_hour(before) {
                 continue;
             }
             let key = (
@@ -370,6 +393,7 @@ impl ClickHouseStore {
             .client()
             .query(&format!(
                 "SELECT count() AS n, argMax(bucket, generation) AS open_day, \
+                 argMax(metric, generation) AS open_hours, \
                  argMax(value, generation) AS dirty_from, (SELECT count() FROM rollups_late \
                  WHERE written >= (SELECT argMax(value, generation) FROM rollups_closed \
                  WHERE scope = {SNAPSHOT_SCOPE})) AS flags, \
@@ -381,7 +405,9 @@ impl ClickHouseStore {
             .await
             .map_err(ch("read the rollups' snapshot"))?;
         Ok((r.n > 0).then_some(Snapshot {
-            open_day: r.open_day,
+            open_hour: Grain::Hour
+                .first_of_day(r.open_day)
+                .saturating_add(i32::from(r.open_hours.min(23))),
             dirty_from: r.dirty_from,
             flagged: r.flags > 0,
             days: r.days > 0,
@@ -403,24 +429,24 @@ impl ClickHouseStore {
         Ok(n > 0)
     }
 
-    /// Sums the closed days' places (and the closed places flagged since the last
+    /// Sums the closed hours' places (and the closed places flagged since the last
     /// snapshot) over their partitions into `rollups_closed`, then writes the
-    /// snapshot (see the module header). `margin_ms`: how long a writer may take
-    /// between a flag and its tallies, plus the writers' clock skew. Returns the first
-    /// day still open.
-    pub async fn compact(&self, margin_ms: i64) -> Result<i32, StoreError> {
-        let started = now_ms();
+    /// snapshot (see the module header), as of `started` (ms since the epoch: the
+    /// compactor's clock). `margin_ms`: how long a writer may take between a flag
+    /// and its tallies, plus the writers' clock skew. Returns the first day still
+    /// open.
+    pub async fn compact(&self, started: i64, margin_ms: i64) -> Result<i32, StoreError> {
         let previous = self.latest_snapshot().await?;
         let (old_open, since) =
-            previous.map_or((i32::MIN, i64::MIN), |s| (s.open_day, s.dirty_from));
-        let open = first_open_day(started).max(old_open);
+            previous.map_or((i32::MIN, i64::MIN), |s| (s.open_hour, s.dirty_from));
+        let open = first_open_hour(started).max(old_open);
         let generation = u64::try_from(started).unwrap_or(0);
-        // The places flagged since the last snapshot, of the days it had closed.
+        // The places flagged since the last snapshot, of the buckets it had closed.
         let closed = grains(|g| {
             format!(
                 "(grain = {} AND bucket < {})",
                 g as u8,
-                g.first_of_day(old_open)
+                g.first_of_hour(old_open)
             )
         });
         let flagged = format!(
@@ -431,26 +457,35 @@ impl ClickHouseStore {
         self.convert_quarter_days(generation).await?;
         if previous.is_some() {
             self.sum_closed(&flagged, generation).await?;
-            self.quarter_days_of_flagged(since, old_open, generation)
+            self.quarter_days_of_flagged(since, day_of_hour(old_open), generation)
                 .await?;
         }
-        // The days closing now, a day at a time: one query over a long history (the
-        // first compaction of a store) would hold every place of it in memory (a
+        // The hours closing now, a UTC day at a time: one query over a long history
+        // (the first compaction of a store) would hold every place of it in memory (a
         // month of ten million records took more than 18.16's 4 GB for a query).
         for day in self.days_with_tallies(old_open, open).await? {
-            self.sum_closed(&days_sql(day, day.saturating_add(1)), generation)
+            let first = Grain::Hour.first_of_day(day);
+            let next = Grain::Hour.first_of_day(day.saturating_add(1));
+            self.sum_closed(&hours_sql(old_open.max(first), open.min(next)), generation)
                 .await?;
+        }
+        // Then the arrays of the days closed now (all their quarters are closed rows,
+        // the ones flagged since the last snapshot summed again above).
+        for day in self
+            .days_with_closed_quarters(day_of_hour(old_open), day_of_hour(open))
+            .await?
+        {
             self.quarter_days_of_day(day, generation).await?;
         }
         let snapshot = SnapshotCh {
             campaign_id: String::new(),
             scope: SNAPSHOT_SCOPE,
             grain: 0,
-            bucket: open,
+            bucket: day_of_hour(open),
             creative: String::new(),
             catalog_id: String::new(),
             product_code: String::new(),
-            metric: 0,
+            metric: u16::try_from(open.rem_euclid(24)).unwrap_or(0),
             value: started.saturating_sub(margin_ms.max(0)),
             generation,
         };
@@ -459,7 +494,7 @@ impl ClickHouseStore {
         if previous.is_some() {
             self.drop_flags_before(day_of(since) - 1).await;
         }
-        Ok(open)
+        Ok(day_of_hour(open))
     }
 
     /// Sums the places `cond` selects (every count of theirs: not the markers nor the
@@ -483,9 +518,10 @@ impl ClickHouseStore {
             .map_err(ch("compact the rollups"))
     }
 
-    /// The UTC days in `from..to` with a tally of any grain, in order.
+    /// The UTC days with a tally of any grain closed by a first open hour `to` and
+    /// not by `from`, in order.
     async fn days_with_tallies(&self, from: i32, to: i32) -> Result<Vec<i32>, StoreError> {
-        let (day, within) = (grains_day_sql(), days_sql(from, to));
+        let (day, within) = (grains_day_sql(), hours_sql(from, to));
         self.client()
             .query(&format!(
                 "SELECT DISTINCT {day} AS day FROM rollups WHERE metric < {counts_end} \
@@ -495,6 +531,24 @@ impl ClickHouseStore {
             .fetch_all()
             .await
             .map_err(ch("list the days to compact"))
+    }
+
+    /// The UTC days in `from..to` with closed quarters, in order.
+    async fn days_with_closed_quarters(&self, from: i32, to: i32) -> Result<Vec<i32>, StoreError> {
+        let g = Grain::Quarter;
+        self.client()
+            .query(&format!(
+                "SELECT DISTINCT toInt32(floor(bucket / {per_day})) AS day FROM rollups_closed \
+                 WHERE grain = {grain} AND scope != {SNAPSHOT_SCOPE} \
+                 AND bucket >= {first} AND bucket < {end} ORDER BY day",
+                per_day = g.per_day(),
+                grain = g as u8,
+                first = g.first_of_day(from),
+                end = g.first_of_day(to),
+            ))
+            .fetch_all()
+            .await
+            .map_err(ch("list the days to keep by day"))
     }
 
     /// Drops the flags written before `day` (UTC): older than the day before the
@@ -562,28 +616,94 @@ mod tests {
     const MIDNIGHT: i64 = 20_785 * 86_400_000;
 
     #[test]
-    fn yesterday_is_flagged_after_an_hour_and_closed_after_two() {
-        let today = day_of(MIDNIGHT);
-        assert_eq!(first_unflagged_day(MIDNIGHT + HOUR_MS - 1), today - 1);
-        assert_eq!(first_unflagged_day(MIDNIGHT + HOUR_MS), today);
-        assert_eq!(first_open_day(MIDNIGHT + 2 * HOUR_MS - 1), today - 1);
-        assert_eq!(first_open_day(MIDNIGHT + 2 * HOUR_MS), today);
-        assert_eq!(first_open_day(MIDNIGHT + 86_399_999), today);
+    fn an_hour_is_flagged_an_hour_after_its_end_and_closed_after_two() {
+        let h = hour_of(MIDNIGHT) + 14;
+        let at = |hour: i64, ms: i64| MIDNIGHT + hour * HOUR_MS + ms;
+        assert_eq!(first_unflagged_hour(at(14, HOUR_MS - 1)), h - 1);
+        assert_eq!(first_unflagged_hour(at(15, 0)), h);
+        assert_eq!(first_open_hour(at(16, -1)), h - 1);
+        assert_eq!(first_open_hour(at(16, 0)), h);
+        // 14:30: the quarters and hours before 12:00 are closed, today is not.
+        let open = first_open_hour(at(14, 1_800_000));
+        assert_eq!(Grain::Quarter.first_of_hour(open), 4 * (h - 2));
+        assert_eq!(Grain::Hour.first_of_hour(open), h - 2);
+        assert_eq!(Grain::Day.first_of_hour(open), day_of(MIDNIGHT));
+        // Yesterday's last hour closes at 02:00, and yesterday with it.
+        assert_eq!(
+            Grain::Day.first_of_hour(first_open_hour(at(2, -1))),
+            day_of(MIDNIGHT) - 1
+        );
+        assert_eq!(
+            Grain::Day.first_of_hour(first_open_hour(at(2, 0))),
+            day_of(MIDNIGHT)
+        );
     }
 
     proptest! {
-        /// Every day a compaction started at `c` closes is flagged by a writer whose
-        /// clock reads up to an hour behind the compactor's when it writes (a writer
-        /// ahead of it flags more), and today is never closed.
+        /// Every bucket a compaction started at `c` closes is flagged by a writer
+        /// whose clock reads up to an hour behind the compactor's when it writes (a
+        /// writer ahead of it flags more), and the last two hours are never closed.
         #[test]
-        fn a_closed_day_is_flagged_by_every_writer_within_the_margin(
+        fn a_closed_bucket_is_flagged_by_every_writer_within_the_margin(
             c in -10_000_000_000_000i64..10_000_000_000_000,
             behind in 0..=HOUR_MS,
+            bucket in -100_000_000i32..100_000_000,
         ) {
-            prop_assert!(first_open_day(c) <= first_unflagged_day(c - behind));
-            prop_assert!(first_open_day(c) <= day_of(c));
-            prop_assert!(first_open_day(c) >= day_of(c) - 1);
+            let (open, flagged) = (first_open_hour(c), first_unflagged_hour(c - behind));
+            for g in Grain::ALL {
+                if bucket < g.first_of_hour(open) {
+                    prop_assert!(bucket < g.first_of_hour(flagged));
+                    prop_assert!(g.start_ms(bucket.saturating_add(1)) <= c - 2 * HOUR_MS);
+                }
+            }
+            prop_assert!(open <= hour_of(c) - 2 && open >= hour_of(c) - 3);
         }
+
+        /// A bucket is before an hour exactly when all of it is.
+        #[test]
+        fn a_bucket_is_before_an_hour_when_it_ends_by_its_start(
+            hour in -10_000_000i32..10_000_000,
+            bucket in -100_000_000i32..100_000_000,
+        ) {
+            for g in Grain::ALL {
+                let ends_by = g.start_ms(bucket) + (g.start_ms(1) - g.start_ms(0))
+                    <= Grain::Hour.start_ms(hour);
+                prop_assert_eq!(bucket < g.first_of_hour(hour), ends_by, "{:?}", g);
+            }
+        }
+    }
+
+    #[test]
+    fn a_snapshot_hour_splits_into_its_day_and_hours() {
+        let w = hour_of(MIDNIGHT) + 5;
+        let sql = hours_sql(w - 30, w);
+        // Quarters and hours of the thirty hours; of days, yesterday (its last hours
+        // close now) and not today.
+        assert!(
+            sql.contains(&format!(
+                "(grain = 1 AND bucket >= {} AND bucket < {})",
+                4 * (w - 30),
+                4 * w
+            )),
+            "{sql}"
+        );
+        assert!(
+            sql.contains(&format!(
+                "(grain = 2 AND bucket >= {} AND bucket < {w})",
+                w - 30
+            )),
+            "{sql}"
+        );
+        let today = day_of(MIDNIGHT);
+        assert!(
+            sql.contains(&format!(
+                "(grain = 0 AND bucket >= {} AND bucket < {today})",
+                today - 2
+            )),
+            "{sql}"
+        );
+        assert_eq!(day_of_hour(w), today);
+        assert_eq!(day_of_hour(hour_of(MIDNIGHT) - 1), today - 1);
     }
 
     #[test]
@@ -612,7 +732,7 @@ mod tests {
     #[test]
     fn a_read_names_its_condition_three_times_and_its_places_once() {
         let snap = |flagged| Snapshot {
-            open_day: 3,
+            open_hour: 72,
             dirty_from: 77,
             flagged,
             days: false,

@@ -23,6 +23,10 @@
 //! from the partitions' rows in `rollups` ([`read_sql`]): the argument of the closed
 //! rows' (`compact.rs`) applies to the array as one closed place.
 //!
+//! The open day (the snapshot's first open hour's) has no array: its closed hours'
+//! quarters are read as closed rows, its open hours' from the partitions, as
+//! `super::compact` reads them.
+//!
 //! **Stores compacted before.** The table is new with this version. A compaction
 //! finds no marker row (`scope` 255), writes the arrays of every day that has
 //! closed quarters, then the marker ([`ClickHouseStore::convert_quarter_days`]);
@@ -116,23 +120,38 @@ fn slices_sql(cuts: &[i32]) -> (String, String) {
     (sums.join(", "), format!("[{}]", tuples.join(", ")))
 }
 
+/// A condition a read's SQL names, in the order it names them (the caller binds each
+/// one's values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bind {
+    /// The places and metrics in `rollups` and `rollups_closed`.
+    Cond,
+    /// The places, in `rollups_late`.
+    Places,
+    /// The place-days in `rollups_days`.
+    Days,
+}
+
 /// The read of a compacted store's quarter hours by slices of their closed days
 /// (see the header), or `None` where it does not apply: not quarters, a read of
 /// sub-ranges or a page, groups narrower than a day (by hour a day is 25 slices,
 /// and 18.16 spends more on their aggregates than on the closed quarters' rows:
 /// measured slower in `BENCHMARKS.md`), or a store whose days are not all kept as
 /// arrays. `cond` selects the query's places and metrics in `rollups`,
-/// `places` its places (for the flags), `days` its rows of `rollups_days`. Binds:
-/// `cond`, `days`, then, when the snapshot found flags, `places`, `cond`, `places`.
-/// The rows are quarters (open or flagged days) and slices, each under its first
-/// bucket; the caller groups them ([`super::tallies`]).
+/// `places` its places (for the flags), `days` its rows of `rollups_days`; the
+/// conditions named, in order, are returned beside the SQL. The rows are quarters
+/// (the open day's, and flagged days') and slices, each under its first bucket; the
+/// caller groups them ([`super::tallies`]). The open day's closed quarters (its
+/// hours before the snapshot's first open hour) are read from `rollups_closed`, and
+/// those flagged since the snapshot from their partitions instead, as
+/// `super::compact::read_sql` reads them.
 pub(crate) fn read_sql(
     q: &TallyQuery,
     cond: &str,
     places: &str,
     days: &str,
     snapshot: Snapshot,
-) -> Option<String> {
+) -> Option<(String, Vec<Bind>)> {
     if q.grain != Grain::Quarter
         || !q.only.is_empty()
         || q.page.is_some()
@@ -143,25 +162,46 @@ pub(crate) fn read_sql(
     }
     let cuts = cuts(q)?;
     let (sums, tuples) = slices_sql(&cuts);
-    let open = Grain::Quarter.first_of_day(snapshot.open_day);
+    let open_day = snapshot.open_day();
+    let day_start = Grain::Quarter.first_of_day(open_day);
+    let open = Grain::Quarter.first_of_hour(snapshot.open_hour);
     let (from, to) = (q.from, q.to);
-    let open_day = snapshot.open_day;
+    let dirty_from = snapshot.dirty_from;
     let flagged_days = format!(
-        "SELECT {DAY_PLACE}, {DAY_OF_BUCKET} FROM rollups_late WHERE written >= {} \
-         AND ({places}) AND bucket < {open}",
-        snapshot.dirty_from
+        "SELECT {DAY_PLACE}, {DAY_OF_BUCKET} FROM rollups_late WHERE written >= {dirty_from} \
+         AND ({places}) AND bucket < {day_start}"
     );
+    let flagged_today = format!(
+        "SELECT {SUMMED} FROM rollups_late WHERE written >= {dirty_from} \
+         AND ({places}) AND bucket >= {day_start} AND bucket < {open}"
+    );
+    let mut binds = vec![Bind::Cond];
+    let mut sql = format!(
+        "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+         WHERE ({cond}) AND bucket >= {open} \
+         GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
+    );
+    if open > day_start {
+        sql.push_str(&format!(
+            " UNION ALL \
+             SELECT 1 AS part, {SUMMED}, metric, argMax(value, generation) AS value \
+             FROM rollups_closed WHERE ({cond}) AND bucket >= {day_start} AND bucket < {open}"
+        ));
+        binds.push(Bind::Cond);
+        if snapshot.flagged {
+            sql.push_str(&format!(" AND ({SUMMED}) NOT IN ({flagged_today})"));
+            binds.push(Bind::Places);
+        }
+        sql.push_str(&format!(" GROUP BY {SUMMED}, metric"));
+    }
     let not_flagged = if snapshot.flagged {
         format!(" AND ({DAY_PLACE}, day) NOT IN ({flagged_days})")
     } else {
         String::new()
     };
-    let mut sql = format!(
-        "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
-         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
-         WHERE ({cond}) AND bucket >= {open} \
-         GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric \
-         UNION ALL \
+    sql.push_str(&format!(
+        " UNION ALL \
          SELECT 1 AS part, campaign_id, scope, toUInt8({grain}) AS grain, bucket, creative, \
          catalog_id, product_code, metric, value FROM (\
          SELECT {DAY_PLACE}, metric, toInt32(day * {PER_DAY} + s.1) AS bucket, s.2 AS value \
@@ -171,18 +211,32 @@ pub(crate) fn read_sql(
          GROUP BY {DAY_PLACE}, metric, day))) \
          WHERE bucket >= {from} AND bucket <= {to}",
         grain = Grain::Quarter as u8,
-    );
+    ));
+    binds.push(Bind::Days);
     if snapshot.flagged {
+        binds.push(Bind::Places);
         sql.push_str(&format!(
             " UNION ALL \
              SELECT 2 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
              SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
-             WHERE ({cond}) AND bucket < {open} \
+             WHERE ({cond}) AND bucket < {day_start} \
              AND ({DAY_PLACE}, {DAY_OF_BUCKET}) IN ({flagged_days}) \
              GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
         ));
+        binds.extend([Bind::Cond, Bind::Places]);
+        if open > day_start {
+            sql.push_str(&format!(
+                " UNION ALL \
+                 SELECT 2 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+                 SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+                 WHERE ({cond}) AND bucket >= {day_start} AND bucket < {open} \
+                 AND ({SUMMED}) IN ({flagged_today}) \
+                 GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
+            ));
+            binds.extend([Bind::Cond, Bind::Places]);
+        }
     }
-    Some(sql)
+    Some((sql, binds))
 }
 
 impl ClickHouseStore {

@@ -259,7 +259,7 @@ impl ClickHouseStore {
             // Closed quarters by slices of their days' arrays, where they apply.
             let by_days = snapshot.and_then(|snap| {
                 let days = days_places(q, list, &codes);
-                quarter_days::read_sql(q, &cond, &places, &days, snap).map(|sql| (snap, sql))
+                quarter_days::read_sql(q, &cond, &places, &days, snap)
             });
             let rows = match (snapshot, by_days) {
                 (None, _) => {
@@ -272,13 +272,18 @@ impl ClickHouseStore {
                     let query = bind_marker(bind_cond(self.client().query(&sql)));
                     query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
                 }
-                (_, Some((snap, read))) => {
-                    // Every part grouped at once (a flagged place-day is read from its
-                    // partitions instead of its array, by the query itself).
+                (_, Some((read, binds))) => {
+                    // Every part grouped at once (a flagged place-day or quarter is
+                    // read from its partitions instead of its array or closed row, by
+                    // the query itself).
                     let sql = format!("{} UNION ALL {marker_sql}", grouped(q, read));
-                    let mut query = bind_days_places(bind_cond(self.client().query(&sql)), q, list);
-                    if snap.flagged {
-                        query = bind_places(bind_cond(bind_places(query)));
+                    let mut query = self.client().query(&sql);
+                    for bind in binds {
+                        query = match bind {
+                            quarter_days::Bind::Cond => bind_cond(query),
+                            quarter_days::Bind::Places => bind_places(query),
+                            quarter_days::Bind::Days => bind_days_places(query, q, list),
+                        };
                     }
                     let query = bind_marker(query);
                     query.fetch_all::<PartTallyCh>().await.map_err(&fail)?

@@ -460,9 +460,13 @@ impl WriteStore for ClickHouseStore {
         r
     }
 
-    async fn compact_tallies(&self, margin_ms: i64) -> Result<Option<i32>, StoreError> {
+    async fn compact_tallies_at(
+        &self,
+        now_ms: i64,
+        margin_ms: i64,
+    ) -> Result<Option<i32>, StoreError> {
         // Not bounded by the operation timeout: the first one sums every closed day.
-        let r = self.compact(margin_ms).await;
+        let r = self.compact(now_ms, margin_ms).await;
         self.inner.note(&r);
         r.map(Some)
     }

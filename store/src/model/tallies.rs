@@ -390,6 +390,14 @@ impl Grain {
         i32::try_from(b.clamp(i64::from(i32::MIN), i64::from(i32::MAX))).unwrap_or(i32::MIN)
     }
 
+    /// The first bucket that does not end before UTC `hour` (hours since the epoch)
+    /// starts, within `i32`: the buckets before it lie wholly in the hours before.
+    /// A day is before hour `h` only once all of it is.
+    pub fn first_of_hour(self, hour: i32) -> i32 {
+        let b = (i64::from(hour) * i64::from(self.per_day())).div_euclid(24);
+        i32::try_from(b.clamp(i64::from(i32::MIN), i64::from(i32::MAX))).unwrap_or(i32::MIN)
+    }
+
     /// The first instant of a bucket, ms since the epoch.
     pub fn start_ms(self, bucket: i32) -> i64 {
         match self {

@@ -109,30 +109,67 @@ fn slices_are_differences_of_running_sums_where_they_end() {
     );
 }
 
+/// The conditions `sql` names, in text order, as `C`, `P` and `D`.
+fn named(sql: &str) -> String {
+    ["(C)", "(D)", "(P)"]
+        .iter()
+        .flat_map(|m| sql.match_indices(m))
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .values()
+        .map(|m| &m[1..2])
+        .collect()
+}
+
+/// The binds a read returns, as `C`, `P` and `D`.
+fn bound(binds: &[Bind]) -> String {
+    binds
+        .iter()
+        .map(|b| match b {
+            Bind::Cond => 'C',
+            Bind::Places => 'P',
+            Bind::Days => 'D',
+        })
+        .collect()
+}
+
 #[test]
 fn a_read_applies_to_whole_ranges_of_quarters_of_a_converted_store() {
+    // Day 20 open from its first hour: no closed quarter of it.
     let snap = |days, flagged| Snapshot {
-        open_day: 20,
+        open_hour: 480,
         dirty_from: 77,
         flagged,
         days,
     };
     let q = query(Group::Whole, 96 * 10, 96 * 21 - 1);
     assert!(read_sql(&q, "C", "P", "D", snap(false, false)).is_none());
-    let quiet = read_sql(&q, "C", "P", "D", snap(true, false)).expect("a read");
-    assert_eq!(quiet.matches("(C)").count(), 1);
-    assert_eq!(quiet.matches("(D)").count(), 1);
+    let (quiet, binds) = read_sql(&q, "C", "P", "D", snap(true, false)).expect("a read");
+    assert_eq!(named(&quiet), "CD");
+    assert_eq!(bound(&binds), "CD");
     assert!(!quiet.contains("rollups_late") && quiet.contains("day < 20"));
-    let flagged = read_sql(&q, "C", "P", "D", snap(true, true)).expect("a read");
-    // Bound in text order: C, D, P (the arrays' exclusion), C, P (the partitions).
-    let order: String = ["(C)", "(D)", "(P)"]
-        .iter()
-        .flat_map(|m| flagged.match_indices(m))
-        .collect::<std::collections::BTreeMap<_, _>>()
-        .values()
-        .map(|m| &m[1..2])
-        .collect();
-    assert_eq!(order, "CDPCP");
+    assert!(!quiet.contains("rollups_closed"));
+    let (flagged, binds) = read_sql(&q, "C", "P", "D", snap(true, true)).expect("a read");
+    // C, D, P (the arrays' exclusion), C, P (the partitions).
+    assert_eq!(named(&flagged), "CDPCP");
+    assert_eq!(bound(&binds), "CDPCP");
+    // Day 20 closed up to 14:00: its quarters before read as closed rows, unless
+    // flagged (then from the partitions).
+    let afternoon = |flagged| Snapshot {
+        open_hour: 480 + 14,
+        ..snap(true, flagged)
+    };
+    let (quiet, binds) = read_sql(&q, "C", "P", "D", afternoon(false)).expect("a read");
+    assert_eq!(named(&quiet), "CCD");
+    assert_eq!(bound(&binds), "CCD");
+    let (open, closed_from) = (4 * (480 + 14), 96 * 20);
+    assert!(quiet.contains(&format!("bucket >= {open}")), "{quiet}");
+    assert!(quiet.contains(&format!(
+        "FROM rollups_closed WHERE (C) AND bucket >= {closed_from} AND bucket < {open}"
+    )));
+    let (flagged, binds) = read_sql(&q, "C", "P", "D", afternoon(true)).expect("a read");
+    assert_eq!(named(&flagged), "CCPDPCPCP");
+    assert_eq!(bound(&binds), "CCPDPCPCP");
+    assert_eq!(flagged.matches("NOT IN").count(), 2);
     let each = query(Group::Each, 96 * 10, 96 * 21 - 1);
     assert!(read_sql(&each, "C", "P", "D", snap(true, false)).is_none());
     let by_hour = query(Group::Every { width: 4, shift: 2 }, 96 * 10, 96 * 21 - 1);
