@@ -2,7 +2,7 @@
 //! `rollups_closed` only, no `rollups_days`), converted by the next compaction: the
 //! closed quarters kept by day read the same answers as the quarters did, and the
 //! reads by period rely on the day arrays. And a day closed up to an hour of it: its
-//! closed hours read from their closed rows, the same answers.
+//! closed hours read from its array, the same answers.
 
 use rm_store::clickhouse::ClickHouseStore;
 use rm_store::model::tallies::{Grain, Group, Scope, SummedTally, TallyQuery};
@@ -86,10 +86,11 @@ pub(crate) async fn quarters_of_the_previous_compactions_are_kept_by_day(url: &s
 /// A stream folded without compactions, its flags then dropped (a store quiet since
 /// its writes), compacted on a clock of 13:00 on `D0` (its ads are served from 10:00;
 /// its late records are three days older): the days before are kept by day, `D0`'s
-/// hours before 11:00 are closed rows, the rest of it is read from the partitions,
-/// and the reads (no flag since the snapshot: none of the dirty parts) answer as
-/// before. A compaction an hour later closes 11:00 too, and then a closed quarter of
-/// `D0` changed by hand changes a read by period: the reads use the closed rows.
+/// hours before 11:00 are closed rows and its array holds them (and no quarter
+/// after), the rest of it is read from the partitions, and the reads (no flag since
+/// the snapshot: none of the dirty parts) answer as before. A compaction an hour
+/// later closes 11:00 too, and then `D0`'s array changed by hand changes a read by
+/// period: the reads use it.
 pub(crate) async fn hours_closed_mid_day_read_as_their_partitions(url: &str) {
     const HOUR: i64 = 3_600_000;
     let seed = 9;
@@ -148,6 +149,23 @@ pub(crate) async fn hours_closed_mid_day_read_as_their_partitions(url: &str) {
             closed_quarters(d0_hour + open_hour).await,
             "none after"
         );
+        // D0's newest arrays: some quarter before the open hour counted, none after.
+        let (before_open, after_open): (i64, i64) = client
+            .query(
+                "SELECT sum(arraySum(arraySlice(q, 1, ?))), \
+                 sum(arraySum(arraySlice(q, ? + 1))) FROM (\
+                 SELECT argMax(quarters, generation) AS q FROM rollups_days \
+                 WHERE day = ? AND scope = 0 GROUP BY campaign_id, creative, catalog_id, \
+                 product_code, metric)",
+            )
+            .bind(open_hour * 4)
+            .bind(open_hour * 4)
+            .bind(D0)
+            .fetch_one()
+            .await
+            .expect("D0's arrays");
+        assert!(before_open > 0, "D0's closed quarters are kept by day");
+        assert_eq!(after_open, 0, "and its open ones are not");
         let after = Box::pin(rollups::transcript(&store, seed, false)).await;
         assert_eq!(before, after, "closed at {open_hour}:00: the same answers");
         assert_eq!(
@@ -155,22 +173,23 @@ pub(crate) async fn hours_closed_mid_day_read_as_their_partitions(url: &str) {
             total_before
         );
     }
-    // A campaign's closed quarter of D0, raised by 1,000 in a newer row.
+    // A campaign's array of D0, its first quarter raised by 1,000 in a newer row.
     client
         .query(
-            "INSERT INTO rollups_closed SELECT campaign_id, scope, grain, bucket, creative, \
-             catalog_id, product_code, metric, value + 1000, generation + 1 \
-             FROM rollups_closed WHERE grain = 1 AND scope = 0 AND metric = 0 \
-             AND bucket >= ? ORDER BY bucket, campaign_id LIMIT 1",
+            "INSERT INTO rollups_days SELECT campaign_id, scope, creative, catalog_id, \
+             product_code, metric, day, arrayConcat([quarters[1] + 1000], \
+             arraySlice(quarters, 2)), generation + 1 FROM rollups_days \
+             WHERE scope = 0 AND metric = 0 AND day = ? \
+             ORDER BY generation DESC, campaign_id LIMIT 1",
         )
-        .bind(i64::from(D0) * 96)
+        .bind(D0)
         .execute()
         .await
-        .expect("change a closed quarter");
+        .expect("change the open day's array");
     assert_eq!(
         total(store.tallies(&whole).await.expect("read").expect("counted")),
         total_before + 1000,
-        "the open day's closed quarters are read from their closed rows"
+        "the open day's closed quarters are read from its array"
     );
     drop_database(url, &config.database).await;
 }

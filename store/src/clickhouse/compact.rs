@@ -477,6 +477,8 @@ impl ClickHouseStore {
         {
             self.quarter_days_of_day(day, generation).await?;
         }
+        // And the open day's closed hours, as far as they go.
+        self.quarter_days_of_open_day(open, generation).await?;
         let snapshot = SnapshotCh {
             campaign_id: String::new(),
             scope: SNAPSHOT_SCOPE,

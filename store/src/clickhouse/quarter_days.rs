@@ -23,9 +23,12 @@
 //! from the partitions' rows in `rollups` ([`read_sql`]): the argument of the closed
 //! rows' (`compact.rs`) applies to the array as one closed place.
 //!
-//! The open day (the snapshot's first open hour's) has no array: its closed hours'
-//! quarters are read as closed rows, its open hours' from the partitions, as
-//! `super::compact` reads them.
+//! The open day (the snapshot's first open hour's) has an array too, of its closed
+//! hours' quarters (zeros after them), written again by each compaction; a read cuts
+//! it where the snapshot's first open hour starts and reads the quarters from there
+//! from the partitions. A reader of an older snapshot may find a newer array: its
+//! quarters before that reader's open hour are the same closed sums (the argument
+//! above), and the ones after are not read.
 //!
 //! **Stores compacted before.** The table is new with this version. A compaction
 //! finds no marker row (`scope` 255), writes the arrays of every day that has
@@ -140,11 +143,10 @@ pub(crate) enum Bind {
 /// arrays. `cond` selects the query's places and metrics in `rollups`,
 /// `places` its places (for the flags), `days` its rows of `rollups_days`; the
 /// conditions named, in order, are returned beside the SQL. The rows are quarters
-/// (the open day's, and flagged days') and slices, each under its first bucket; the
-/// caller groups them ([`super::tallies`]). The open day's closed quarters (its
-/// hours before the snapshot's first open hour) are read from `rollups_closed`, and
-/// those flagged since the snapshot from their partitions instead, as
-/// `super::compact::read_sql` reads them.
+/// (open, or of flagged place-days) and slices, each under its first bucket; the
+/// caller groups them ([`super::tallies`]). The open day's array holds its closed
+/// hours' quarters: it is cut where the snapshot's first open hour starts too, and
+/// its slices from there on are left to the open part.
 pub(crate) fn read_sql(
     q: &TallyQuery,
     cond: &str,
@@ -160,81 +162,51 @@ pub(crate) fn read_sql(
     {
         return None;
     }
-    let cuts = cuts(q)?;
+    let open = Grain::Quarter.first_of_hour(snapshot.open_hour);
+    let mut cuts = cuts(q)?;
+    cuts.push(open.rem_euclid(PER_DAY));
+    cuts.sort_unstable();
+    cuts.dedup();
     let (sums, tuples) = slices_sql(&cuts);
     let open_day = snapshot.open_day();
-    let day_start = Grain::Quarter.first_of_day(open_day);
-    let open = Grain::Quarter.first_of_hour(snapshot.open_hour);
-    let (from, to) = (q.from, q.to);
-    let dirty_from = snapshot.dirty_from;
+    let (from, to) = (q.from, q.to.min(open.saturating_sub(1)));
     let flagged_days = format!(
-        "SELECT {DAY_PLACE}, {DAY_OF_BUCKET} FROM rollups_late WHERE written >= {dirty_from} \
-         AND ({places}) AND bucket < {day_start}"
+        "SELECT {DAY_PLACE}, {DAY_OF_BUCKET} FROM rollups_late WHERE written >= {} \
+         AND ({places}) AND bucket < {open}",
+        snapshot.dirty_from
     );
-    let flagged_today = format!(
-        "SELECT {SUMMED} FROM rollups_late WHERE written >= {dirty_from} \
-         AND ({places}) AND bucket >= {day_start} AND bucket < {open}"
-    );
-    let mut binds = vec![Bind::Cond];
-    let mut sql = format!(
-        "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
-         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
-         WHERE ({cond}) AND bucket >= {open} \
-         GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
-    );
-    if open > day_start {
-        sql.push_str(&format!(
-            " UNION ALL \
-             SELECT 1 AS part, {SUMMED}, metric, argMax(value, generation) AS value \
-             FROM rollups_closed WHERE ({cond}) AND bucket >= {day_start} AND bucket < {open}"
-        ));
-        binds.push(Bind::Cond);
-        if snapshot.flagged {
-            sql.push_str(&format!(" AND ({SUMMED}) NOT IN ({flagged_today})"));
-            binds.push(Bind::Places);
-        }
-        sql.push_str(&format!(" GROUP BY {SUMMED}, metric"));
-    }
     let not_flagged = if snapshot.flagged {
         format!(" AND ({DAY_PLACE}, day) NOT IN ({flagged_days})")
     } else {
         String::new()
     };
-    sql.push_str(&format!(
-        " UNION ALL \
+    let mut sql = format!(
+        "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
+         SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
+         WHERE ({cond}) AND bucket >= {open} \
+         GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric \
+         UNION ALL \
          SELECT 1 AS part, campaign_id, scope, toUInt8({grain}) AS grain, bucket, creative, \
          catalog_id, product_code, metric, value FROM (\
          SELECT {DAY_PLACE}, metric, toInt32(day * {PER_DAY} + s.1) AS bucket, s.2 AS value \
          FROM (SELECT {DAY_PLACE}, metric, day, arrayJoin({tuples}) AS s FROM (\
          SELECT {DAY_PLACE}, metric, day, {sums} FROM rollups_days \
-         WHERE ({days}) AND day < {open_day}{not_flagged} \
+         WHERE ({days}) AND day <= {open_day}{not_flagged} \
          GROUP BY {DAY_PLACE}, metric, day))) \
          WHERE bucket >= {from} AND bucket <= {to}",
         grain = Grain::Quarter as u8,
-    ));
-    binds.push(Bind::Days);
+    );
+    let mut binds = vec![Bind::Cond, Bind::Days];
     if snapshot.flagged {
-        binds.push(Bind::Places);
         sql.push_str(&format!(
             " UNION ALL \
              SELECT 2 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
              SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
-             WHERE ({cond}) AND bucket < {day_start} \
+             WHERE ({cond}) AND bucket < {open} \
              AND ({DAY_PLACE}, {DAY_OF_BUCKET}) IN ({flagged_days}) \
              GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
         ));
-        binds.extend([Bind::Cond, Bind::Places]);
-        if open > day_start {
-            sql.push_str(&format!(
-                " UNION ALL \
-                 SELECT 2 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
-                 SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
-                 WHERE ({cond}) AND bucket >= {day_start} AND bucket < {open} \
-                 AND ({SUMMED}) IN ({flagged_today}) \
-                 GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
-            ));
-            binds.extend([Bind::Cond, Bind::Places]);
-        }
+        binds.extend([Bind::Places, Bind::Cond, Bind::Places]);
     }
     Some((sql, binds))
 }
@@ -280,6 +252,26 @@ impl ClickHouseStore {
             Grain::Quarter.first_of_day(day.saturating_add(1))
         );
         self.write_quarter_days(&cond, generation).await
+    }
+
+    /// Writes the array of UTC `day` as far as it is closed (before `open_hour`),
+    /// when any hour of it is: the open day's, written again by every compaction.
+    pub(crate) async fn quarter_days_of_open_day(
+        &self,
+        open_hour: i32,
+        generation: u64,
+    ) -> Result<(), StoreError> {
+        let g = Grain::Quarter;
+        let day = Grain::Day.first_of_hour(open_hour);
+        let (first, open) = (g.first_of_day(day), g.first_of_hour(open_hour));
+        if open <= first {
+            return Ok(());
+        }
+        self.write_quarter_days(
+            &format!("bucket >= {first} AND bucket < {open}"),
+            generation,
+        )
+        .await
     }
 
     /// Writes again the day arrays of the place-days with a quarter flagged since
