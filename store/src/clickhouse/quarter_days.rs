@@ -1,6 +1,6 @@
 //! A closed day's quarter hours as one row (issue 26): `rollups_days`
-//! ([`rm_schemas::tables::ROLLUPS_DAYS`]), what keeps a report by day or week in a
-//! zone (or a summary) at the rows of its days, not of their hours and quarters.
+//! ([`rm_schemas::tables::ROLLUPS_DAYS`]), what keeps a report by hour, day or week
+//! in a zone (or a summary) at the rows of its days, not of their hours and quarters.
 //!
 //! A report by day in Asia/Kolkata (+5:30) reads, for each UTC day, the day, the
 //! five hours and the two quarters that leave it for the next local day
@@ -11,8 +11,11 @@
 //! them as it groups quarters, in one query. Every group boundary of
 //! `Group::Every { width, shift }` falls where `(bucket + shift)` is a multiple of
 //! the width, so of `gcd(width, 96)` too: the same offsets of every UTC day
-//! ([`cuts`]; extra cuts only make finer slices of the same sums). Reports by hour
-//! keep reading quarters: 25 slices a day cost 18.16 more than the rows they save.
+//! ([`cuts`]; extra cuts only make finer slices of the same sums). A report by hour
+//! in Kolkata cuts a day 25 times: measured slower than the quarters' rows while
+//! today was read from the partitions, and from 1M to 10M records 1.0-1.2x against
+//! 1.4-1.6x since today's closed hours are arrays too (`BENCHMARKS.md`): the arrays
+//! cost the same at any volume, the quarters' rows fill up as it grows.
 //!
 //! **Why it stays exact.** The compaction writes a place's day array from its closed
 //! quarters after it sums them (`compact.rs`): for each day it closes, and for the
@@ -137,10 +140,8 @@ pub(crate) enum Bind {
 
 /// The read of a compacted store's quarter hours by slices of their closed days
 /// (see the header), or `None` where it does not apply: not quarters, a read of
-/// sub-ranges or a page, groups narrower than a day (by hour a day is 25 slices,
-/// and 18.16 spends more on their aggregates than on the closed quarters' rows:
-/// measured slower in `BENCHMARKS.md`), or a store whose days are not all kept as
-/// arrays. `cond` selects the query's places and metrics in `rollups`,
+/// sub-ranges or a page, groups narrower than an hour (`Group::spans_hours`: up to
+/// 96 slices a day), or a store whose days are not all kept as arrays. `cond` selects the query's places and metrics in `rollups`,
 /// `places` its places (for the flags), `days` its rows of `rollups_days`; the
 /// conditions named, in order, are returned beside the SQL. The rows are quarters
 /// (open, or of flagged place-days) and slices, each under its first bucket; the
@@ -158,7 +159,7 @@ pub(crate) fn read_sql(
         || !q.only.is_empty()
         || q.page.is_some()
         || !snapshot.days
-        || !q.group.spans_days()
+        || !q.group.spans_hours()
     {
         return None;
     }

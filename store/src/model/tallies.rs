@@ -772,6 +772,16 @@ impl Group {
             Self::Every { width, .. } => width >= QUARTERS_PER_DAY,
         }
     }
+
+    /// Whether every group holds an hour of quarters or more (a local hour, day or
+    /// week, or a summary): a UTC day's quarters fall in at most 25 of them.
+    pub fn spans_hours(self) -> bool {
+        match self {
+            Self::Each => false,
+            Self::Whole => true,
+            Self::Every { width, .. } => width >= QUARTERS_PER_HOUR,
+        }
+    }
 }
 
 impl TallyQuery {
