@@ -65,16 +65,12 @@ pub(crate) async fn quarters_of_the_previous_compactions_are_kept_by_day(url: &s
     );
     // One campaign's day array, its first quarter raised by 1,000 in a newer row:
     // the sum over the whole range moves by as much.
-    client
-        .query(
-            "INSERT INTO rollups_days SELECT campaign_id, scope, creative, catalog_id, \
-             product_code, metric, day, arrayConcat([quarters[1] + 1000], \
-             arraySlice(quarters, 2)), generation + 1 FROM rollups_days \
-             WHERE scope = 0 AND metric = 0 ORDER BY day, campaign_id LIMIT 1",
-        )
-        .execute()
+    let first_day: i32 = client
+        .query("SELECT min(day) FROM rollups_days WHERE scope = 0 AND metric = 0")
+        .fetch_one()
         .await
-        .expect("change a day array");
+        .expect("a day array");
+    raise_a_day_array(&client, first_day).await;
     let total = |sums: &[(String, u16, i64)]| -> i64 {
         sums.iter().filter(|s| s.1 == 0).map(|s| s.2).sum()
     };
@@ -84,12 +80,12 @@ pub(crate) async fn quarters_of_the_previous_compactions_are_kept_by_day(url: &s
 }
 
 /// A stream folded without compactions, its flags then dropped (a store quiet since
-/// its writes), compacted on a clock of 13:00 on `D0` (its ads are served from 10:00;
+/// its writes), compacted on a clock of 13:30 on `D0` (its ads are served from 10:00;
 /// its late records are three days older): the days before are kept by day, `D0`'s
 /// hours before 11:00 are closed rows and its array holds them (and no quarter
 /// after), the rest of it is read from the partitions, and the reads (no flag since
-/// the snapshot: none of the dirty parts) answer as before. A compaction an hour
-/// later closes 11:00 too, and then `D0`'s array changed by hand changes a read by
+/// the snapshot: none of the dirty parts) answer as before. A compaction at 14:00
+/// closes 11:00 too, and then `D0`'s array changed by hand changes a read by
 /// period: the reads use it.
 pub(crate) async fn hours_closed_mid_day_read_as_their_partitions(url: &str) {
     const HOUR: i64 = 3_600_000;
@@ -174,6 +170,18 @@ pub(crate) async fn hours_closed_mid_day_read_as_their_partitions(url: &str) {
         );
     }
     // A campaign's array of D0, its first quarter raised by 1,000 in a newer row.
+    raise_a_day_array(&client, D0).await;
+    assert_eq!(
+        total(store.tallies(&whole).await.expect("read").expect("counted")),
+        total_before + 1000,
+        "the open day's closed quarters are read from its array"
+    );
+    drop_database(url, &config.database).await;
+}
+
+/// Raises the first quarter of one campaign's newest array of `day` (its count of
+/// metric 0) by 1,000, in a row of a newer generation.
+async fn raise_a_day_array(client: &clickhouse::Client, day: i32) {
     client
         .query(
             "INSERT INTO rollups_days SELECT campaign_id, scope, creative, catalog_id, \
@@ -182,14 +190,8 @@ pub(crate) async fn hours_closed_mid_day_read_as_their_partitions(url: &str) {
              WHERE scope = 0 AND metric = 0 AND day = ? \
              ORDER BY generation DESC, campaign_id LIMIT 1",
         )
-        .bind(D0)
+        .bind(day)
         .execute()
         .await
-        .expect("change the open day's array");
-    assert_eq!(
-        total(store.tallies(&whole).await.expect("read").expect("counted")),
-        total_before + 1000,
-        "the open day's closed quarters are read from its array"
-    );
-    drop_database(url, &config.database).await;
+        .expect("change a day array");
 }
