@@ -240,7 +240,9 @@ async fn read<S: ReportStore + ?Sized>(
     };
     // Quarters kept by day on the server: a report by day, week or summary reads
     // the whole range at once, a row per closed place-day, fewer than the plan's
-    // days, hours and quarters (measured: BENCHMARKS.md).
+    // days, hours and quarters (measured: BENCHMARKS.md). By hour, a plan that pays
+    // reads UTC hours (fewer rows than a day's 25 slices); where none pays, `fetch`
+    // above reads the arrays (`Group::spans_hours`).
     if q.grain == Grain::Quarter && q.group.spans_days() && store.quarters_by_day().await? {
         return fetch(store, &q).await;
     }

@@ -469,16 +469,9 @@ impl ClickHouseStore {
             self.sum_closed(&hours_sql(old_open.max(first), open.min(next)), generation)
                 .await?;
         }
-        // Then the arrays of the days closed now (all their quarters are closed rows,
-        // the ones flagged since the last snapshot summed again above).
-        for day in self
-            .days_with_closed_quarters(day_of_hour(old_open), day_of_hour(open))
-            .await?
-        {
-            self.quarter_days_of_day(day, generation).await?;
-        }
-        // And the open day's closed hours, as far as they go.
-        self.quarter_days_of_open_day(open, generation).await?;
+        // Then their day arrays: the days closed now, and the open day's closed hours.
+        self.quarter_days_closing(old_open, open, generation)
+            .await?;
         let snapshot = SnapshotCh {
             campaign_id: String::new(),
             scope: SNAPSHOT_SCOPE,
@@ -533,24 +526,6 @@ impl ClickHouseStore {
             .fetch_all()
             .await
             .map_err(ch("list the days to compact"))
-    }
-
-    /// The UTC days in `from..to` with closed quarters, in order.
-    async fn days_with_closed_quarters(&self, from: i32, to: i32) -> Result<Vec<i32>, StoreError> {
-        let g = Grain::Quarter;
-        self.client()
-            .query(&format!(
-                "SELECT DISTINCT toInt32(floor(bucket / {per_day})) AS day FROM rollups_closed \
-                 WHERE grain = {grain} AND scope != {SNAPSHOT_SCOPE} \
-                 AND bucket >= {first} AND bucket < {end} ORDER BY day",
-                per_day = g.per_day(),
-                grain = g as u8,
-                first = g.first_of_day(from),
-                end = g.first_of_day(to),
-            ))
-            .fetch_all()
-            .await
-            .map_err(ch("list the days to keep by day"))
     }
 
     /// Drops the flags written before `day` (UTC): older than the day before the

@@ -240,39 +240,68 @@ impl ClickHouseStore {
             .map_err(ch("keep the closed quarters by day"))
     }
 
-    /// Writes the day arrays of UTC `day`'s closed quarters (after the compaction
-    /// summed the day).
-    pub(crate) async fn quarter_days_of_day(
+    /// Writes the day arrays of the closed quarters `from..to` (buckets; whole days,
+    /// or the open day up to its first open hour).
+    async fn write_quarters_between(
         &self,
-        day: i32,
+        from: i32,
+        to: i32,
         generation: u64,
     ) -> Result<(), StoreError> {
-        let cond = format!(
-            "bucket >= {} AND bucket < {}",
-            Grain::Quarter.first_of_day(day),
-            Grain::Quarter.first_of_day(day.saturating_add(1))
-        );
-        self.write_quarter_days(&cond, generation).await
+        self.write_quarter_days(&format!("bucket >= {from} AND bucket < {to}"), generation)
+            .await
     }
 
-    /// Writes the array of UTC `day` as far as it is closed (before `open_hour`),
-    /// when any hour of it is: the open day's, written again by every compaction.
-    pub(crate) async fn quarter_days_of_open_day(
-        &self,
-        open_hour: i32,
-        generation: u64,
-    ) -> Result<(), StoreError> {
+    /// Writes the day arrays of UTC `day`'s closed quarters (after the compaction
+    /// summed the day).
+    async fn quarter_days_of_day(&self, day: i32, generation: u64) -> Result<(), StoreError> {
         let g = Grain::Quarter;
-        let day = Grain::Day.first_of_hour(open_hour);
-        let (first, open) = (g.first_of_day(day), g.first_of_hour(open_hour));
-        if open <= first {
-            return Ok(());
-        }
-        self.write_quarter_days(
-            &format!("bucket >= {first} AND bucket < {open}"),
+        self.write_quarters_between(
+            g.first_of_day(day),
+            g.first_of_day(day.saturating_add(1)),
             generation,
         )
         .await
+    }
+
+    /// Writes the day arrays of a compaction that moved the first open hour from
+    /// `from` to `to` (after it summed their closed quarters): of each day that
+    /// closed (every quarter of it a closed row, the ones flagged since the last
+    /// snapshot summed again), then of the open day as far as it is closed, written
+    /// again by every compaction.
+    pub(crate) async fn quarter_days_closing(
+        &self,
+        from: i32,
+        to: i32,
+        generation: u64,
+    ) -> Result<(), StoreError> {
+        let day = |hour: i32| Grain::Day.first_of_hour(hour);
+        for closed in self.days_with_closed_quarters(day(from), day(to)).await? {
+            self.quarter_days_of_day(closed, generation).await?;
+        }
+        let g = Grain::Quarter;
+        let (first, open) = (g.first_of_day(day(to)), g.first_of_hour(to));
+        if open > first {
+            self.write_quarters_between(first, open, generation).await?;
+        }
+        Ok(())
+    }
+
+    /// The UTC days in `from..to` with closed quarters (rows of `rollups_closed`;
+    /// the snapshot row is of days), in order.
+    async fn days_with_closed_quarters(&self, from: i32, to: i32) -> Result<Vec<i32>, StoreError> {
+        let g = Grain::Quarter;
+        self.client()
+            .query(&format!(
+                "SELECT DISTINCT {DAY_OF_BUCKET} AS day FROM rollups_closed \
+                 WHERE grain = {grain} AND bucket >= {first} AND bucket < {end} ORDER BY day",
+                grain = g as u8,
+                first = g.first_of_day(from),
+                end = g.first_of_day(to),
+            ))
+            .fetch_all()
+            .await
+            .map_err(ch("list the days to keep by day"))
     }
 
     /// Writes again the day arrays of the place-days with a quarter flagged since
@@ -309,16 +338,7 @@ impl ClickHouseStore {
         if marked > 0 {
             return Ok(false);
         }
-        let days: Vec<i32> = self
-            .client()
-            .query(&format!(
-                "SELECT DISTINCT {DAY_OF_BUCKET} AS day FROM rollups_closed \
-                 WHERE grain = {} AND scope != {MARKER_SCOPE} ORDER BY day",
-                Grain::Quarter as u8
-            ))
-            .fetch_all()
-            .await
-            .map_err(&fail)?;
+        let days = self.days_with_closed_quarters(i32::MIN, i32::MAX).await?;
         for day in &days {
             self.quarter_days_of_day(*day, generation).await?;
         }
