@@ -79,7 +79,8 @@ pub trait ReportStore: Backend {
         w: &Windows,
     ) -> impl Future<Output = Result<Vec<CampaignSalesRow>, StoreError>> + Send;
 
-    /// The tallies `q` wants, summed over partitions, in place and metric order;
+    /// The tallies `q` wants, summed over partitions, in place and metric order (a
+    /// tally that sums to 0 may be left out: a reader takes a missing one as 0);
     /// `None` while the store's earlier facts are not counted yet (the aggregator's
     /// first start on it has not finished the backfill: read the facts instead).
     fn tallies(

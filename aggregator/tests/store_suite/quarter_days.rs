@@ -39,10 +39,12 @@ pub(crate) async fn quarters_of_the_previous_compactions_are_kept_by_day(url: &s
         group: Group::Whole,
         ..rollups::everything(Scope::Campaign, Grain::Quarter)
     };
-    // Each place's sums over the whole range (a group's bucket is any of its own).
+    // Each place's sums over the whole range (a group's bucket is any of its own; a
+    // sum of 0 may be left out, `ReportStore::tallies`).
     let sums = |tallies: Vec<SummedTally>| -> Vec<(String, u16, i64)> {
         let mut out: Vec<_> = tallies
             .into_iter()
+            .filter(|s| s.value != 0)
             .map(|s| (s.place.campaign_id.to_string(), s.metric.code(), s.value))
             .collect();
         out.sort();

@@ -76,7 +76,7 @@ use super::rows::insert_rows;
 use super::tallies::{PLACE, SUMMED};
 use super::ClickHouseStore;
 use crate::model::day_of;
-use crate::model::tallies::{Grain, Metric, Tally, TallyKey, HOUR_MS};
+use crate::model::tallies::{Grain, Metric, Tally, TallyKey, Text, HOUR_MS};
 use crate::write::FastSet;
 use crate::StoreError;
 
@@ -307,7 +307,7 @@ pub(crate) fn places_sql(
 /// a closed sum comes from those rows, so a place is wholly summed one way or the
 /// other.
 pub(crate) fn merge(rows: Vec<PartTallyCh>) -> Vec<PartTallyCh> {
-    fn key(r: &PartTallyCh) -> (String, u8, u8, i32, String, String, String) {
+    fn key(r: &PartTallyCh) -> (Text, u8, u8, i32, Text, Text, Text) {
         (
             r.campaign_id.clone(),
             r.scope,
@@ -739,9 +739,9 @@ mod tests {
             scope: 0,
             grain: 0,
             bucket: 1,
-            creative: String::new(),
-            catalog_id: String::new(),
-            product_code: String::new(),
+            creative: Text::default(),
+            catalog_id: Text::default(),
+            product_code: Text::default(),
             metric: 0,
             value,
         }
@@ -755,7 +755,7 @@ mod tests {
             row(DIRTY, "b", 9),
             row(OPEN, "c", 1),
         ];
-        let kept: Vec<(u8, String, i64)> = merge(rows)
+        let kept: Vec<(u8, Text, i64)> = merge(rows)
             .into_iter()
             .map(|r| (r.part, r.campaign_id, r.value))
             .collect();

@@ -7,8 +7,10 @@
 //! (`crate::model::periods::mixed`): eight closed rows a place and day, in three
 //! queries. Here a place's closed quarters of a UTC day are one row, their 96 sums
 //! in an array; a read cuts each day's array where the report's periods (and its
-//! range) start, takes the slices' sums on the server ([`slices_sql`]) and groups
-//! them as it groups quarters, in one query. Every group boundary of
+//! range) start, takes the slices' sums on the server ([`slices_sql`]: a row per
+//! place-day, the sums in an array) and the reader groups them as the server groups
+//! quarters ([`Slicing::tallies`]), beside one query of the quarters read from the
+//! partitions. Every group boundary of
 //! `Group::Every { width, shift }` falls where `(bucket + shift)` is a multiple of
 //! the width, so of `gcd(width, 96)` too: the same offsets of every UTC day
 //! ([`cuts`]; extra cuts only make finer slices of the same sums). A report by hour
@@ -39,14 +41,17 @@
 //! until the marker is read with a snapshot, reads take the quarters as before.
 
 use clickhouse::Row;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::compact::Snapshot;
 use super::error::ch;
-use super::rows::insert_rows;
-use super::tallies::{PLACE, SUMMED};
+use super::rows::{corrupt, insert_rows, metric_of, scope_of};
+use super::tallies::{grouped, PLACE, SUMMED};
 use super::ClickHouseStore;
-use crate::model::tallies::{Grain, Group, Metric, TallyQuery, QUARTERS_PER_DAY};
+use crate::model::tallies::{
+    Grain, Group, Metric, Place, SummedTally, TallyQuery, Text, QUARTERS_PER_DAY,
+};
+use crate::model::FastMap;
 use crate::StoreError;
 
 /// The `scope` of the marker row: every closed day's quarters are kept.
@@ -107,23 +112,125 @@ fn gcd(a: i32, b: i32) -> i32 {
 /// aggregates that read the day's running sums where the slices end (`p0`, `p1`,
 /// ..., each `argMax` of an element of `arrayCumSum`: 18.16 takes an array into
 /// `argMax` slowly, about ten microseconds a row, and a sum of a slice per slice
-/// costs an array each), and the `(offset, sum)` tuples that take their
-/// differences, in one array for an `arrayJoin` (18.16 cannot take a column into a
-/// lambda beside one, so each slice is its own expression).
+/// costs an array each), and the array of their differences, the slices' sums in
+/// the order of `cuts` (one row a place-day: the reader takes the slices apart,
+/// [`Slicing::tallies`]).
 fn slices_sql(cuts: &[i32]) -> (String, String) {
     let mut sums = Vec::with_capacity(cuts.len());
-    let mut tuples = Vec::with_capacity(cuts.len());
-    for (i, c) in cuts.iter().enumerate() {
+    let mut diffs = Vec::with_capacity(cuts.len());
+    for i in 0..cuts.len() {
         let end = cuts.get(i + 1).copied().unwrap_or(PER_DAY);
         sums.push(format!(
             "argMax(arrayCumSum(quarters)[{end}], generation) AS p{i}"
         ));
-        tuples.push(match i.checked_sub(1) {
-            None => format!("(toInt32({c}), p{i})"),
-            Some(before) => format!("(toInt32({c}), p{i} - p{before})"),
+        diffs.push(match i.checked_sub(1) {
+            None => format!("p{i}"),
+            Some(before) => format!("p{i} - p{before}"),
         });
     }
-    (sums.join(", "), format!("[{}]", tuples.join(", ")))
+    (sums.join(", "), format!("[{}]", diffs.join(", ")))
+}
+
+/// A place-day's slices, as [`DaysRead::slices`] reads them.
+#[derive(Debug, Row, Deserialize)]
+pub(crate) struct DaySlicesCh {
+    campaign_id: Text,
+    scope: u8,
+    creative: Text,
+    catalog_id: Text,
+    product_code: Text,
+    metric: u16,
+    day: i32,
+    slices: Vec<i64>,
+}
+
+/// How the reader takes a read's day slices apart: where each slice starts in its
+/// day, the range, and the query's groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Slicing {
+    cuts: Vec<i32>,
+    from: i32,
+    to: i32,
+    group: Group,
+}
+
+impl Slicing {
+    /// The quarter tallies of `rows`' slices: each slice of the range under its first
+    /// bucket, summed with the others of its place, metric and group (under the
+    /// least first bucket among them), as the server sums quarters
+    /// ([`super::tallies`]); slices and groups that sum to nothing left out (a reader
+    /// takes a missing tally as 0).
+    pub(crate) fn tallies(&self, rows: &[DaySlicesCh]) -> Result<Vec<SummedTally>, StoreError> {
+        type Key<'r> = (&'r str, u8, &'r str, &'r str, &'r str, u16, i64);
+        let mut groups: FastMap<Key<'_>, (i32, i64)> = FastMap::default();
+        for r in rows {
+            if r.slices.len() != self.cuts.len() {
+                return Err(corrupt("day slices", &r.slices.len().to_string()));
+            }
+            for (cut, value) in self.cuts.iter().zip(&r.slices) {
+                let bucket = r.day.saturating_mul(PER_DAY).saturating_add(*cut);
+                if *value == 0 || bucket < self.from || bucket > self.to {
+                    continue;
+                }
+                let group = match self.group {
+                    Group::Whole => 0,
+                    Group::Every { width, shift } => {
+                        (i64::from(bucket) + i64::from(shift)).div_euclid(i64::from(width.max(1)))
+                    }
+                    Group::Each => i64::from(bucket),
+                };
+                let key = (
+                    r.campaign_id.as_str(),
+                    r.scope,
+                    r.creative.as_str(),
+                    r.catalog_id.as_str(),
+                    r.product_code.as_str(),
+                    r.metric,
+                    group,
+                );
+                let at = groups.entry(key).or_insert((bucket, 0));
+                at.0 = at.0.min(bucket);
+                at.1 += value;
+            }
+        }
+        groups
+            .into_iter()
+            .filter(|(_, (_, value))| *value != 0)
+            .map(
+                |((campaign, scope, creative, catalog, product, metric, _), (bucket, value))| {
+                    Ok(SummedTally {
+                        place: Place {
+                            campaign_id: campaign.into(),
+                            scope: scope_of(scope)?,
+                            grain: Grain::Quarter,
+                            bucket,
+                            creative: creative.into(),
+                            catalog_id: catalog.into(),
+                            product_code: product.into(),
+                            partition: 0,
+                        },
+                        metric: metric_of(metric)?,
+                        value,
+                    })
+                },
+            )
+            .collect()
+    }
+}
+
+/// A read of a compacted store's quarter hours by slices of their days' arrays
+/// ([`read_sql`]): two queries, read at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DaysRead {
+    /// The quarters read from the partitions (the open ones, and those of place-days
+    /// flagged since the snapshot), summed by the query's groups on the server
+    /// ([`grouped`]), rows of `PartTallyCh`; and the conditions it names, in order.
+    pub(crate) quarters: (String, Vec<Bind>),
+    /// The day arrays' slices, a row per place-day ([`DaySlicesCh`]), and the
+    /// conditions it names.
+    pub(crate) slices: (String, Vec<Bind>),
+    /// How the reader takes the slices apart.
+    pub(crate) slicing: Slicing,
 }
 
 /// A condition a read's SQL names, in the order it names them (the caller binds each
@@ -141,20 +248,23 @@ pub(crate) enum Bind {
 /// The read of a compacted store's quarter hours by slices of their closed days
 /// (see the header), or `None` where it does not apply: not quarters, a read of
 /// sub-ranges or a page, groups narrower than an hour (`Group::spans_hours`: up to
-/// 96 slices a day), or a store whose days are not all kept as arrays. `cond` selects the query's places and metrics in `rollups`,
-/// `places` its places (for the flags), `days` its rows of `rollups_days`; the
-/// conditions named, in order, are returned beside the SQL. The rows are quarters
-/// (open, or of flagged place-days) and slices, each under its first bucket; the
-/// caller groups them ([`super::tallies`]). The open day's array holds its closed
+/// 96 slices a day), or a store whose days are not all kept as arrays. `cond`
+/// selects the query's places and metrics in `rollups`, `places` its places (for the
+/// flags), `days` its rows of `rollups_days`. The open day's array holds its closed
 /// hours' quarters: it is cut where the snapshot's first open hour starts too, and
 /// its slices from there on are left to the open part.
+///
+/// The slices come as a row per place-day with an array of their sums, taken apart
+/// by the reader ([`Slicing::tallies`]): one row a slice (`arrayJoin`) grouped on
+/// the server cost 18.16 four to five times as long, copying each row's four texts
+/// to every slice and grouping the copies by them (measured: BENCHMARKS.md).
 pub(crate) fn read_sql(
     q: &TallyQuery,
     cond: &str,
     places: &str,
     days: &str,
     snapshot: Snapshot,
-) -> Option<(String, Vec<Bind>)> {
+) -> Option<DaysRead> {
     if q.grain != Grain::Quarter
         || !q.only.is_empty()
         || q.page.is_some()
@@ -168,38 +278,24 @@ pub(crate) fn read_sql(
     cuts.push(open.rem_euclid(PER_DAY));
     cuts.sort_unstable();
     cuts.dedup();
-    let (sums, tuples) = slices_sql(&cuts);
+    let (sums, diffs) = slices_sql(&cuts);
     let open_day = snapshot.open_day();
-    let (from, to) = (q.from, q.to.min(open.saturating_sub(1)));
     let flagged_days = format!(
         "SELECT {DAY_PLACE}, {DAY_OF_BUCKET} FROM rollups_late WHERE written >= {} \
          AND ({places}) AND bucket < {open}",
         snapshot.dirty_from
     );
-    let not_flagged = if snapshot.flagged {
-        format!(" AND ({DAY_PLACE}, day) NOT IN ({flagged_days})")
-    } else {
-        String::new()
-    };
-    let mut sql = format!(
+    let mut quarters = format!(
         "SELECT 0 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
          SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
          WHERE ({cond}) AND bucket >= {open} \
-         GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric \
-         UNION ALL \
-         SELECT 1 AS part, campaign_id, scope, toUInt8({grain}) AS grain, bucket, creative, \
-         catalog_id, product_code, metric, value FROM (\
-         SELECT {DAY_PLACE}, metric, toInt32(day * {PER_DAY} + s.1) AS bucket, s.2 AS value \
-         FROM (SELECT {DAY_PLACE}, metric, day, arrayJoin({tuples}) AS s FROM (\
-         SELECT {DAY_PLACE}, metric, day, {sums} FROM rollups_days \
-         WHERE ({days}) AND day <= {open_day}{not_flagged} \
-         GROUP BY {DAY_PLACE}, metric, day))) \
-         WHERE bucket >= {from} AND bucket <= {to}",
-        grain = Grain::Quarter as u8,
+         GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
     );
-    let mut binds = vec![Bind::Cond, Bind::Days];
+    let mut quarter_binds = vec![Bind::Cond];
+    let mut not_flagged = String::new();
+    let mut slice_binds = vec![Bind::Days];
     if snapshot.flagged {
-        sql.push_str(&format!(
+        quarters.push_str(&format!(
             " UNION ALL \
              SELECT 2 AS part, {SUMMED}, metric, toInt64(sum(v)) AS value FROM (\
              SELECT {PLACE}, metric, argMax(value, stamp) AS v FROM rollups \
@@ -207,9 +303,26 @@ pub(crate) fn read_sql(
              AND ({DAY_PLACE}, {DAY_OF_BUCKET}) IN ({flagged_days}) \
              GROUP BY {PLACE}, metric) GROUP BY {SUMMED}, metric"
         ));
-        binds.extend([Bind::Places, Bind::Cond, Bind::Places]);
+        quarter_binds.extend([Bind::Cond, Bind::Places]);
+        not_flagged = format!(" AND ({DAY_PLACE}, day) NOT IN ({flagged_days})");
+        slice_binds.push(Bind::Places);
     }
-    Some((sql, binds))
+    let slices = format!(
+        "SELECT {DAY_PLACE}, metric, day, {diffs} AS slices FROM (\
+         SELECT {DAY_PLACE}, metric, day, {sums} FROM rollups_days \
+         WHERE ({days}) AND day <= {open_day}{not_flagged} \
+         GROUP BY {DAY_PLACE}, metric, day)"
+    );
+    Some(DaysRead {
+        quarters: (grouped(q, quarters), quarter_binds),
+        slices: (slices, slice_binds),
+        slicing: Slicing {
+            cuts,
+            from: q.from,
+            to: q.to.min(open.saturating_sub(1)),
+            group: q.group,
+        },
+    })
 }
 
 impl ClickHouseStore {

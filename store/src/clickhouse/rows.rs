@@ -12,7 +12,7 @@ use crate::model::carts::{CartEventRow, CartFact, CartKey, Transition};
 use crate::model::products::ProductAction;
 use crate::model::status::AdIdStatus;
 use crate::model::tallies::{
-    Grain, Metric, Place, Scope, SummedTally, Tally, TallyKey, BACKFILL_PARTITION,
+    Grain, Metric, Place, Scope, SummedTally, Tally, TallyKey, Text, BACKFILL_PARTITION,
 };
 use crate::model::traffic::TrafficClass;
 use crate::model::DAY_MS;
@@ -637,7 +637,7 @@ impl TallyCh {
 }
 
 /// The scope of a stored code.
-fn scope_of(code: u8) -> Result<Scope, StoreError> {
+pub(crate) fn scope_of(code: u8) -> Result<Scope, StoreError> {
     Scope::from_code(code).ok_or_else(|| corrupt("scope", &code.to_string()))
 }
 
@@ -647,7 +647,7 @@ fn grain_of(code: u8) -> Result<Grain, StoreError> {
 }
 
 /// The metric of a stored code.
-fn metric_of(code: u16) -> Result<Metric, StoreError> {
+pub(crate) fn metric_of(code: u16) -> Result<Metric, StoreError> {
     Metric::from_code(code).ok_or_else(|| corrupt("metric", &code.to_string()))
 }
 
@@ -656,13 +656,15 @@ fn metric_of(code: u16) -> Result<Metric, StoreError> {
 #[derive(Row, Deserialize)]
 pub(crate) struct SummedTallyCh {
     pub(crate) part: u8,
-    pub(crate) campaign_id: String,
+    // The place's text read as it is kept ([`Text`]: inline up to 24 bytes), not
+    // as heap strings moved into it: a report by hour reads 60,000 rows.
+    pub(crate) campaign_id: Text,
     pub(crate) scope: u8,
     pub(crate) grain: u8,
     pub(crate) bucket: i32,
-    pub(crate) creative: String,
-    pub(crate) catalog_id: String,
-    pub(crate) product_code: String,
+    pub(crate) creative: Text,
+    pub(crate) catalog_id: Text,
+    pub(crate) product_code: Text,
     pub(crate) metric: u16,
     pub(crate) value: i64,
 }
@@ -684,13 +686,13 @@ impl SummedTallyCh {
         }
         Ok(Some(SummedTally {
             place: Place {
-                campaign_id: self.campaign_id.into(),
+                campaign_id: self.campaign_id,
                 scope: scope_of(self.scope)?,
                 grain: grain_of(self.grain)?,
                 bucket: self.bucket,
-                creative: self.creative.into(),
-                catalog_id: self.catalog_id.into(),
-                product_code: self.product_code.into(),
+                creative: self.creative,
+                catalog_id: self.catalog_id,
+                product_code: self.product_code,
                 partition: 0,
             },
             metric,

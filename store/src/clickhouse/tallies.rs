@@ -44,7 +44,7 @@ pub(super) const SUMMED: &str =
 /// server, under the group's first bucket (a report over 30 days moves a row per place
 /// and metric, not one a day; a report by hour in Asia/Kolkata a row per local hour,
 /// not four quarters).
-fn grouped(q: &TallyQuery, sql: String) -> String {
+pub(super) fn grouped(q: &TallyQuery, sql: String) -> String {
     const KEPT: &str = "campaign_id, scope, grain, creative, catalog_id, product_code, metric";
     let by = match q.group {
         Group::Each => return sql,
@@ -272,21 +272,33 @@ impl ClickHouseStore {
                     let query = bind_marker(bind_cond(self.client().query(&sql)));
                     query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
                 }
-                (_, Some((read, binds))) => {
-                    // Every part grouped at once (a flagged place-day or quarter is
-                    // read from its partitions instead of its array or closed row, by
-                    // the query itself).
-                    let sql = format!("{} UNION ALL {marker_sql}", grouped(q, read));
-                    let mut query = self.client().query(&sql);
-                    for bind in binds {
-                        query = match bind {
-                            quarter_days::Bind::Cond => bind_cond(query),
-                            quarter_days::Bind::Places => bind_places(query),
-                            quarter_days::Bind::Days => bind_days_places(query, q, list),
-                        };
-                    }
-                    let query = bind_marker(query);
-                    query.fetch_all::<PartTallyCh>().await.map_err(&fail)?
+                (_, Some(read)) => {
+                    // The quarters from the partitions (a flagged place-day or
+                    // quarter read from them instead of its array, by the query
+                    // itself) and the day arrays' slices, at once.
+                    let bind_all = |mut query: clickhouse::query::Query, binds: &[_]| {
+                        for bind in binds {
+                            query = match bind {
+                                quarter_days::Bind::Cond => bind_cond(query),
+                                quarter_days::Bind::Places => bind_places(query),
+                                quarter_days::Bind::Days => bind_days_places(query, q, list),
+                            };
+                        }
+                        query
+                    };
+                    let (sql, binds) = &read.quarters;
+                    let sql = format!("{sql} UNION ALL {marker_sql}");
+                    let quarters = bind_marker(bind_all(self.client().query(&sql), binds));
+                    let (sql, binds) = &read.slices;
+                    let slices = bind_all(self.client().query(sql), binds);
+                    let (rows, slices) = futures_util::future::try_join(
+                        quarters.fetch_all::<PartTallyCh>(),
+                        slices.fetch_all::<quarter_days::DaySlicesCh>(),
+                    )
+                    .await
+                    .map_err(&fail)?;
+                    out.extend(read.slicing.tallies(&slices)?);
+                    rows
                 }
                 (Some(snap), None) => {
                     let read = compact::read_sql(&cond, &places, q.grain, snap);
@@ -313,7 +325,7 @@ impl ClickHouseStore {
         if !found_marker {
             return Ok(None);
         }
-        out.sort();
+        let out = crate::model::tallies::sort_summed(out);
         Ok(Some(match &q.page {
             // Exactly the page's places already; the rule applied again is a no-op.
             Some(page) => page.select(out),

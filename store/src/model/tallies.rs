@@ -701,6 +701,45 @@ pub struct SummedTally {
     pub value: i64,
 }
 
+/// `rows` in place and metric order (their `Ord`). Sorting the rows themselves
+/// compares their four texts (a call to `memcmp` each) and moves rows of a hundred
+/// bytes some `log n` times each, and a report by hour in a zone reads 60,000 of them
+/// (measured: half the reader's time, BENCHMARKS.md). So each distinct text (a few
+/// hundred) is ranked once, the rows are sorted as small keys of ranks, and each row
+/// is moved once.
+pub fn sort_summed(rows: Vec<SummedTally>) -> Vec<SummedTally> {
+    fn texts(s: &SummedTally) -> [&str; 4] {
+        let p = &s.place;
+        [&p.campaign_id, &p.creative, &p.catalog_id, &p.product_code].map(Text::as_str)
+    }
+    let mut distinct: Vec<&str> = rows
+        .iter()
+        .flat_map(texts)
+        .collect::<super::FastSet<&str>>()
+        .into_iter()
+        .collect();
+    distinct.sort_unstable();
+    let rank: super::FastMap<&str, usize> =
+        distinct.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    let mut keys: Vec<_> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let [campaign, creative, catalog, product] = texts(s).map(|t| rank[t]);
+            let p = &s.place;
+            let place = (
+                campaign, p.scope, p.grain, p.bucket, creative, catalog, product,
+            );
+            ((place, p.partition, s.metric, s.value), i)
+        })
+        .collect();
+    keys.sort_unstable();
+    let mut slots: Vec<Option<SummedTally>> = rows.into_iter().map(Some).collect();
+    keys.into_iter()
+        .filter_map(|(_, i)| slots[i].take())
+        .collect()
+}
+
 /// Billable clicks of a campaign on a UTC day, all partitions: what spend reads.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DayTally {
@@ -932,6 +971,35 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Sorted by their order, each row once, as a sort of the rows themselves.
+        #[test]
+        fn summed_rows_sort_as_their_order(
+            rows in proptest::collection::vec(
+                (0u8..4, 0i32..4, (0u8..4, 0u8..4), 0u16..3, -2i64..3),
+                0..80,
+            ),
+        ) {
+            // One pool for every field: a text ranks as it compares in each.
+            let text = |n: u8| Text::from(["", "b", "camp-1", "camp-10"][usize::from(n)]);
+            let rows: Vec<SummedTally> = rows
+                .into_iter()
+                .map(|(campaign, bucket, (creative, product), metric, value)| SummedTally {
+                    place: Place {
+                        campaign_id: text(campaign),
+                        bucket,
+                        creative: text(creative),
+                        product_code: text(product),
+                        ..Place::marker()
+                    },
+                    metric: Metric::from_code(metric).unwrap_or(Metric::BILLABLE_CLICKS),
+                    value,
+                })
+                .collect();
+            let mut expected = rows.clone();
+            expected.sort();
+            prop_assert_eq!(sort_summed(rows), expected);
+        }
+
         /// Applying a partition's records, then any replays of any suffix of them
         /// (a crash after the tally was written, before the offsets were committed),
         /// counts every record once.

@@ -1,6 +1,8 @@
 //! The cuts of a day array: every group's start and the range's ends are cuts, and
 //! the slices cover each day once; a read's parts and the order it binds them.
 
+use std::collections::BTreeMap;
+
 use proptest::prelude::*;
 
 use super::*;
@@ -96,17 +98,102 @@ fn kolkata_by_hour_cuts_at_each_half_hour_past() {
 
 #[test]
 fn slices_are_differences_of_running_sums_where_they_end() {
-    let (sums, tuples) = slices_sql(&[0, 2, 94]);
+    let (sums, diffs) = slices_sql(&[0, 2, 94]);
     assert_eq!(
         sums,
         "argMax(arrayCumSum(quarters)[2], generation) AS p0, \
          argMax(arrayCumSum(quarters)[94], generation) AS p1, \
          argMax(arrayCumSum(quarters)[96], generation) AS p2"
     );
-    assert_eq!(
-        tuples,
-        "[(toInt32(0), p0), (toInt32(2), p1 - p0), (toInt32(94), p2 - p1)]"
-    );
+    assert_eq!(diffs, "[p0, p1 - p0, p2 - p1]");
+}
+
+/// A place-day's array as [`read_sql`]'s slices query returns it: the sums of its
+/// quarters between `cuts`.
+fn sliced(campaign: &str, metric: u16, day: i32, quarters: &[i64], cuts: &[i32]) -> DaySlicesCh {
+    let ends = cuts.iter().skip(1).copied().chain(std::iter::once(PER_DAY));
+    let slices = cuts
+        .iter()
+        .zip(ends)
+        .map(|(a, b)| {
+            quarters[usize::try_from(*a).expect("cut")..usize::try_from(b).expect("cut")]
+                .iter()
+                .sum()
+        })
+        .collect();
+    DaySlicesCh {
+        campaign_id: campaign.into(),
+        scope: 0,
+        creative: Text::default(),
+        catalog_id: Text::default(),
+        product_code: Text::default(),
+        metric,
+        day,
+        slices,
+    }
+}
+
+proptest! {
+    /// The slices taken apart and summed by group hold what the days' quarters of
+    /// the range hold, group by group, each under a bucket of its group in the
+    /// range: what summing the quarters on the server gives.
+    #[test]
+    fn slices_taken_apart_sum_as_the_quarters_by_group(
+        group in any_group(),
+        from_day in 10..14i32,
+        from_at in 0..96i32,
+        len in 0..500i32,
+        days in proptest::collection::vec(
+            (0u8..2, 0u16..2, proptest::collection::vec(0i64..3, 96)),
+            1..6,
+        ),
+    ) {
+        let (from, to) = (from_day * PER_DAY + from_at, from_day * PER_DAY + from_at + len);
+        let q = query(group, from, to);
+        let cuts = cuts(&q).expect("cuts");
+        let slicing = Slicing { cuts: cuts.clone(), from, to, group };
+        // Each generated place-day once (a place, metric and day), on days 10..16.
+        let mut seen = std::collections::BTreeSet::new();
+        let mut rows = Vec::new();
+        let mut want: BTreeMap<(String, u16, i64), i64> = BTreeMap::new();
+        for (i, (campaign, metric, quarters)) in days.iter().enumerate() {
+            let day = 10 + i32::try_from(i).expect("few");
+            let campaign = ["a", "b"][usize::from(*campaign)];
+            if !seen.insert((campaign, *metric, day)) {
+                continue;
+            }
+            rows.push(sliced(campaign, *metric, day, quarters, &cuts));
+            for (at, v) in quarters.iter().enumerate() {
+                let b = day * PER_DAY + i32::try_from(at).expect("96");
+                if (from..=to).contains(&b) {
+                    *want.entry((campaign.to_owned(), *metric, group_of(group, b))).or_default() += v;
+                }
+            }
+        }
+        want.retain(|_, v| *v != 0);
+        let mut got: BTreeMap<(String, u16, i64), i64> = BTreeMap::new();
+        for t in slicing.tallies(&rows).expect("tallies") {
+            let b = t.place.bucket;
+            prop_assert!((from..=to).contains(&b), "bucket {}", b);
+            prop_assert_eq!(t.place.grain, Grain::Quarter);
+            let key = (t.place.campaign_id.to_string(), t.metric.code(), group_of(group, b));
+            prop_assert!(got.insert(key, t.value).is_none(), "one row a group");
+        }
+        prop_assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn a_slices_row_of_another_cut_is_refused() {
+    let slicing = Slicing {
+        cuts: vec![0, 2],
+        from: 0,
+        to: 96 * 20,
+        group: Group::Whole,
+    };
+    let mut row = sliced("a", 0, 10, &[1; 96], &[0, 2]);
+    row.slices.push(4);
+    assert!(slicing.tallies(&[row]).is_err());
 }
 
 /// The conditions `sql` names, in text order, as `C`, `P` and `D`.
@@ -143,14 +230,34 @@ fn a_read_applies_to_whole_ranges_of_quarters_of_a_converted_store() {
     };
     let q = query(Group::Whole, 96 * 10, 96 * 21 - 1);
     assert!(read_sql(&q, "C", "P", "D", snap(false, false)).is_none());
-    let (quiet, binds) = read_sql(&q, "C", "P", "D", snap(true, false)).expect("a read");
-    assert_eq!(named(&quiet), "CD");
-    assert_eq!(bound(&binds), "CD");
-    assert!(!quiet.contains("rollups_late") && quiet.contains("day <= 20"));
-    let (flagged, binds) = read_sql(&q, "C", "P", "D", snap(true, true)).expect("a read");
-    // C, D, P (the arrays' exclusion), C, P (the partitions).
-    assert_eq!(named(&flagged), "CDPCP");
-    assert_eq!(bound(&binds), "CDPCP");
+    let quiet = read_sql(&q, "C", "P", "D", snap(true, false)).expect("a read");
+    let ((quarters, quarter_binds), (slices, slice_binds)) = (&quiet.quarters, &quiet.slices);
+    assert_eq!(
+        (named(quarters), bound(quarter_binds)),
+        ("C".into(), "C".into())
+    );
+    assert_eq!(
+        (named(slices), bound(slice_binds)),
+        ("D".into(), "D".into())
+    );
+    assert!(!quarters.contains("rollups_late") && !slices.contains("rollups_late"));
+    assert!(slices.contains("day <= 20"), "{slices}");
+    // A summary: the quarters summed on the server, a row per place and metric.
+    assert!(quarters.starts_with("SELECT 0 AS part, campaign_id, scope, grain, first AS bucket"));
+    assert_eq!(quarters.matches("first AS bucket").count(), 1, "{quarters}");
+    let flagged = read_sql(&q, "C", "P", "D", snap(true, true)).expect("a read");
+    // C (the open quarters), C, P (the flagged place-days' quarters); D, P (the
+    // arrays but the flagged place-days').
+    let ((quarters, quarter_binds), (slices, slice_binds)) = (&flagged.quarters, &flagged.slices);
+    assert_eq!(
+        (named(quarters), bound(quarter_binds)),
+        ("CCP".into(), "CCP".into())
+    );
+    assert_eq!(
+        (named(slices), bound(slice_binds)),
+        ("DP".into(), "DP".into())
+    );
+    assert!(slices.contains("NOT IN (SELECT"), "{slices}");
     // Day 20 closed up to 14:00: its array is cut there, its slices from there on
     // left to the partitions, and a flag before then takes the place-day from them.
     let afternoon = |flagged| Snapshot {
@@ -158,23 +265,26 @@ fn a_read_applies_to_whole_ranges_of_quarters_of_a_converted_store() {
         ..snap(true, flagged)
     };
     let open = 4 * (480 + 14);
-    let (quiet, binds) = read_sql(&q, "C", "P", "D", afternoon(false)).expect("a read");
-    assert_eq!(bound(&binds), "CD");
+    let read = read_sql(&q, "C", "P", "D", afternoon(false)).expect("a read");
     assert!(
-        quiet.contains(&format!("WHERE (C) AND bucket >= {open}")),
-        "{quiet}"
+        read.quarters
+            .0
+            .contains(&format!("WHERE (C) AND bucket >= {open}")),
+        "{:?}",
+        read.quarters
     );
+    assert_eq!(read.slicing.to, open - 1);
+    assert_eq!(read.slicing.cuts, vec![0, 56]);
     assert!(
-        quiet.contains(&format!("bucket <= {}", open - 1)),
-        "{quiet}"
+        read.slices.0.contains("[p0, p1 - p0] AS slices"),
+        "{:?}",
+        read.slices
     );
-    assert!(quiet.contains("(toInt32(56), p1 - p0)"), "{quiet}");
-    let (flagged, binds) = read_sql(&q, "C", "P", "D", afternoon(true)).expect("a read");
-    assert_eq!(named(&flagged), "CDPCP");
-    assert_eq!(bound(&binds), "CDPCP");
+    let read = read_sql(&q, "C", "P", "D", afternoon(true)).expect("a read");
     assert!(
-        flagged.contains(&format!("AND bucket < {open})")),
-        "{flagged}"
+        read.quarters.0.contains(&format!("AND bucket < {open})")),
+        "{:?}",
+        read.quarters
     );
     let each = query(Group::Each, 96 * 10, 96 * 21 - 1);
     assert!(read_sql(&each, "C", "P", "D", snap(true, false)).is_none());
@@ -182,8 +292,10 @@ fn a_read_applies_to_whole_ranges_of_quarters_of_a_converted_store() {
     // once the arrays' read was on its own: BENCHMARKS.md); a group narrower than an
     // hour reads quarters.
     let by_hour = query(Group::Every { width: 4, shift: 2 }, 96 * 10, 96 * 21 - 1);
-    let (sql, _) = read_sql(&by_hour, "C", "P", "D", snap(true, false)).expect("by hour");
-    assert_eq!(sql.matches("argMax(arrayCumSum").count(), 25);
+    let read = read_sql(&by_hour, "C", "P", "D", snap(true, false)).expect("by hour");
+    assert_eq!(read.slices.0.matches("argMax(arrayCumSum").count(), 25);
+    assert_eq!(read.slicing.cuts.len(), 25);
+    assert_eq!(read.quarters.0.matches("intDiv(bucket + 2, 4)").count(), 1);
     let half_hours = query(Group::Every { width: 2, shift: 0 }, 96 * 10, 96 * 21 - 1);
     assert!(read_sql(&half_hours, "C", "P", "D", snap(true, false)).is_none());
     let by_day = query(
