@@ -172,13 +172,7 @@ impl Slicing {
                 if *value == 0 || bucket < self.from || bucket > self.to {
                     continue;
                 }
-                let group = match self.group {
-                    Group::Whole => 0,
-                    Group::Every { width, shift } => {
-                        (i64::from(bucket) + i64::from(shift)).div_euclid(i64::from(width.max(1)))
-                    }
-                    Group::Each => i64::from(bucket),
-                };
+                let group = self.group.of(bucket);
                 let key = (
                     r.campaign_id.as_str(),
                     r.scope,

@@ -812,6 +812,18 @@ impl Group {
         }
     }
 
+    /// Which group `bucket` is in (buckets of one group have the same number; each
+    /// bucket is its own under [`Group::Each`]).
+    pub fn of(self, bucket: i32) -> i64 {
+        match self {
+            Self::Each => i64::from(bucket),
+            Self::Whole => 0,
+            Self::Every { width, shift } => {
+                (i64::from(bucket) + i64::from(shift)).div_euclid(i64::from(width.max(1)))
+            }
+        }
+    }
+
     /// Whether every group holds an hour of quarters or more (a local hour, day or
     /// week, or a summary): a UTC day's quarters fall in at most 25 of them.
     pub fn spans_hours(self) -> bool {

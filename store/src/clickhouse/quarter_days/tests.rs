@@ -17,6 +17,7 @@ fn query(group: Group, from: i32, to: i32) -> TallyQuery {
     }
 }
 
+/// The group of `bucket` (an oracle apart from `Group::of`).
 fn group_of(g: Group, bucket: i32) -> i64 {
     match g {
         Group::Each => i64::from(bucket),
