@@ -14,10 +14,10 @@
 //! `Group::Every { width, shift }` falls where `(bucket + shift)` is a multiple of
 //! the width, so of `gcd(width, 96)` too: the same offsets of every UTC day
 //! ([`cuts`]; extra cuts only make finer slices of the same sums). A report by hour
-//! in Kolkata cuts a day 25 times: measured slower than the quarters' rows while
-//! today was read from the partitions, and from 1M to 10M records 1.0-1.2x against
-//! 1.4-1.6x since today's closed hours are arrays too (`BENCHMARKS.md`): the arrays
-//! cost the same at any volume, the quarters' rows fill up as it grows.
+//! in Kolkata cuts a day 25 times: the arrays cost the same at any volume, the
+//! quarters' rows fill up as a store grows, and read as a row per place-day the
+//! campaigns' week by Kolkata hour at 10M takes 113-123 ms against 181-208 as a row
+//! per slice grouped on the server (`BENCHMARKS.md`).
 //!
 //! **Why it stays exact.** The compaction writes a place's day array from its closed
 //! quarters after it sums them (`compact.rs`): for each day it closes, and for the
