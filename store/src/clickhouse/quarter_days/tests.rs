@@ -208,6 +208,15 @@ fn named(sql: &str) -> String {
         .collect()
 }
 
+/// The conditions each query of `read` names (its quarters', its slices'), each
+/// checked equal to the binds returned beside it.
+fn conditions(read: &DaysRead) -> [String; 2] {
+    [&read.quarters, &read.slices].map(|(sql, binds)| {
+        assert_eq!(named(sql), bound(binds), "{sql}");
+        named(sql)
+    })
+}
+
 /// The binds a read returns, as `C`, `P` and `D`.
 fn bound(binds: &[Bind]) -> String {
     binds
@@ -232,15 +241,8 @@ fn a_read_applies_to_whole_ranges_of_quarters_of_a_converted_store() {
     let q = query(Group::Whole, 96 * 10, 96 * 21 - 1);
     assert!(read_sql(&q, "C", "P", "D", snap(false, false)).is_none());
     let quiet = read_sql(&q, "C", "P", "D", snap(true, false)).expect("a read");
-    let ((quarters, quarter_binds), (slices, slice_binds)) = (&quiet.quarters, &quiet.slices);
-    assert_eq!(
-        (named(quarters), bound(quarter_binds)),
-        ("C".into(), "C".into())
-    );
-    assert_eq!(
-        (named(slices), bound(slice_binds)),
-        ("D".into(), "D".into())
-    );
+    assert_eq!(conditions(&quiet), ["C", "D"]);
+    let (quarters, slices) = (&quiet.quarters.0, &quiet.slices.0);
     assert!(!quarters.contains("rollups_late") && !slices.contains("rollups_late"));
     assert!(slices.contains("day <= 20"), "{slices}");
     // A summary: the quarters summed on the server, a row per place and metric.
@@ -249,15 +251,8 @@ fn a_read_applies_to_whole_ranges_of_quarters_of_a_converted_store() {
     let flagged = read_sql(&q, "C", "P", "D", snap(true, true)).expect("a read");
     // C (the open quarters), C, P (the flagged place-days' quarters); D, P (the
     // arrays but the flagged place-days').
-    let ((quarters, quarter_binds), (slices, slice_binds)) = (&flagged.quarters, &flagged.slices);
-    assert_eq!(
-        (named(quarters), bound(quarter_binds)),
-        ("CCP".into(), "CCP".into())
-    );
-    assert_eq!(
-        (named(slices), bound(slice_binds)),
-        ("DP".into(), "DP".into())
-    );
+    assert_eq!(conditions(&flagged), ["CCP", "DP"]);
+    let slices = &flagged.slices.0;
     assert!(slices.contains("NOT IN (SELECT"), "{slices}");
     // Day 20 closed up to 14:00: its array is cut there, its slices from there on
     // left to the partitions, and a flag before then takes the place-day from them.
