@@ -61,13 +61,22 @@ pub struct AggregatorConfig {
         default_value_t = pipeline::DEFAULT_BATCH_MAX_RECORDS
     )]
     pub batch_max_records: usize,
-    /// Longest wait in milliseconds after the first record of a batch before it is stored.
+    /// Longest a batch gathers records, in milliseconds, while the aggregator is busy
+    /// with the one before; a batch that old waits to be stored instead of growing.
     #[arg(
         long = "aggregator-batch-max-wait-ms",
         env = "RM_AGGREGATOR_BATCH_MAX_WAIT_MS",
         default_value_t = pipeline::DEFAULT_BATCH_MAX_WAIT_MS
     )]
     pub batch_max_wait_ms: u64,
+    /// Shortest a batch gathers records, in milliseconds, before it is stored: fewer,
+    /// larger store writes while the log is quiet, at this much freshness.
+    #[arg(
+        long = "aggregator-batch-linger-ms",
+        env = "RM_AGGREGATOR_BATCH_LINGER_MS",
+        default_value_t = pipeline::DEFAULT_BATCH_LINGER_MS
+    )]
+    pub batch_linger_ms: u64,
     /// Events dated more than this many hours before their receipt are not aggregated.
     #[arg(
         long = "late-horizon-hours",
@@ -185,6 +194,7 @@ impl AggregatorConfig {
         pipeline::PipelineOptions {
             batch_max_records: self.batch_max_records.max(1),
             batch_max_wait: Duration::from_millis(self.batch_max_wait_ms.max(1)),
+            batch_linger: Duration::from_millis(self.batch_linger_ms),
             policy: batch::Policy {
                 debounce_ms: shared.debounce.ms(),
                 late_horizon_ms: self.late_horizon_hours.max(0) * 3_600_000,

@@ -31,7 +31,11 @@
 //!
 //! **Three stages.** A reader task polls and decodes batch N+2 while the loop folds
 //! batch N+1 and the store encodes and writes batch N, so the two cores of a small machine stay
-//! busy while either stage waits on the disk (fsync) or the network. This is sound
+//! busy while either stage waits on the disk (fsync) or the network. The reader
+//! gathers what the log holds into a batch until the loop asks for one (after the
+//! batch lingered `batch_linger`, at most `batch_max_wait` or `batch_max_records`),
+//! so a batch grows with the time the stages after it take: small and soon on a
+//! quiet log, large under a backlog. This is sound
 //! because at most one write is in flight and writes complete in order: every entity
 //! batch N touched is in the cache when N+1 is folded (the cache is updated before
 //! N's write starts), and an entity N+1 loads from the store was last written by a
@@ -96,14 +100,20 @@ use crate::source::{Appender, Checkpoint, Raw, Source, Stream};
 pub const DEFAULT_BATCH_MAX_RECORDS: usize = 50_000;
 /// Default of `--aggregator-batch-max-wait-ms`.
 pub const DEFAULT_BATCH_MAX_WAIT_MS: u64 = 500;
+/// Default of `--aggregator-batch-linger-ms`.
+pub const DEFAULT_BATCH_LINGER_MS: u64 = 100;
 
 /// Loop settings.
 #[derive(Debug, Clone, Copy)]
 pub struct PipelineOptions {
     /// Most records per batch.
     pub batch_max_records: usize,
-    /// Longest wait after the first record of a batch.
+    /// Longest a batch gathers records while the loop is busy (and the longest one
+    /// poll of an idle log waits).
     pub batch_max_wait: Duration,
+    /// Shortest a batch gathers records before it is handed to the loop (fewer,
+    /// larger store writes when the log is quiet).
+    pub batch_linger: Duration,
     /// Aggregation policy.
     pub policy: Policy,
     /// Most entities kept in the cache.
@@ -334,12 +344,16 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
              orders (sales stay unattributed)"
         );
     }
-    let (batches, mut next) = tokio::sync::mpsc::channel(1);
+    let (requests, asked) = tokio::sync::mpsc::unbounded_channel();
+    let mut next = Batches {
+        requests,
+        pending: None,
+    };
     let (commits, to_commit) = tokio::sync::mpsc::unbounded_channel();
     let _reader = AbortOnDrop(tokio::spawn(read(
         source,
         opts,
-        batches,
+        asked,
         to_commit,
         Arc::clone(&progress),
         shutdown.clone(),
@@ -355,7 +369,7 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
                 }
                 continue;
             }
-            p = next.recv() => p,
+            p = next.next() => p,
             _ = ageing_tick.tick(), if pass_every.is_some() => {
                 // As before an erasure: nothing cached may write a raw id back.
                 if !stored(&commits, &progress, wait(&mut in_flight).await) {
@@ -505,27 +519,96 @@ struct Polled {
     rebalanced: bool,
 }
 
+/// The loop's end of the reader: asks for a batch when the loop is ready for one.
+struct Batches {
+    requests: tokio::sync::mpsc::UnboundedSender<Handover>,
+    /// The batch asked for and not yet received (kept when the loop turns to other
+    /// work meanwhile: the reader may already have handed it over).
+    pending: Option<tokio::sync::oneshot::Receiver<Result<Polled, rm_eventlog::LogError>>>,
+}
+
+/// Where the reader hands the batch the loop asked for.
+type Handover = tokio::sync::oneshot::Sender<Result<Polled, rm_eventlog::LogError>>;
+
+impl Batches {
+    /// The next batch; `None` once the reader stopped. Cancel-safe: a batch asked
+    /// for is kept for the next call.
+    async fn next(&mut self) -> Option<Result<Polled, rm_eventlog::LogError>> {
+        let pending = match &mut self.pending {
+            Some(p) => p,
+            None => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                self.requests.send(tx).ok()?;
+                self.pending.insert(rx)
+            }
+        };
+        let batch = pending.await.ok();
+        self.pending = None;
+        batch
+    }
+}
+
 /// The reader task: polls and decodes the next batch while the loop folds this one
-/// and the store writes the one before, and commits the checkpoints the loop sends
-/// back (before each poll, in the order received).
+/// and the store writes the one before, gathering polls into it until the loop asks
+/// for it, and commits the checkpoints the loop sends back (before each poll, in the
+/// order received).
 async fn read<S: Source>(
     mut source: S,
     opts: PipelineOptions,
-    batches: tokio::sync::mpsc::Sender<Result<Polled, rm_eventlog::LogError>>,
+    mut asked: tokio::sync::mpsc::UnboundedReceiver<Handover>,
     mut to_commit: tokio::sync::mpsc::UnboundedReceiver<Checkpoint>,
     progress: Arc<Progress>,
     shutdown: CancellationToken,
 ) {
+    let mut gathered = Gathered::default();
+    let mut want: Option<Handover> = None;
     loop {
         while let Ok(checkpoint) = to_commit.try_recv() {
             if let Err(e) = source.commit_to(checkpoint).await {
                 tracing::warn!(error = %e, "offset commit failed; the batch may be replayed (harmless)");
             }
         }
+        if want.is_none() {
+            match asked.try_recv() {
+                Ok(w) => want = Some(w),
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => {}
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return,
+            }
+        }
+        let age = gathered.since.map_or(Duration::ZERO, |t| t.elapsed());
+        if gathered.raw > 0 || gathered.rebalanced {
+            // Handed over once it lingered, when the loop asks; a full batch, or one
+            // as old as the bound, waits for the loop instead of growing.
+            let must = gathered.raw >= opts.batch_max_records || age >= opts.batch_max_wait;
+            if must && want.is_none() {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    w = asked.recv() => match w {
+                        Some(w) => want = Some(w),
+                        None => return, // the loop ended
+                    },
+                }
+            }
+            if must || age >= opts.batch_linger || gathered.raw == 0 {
+                if let Some(w) = want.take() {
+                    let checkpoint = source.checkpoint();
+                    // A loop that stopped meanwhile drops it: it was not committed.
+                    let _ = w.send(Ok(std::mem::take(&mut gathered).into_batch(checkpoint)));
+                    continue;
+                }
+            }
+        }
+        // With a batch in hand, a short look, so it is handed over soon after it
+        // lingered and the loop asked for it.
+        let wait = if gathered.raw > 0 {
+            HAND_OVER_EVERY.min(opts.batch_max_wait.saturating_sub(age))
+        } else {
+            opts.batch_max_wait
+        };
         let started = std::time::Instant::now();
         let polled = tokio::select! {
             () = shutdown.cancelled() => return,
-            p = source.poll(opts.batch_max_records, opts.batch_max_wait) => p,
+            p = source.poll(opts.batch_max_records.saturating_sub(gathered.raw), wait) => p,
         };
         let raw = match polled {
             Ok(r) => r,
@@ -535,32 +618,68 @@ async fn read<S: Source>(
                 continue;
             }
             Err(e) => {
-                let _ = batches.send(Err(e)).await;
+                let w = match want.take() {
+                    Some(w) => Some(w),
+                    None => tokio::select! {
+                        () = shutdown.cancelled() => None,
+                        w = asked.recv() => w,
+                    },
+                };
+                if let Some(w) = w {
+                    let _ = w.send(Err(e));
+                }
                 return;
             }
         };
-        let rebalanced = source.take_rebalanced();
-        if raw.is_empty() && !rebalanced {
+        gathered.rebalanced |= source.take_rebalanced();
+        if raw.is_empty() {
             continue;
         }
         progress
             .polled
             .fetch_add(raw.len() as u64, Ordering::AcqRel);
-        let checkpoint = source.checkpoint();
-        let (records, positions, orders) = decode(&raw);
+        gathered.since.get_or_insert_with(std::time::Instant::now);
+        gathered.add(&raw);
         drop(raw);
-        // A full batch was read without waiting for records; a short one includes
-        // the wait for them (idle time, small when the log is behind).
+        // A poll that found records at once is work; one that waited for them
+        // includes the wait (idle time, small when the log is behind).
         progress.add_busy(Stage::Read, started);
-        let batch = Polled {
-            records,
-            positions,
-            orders,
+    }
+}
+
+/// How long the reader, holding a batch the loop has not asked for yet, reads more
+/// into it before it looks again.
+const HAND_OVER_EVERY: Duration = Duration::from_millis(5);
+
+/// The records the reader gathered since it last handed a batch over.
+#[derive(Default)]
+struct Gathered {
+    records: Vec<EventRecord>,
+    positions: Vec<Position>,
+    orders: Vec<OrderIn>,
+    /// Raw records read (undecodable ones included: their offsets are committed too).
+    raw: usize,
+    /// When its first record was read.
+    since: Option<std::time::Instant>,
+    rebalanced: bool,
+}
+
+impl Gathered {
+    fn add(&mut self, raw: &[Raw]) {
+        let (records, positions, orders) = decode(raw);
+        self.records.extend(records);
+        self.positions.extend(positions);
+        self.orders.extend(orders);
+        self.raw += raw.len();
+    }
+
+    fn into_batch(self, checkpoint: Checkpoint) -> Polled {
+        Polled {
+            records: self.records,
+            positions: self.positions,
+            orders: self.orders,
             checkpoint,
-            rebalanced,
-        };
-        if batches.send(Ok(batch)).await.is_err() {
-            return; // the loop ended
+            rebalanced: self.rebalanced,
         }
     }
 }

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
@@ -72,8 +73,11 @@ impl Deref for Raw {
 
 /// Reads batches of raw records.
 pub trait Source: Send {
-    /// Up to `max` records, waiting at most `wait` after the first one (and at most
-    /// `wait` for the first one). May return an empty batch.
+    /// Up to `max` records: those the log holds for this reader now, without waiting
+    /// for more once one is there; when there is none, the first to come within
+    /// `wait`. May return an empty batch. The loop's reader gathers polls into a
+    /// batch until the loop can take it (see `crate::pipeline`), so a poll that
+    /// waited for more would only delay a batch the loop is ready for.
     fn poll(
         &mut self,
         max: usize,
@@ -294,8 +298,8 @@ impl Source for EmbeddedSource {
 
     async fn poll(&mut self, max: usize, wait: Duration) -> Result<Vec<Raw>, LogError> {
         let deadline = Instant::now() + wait;
-        let mut out = Vec::new();
         loop {
+            let mut out = Vec::new();
             // Register interest before reading, so an append in between is not missed.
             let appended = self.log.appended();
             for i in 0..self.cursors.len() {
@@ -324,7 +328,7 @@ impl Source for EmbeddedSource {
                     offset: i64::try_from(offset).unwrap_or(i64::MAX),
                 }));
             }
-            if out.len() >= max || Instant::now() >= deadline {
+            if !out.is_empty() || Instant::now() >= deadline {
                 return Ok(out);
             }
             if tokio::time::timeout_at(deadline, appended).await.is_err() {
@@ -479,20 +483,29 @@ impl Source for KafkaSource {
         let deadline = Instant::now() + wait;
         let mut out = Vec::new();
         while out.len() < max {
-            let msg = match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
-                Err(_) => break,
-                Ok(Err(e)) if missing_topic(&e) => {
+            // The first record is waited for; the rest are those librdkafka holds
+            // fetched now.
+            let next = if out.is_empty() {
+                tokio::time::timeout_at(deadline, self.consumer.recv())
+                    .await
+                    .ok()
+            } else {
+                self.consumer.recv().now_or_never()
+            };
+            let msg = match next {
+                None => break,
+                Some(Err(e)) if missing_topic(&e) => {
                     tracing::debug!(error = %e, "a subscribed topic does not exist yet");
                     continue;
                 }
                 // Records already taken are returned (their positions are recorded);
                 // the error comes back on the next poll.
-                Ok(Err(e)) if out.is_empty() => return Err(rm_eventlog::kafka::classify(&e)),
-                Ok(Err(e)) => {
+                Some(Err(e)) if out.is_empty() => return Err(rm_eventlog::kafka::classify(&e)),
+                Some(Err(e)) => {
                     tracing::debug!(error = %e, "consumer error after a partial batch");
                     break;
                 }
-                Ok(Ok(m)) => m,
+                Some(Ok(m)) => m,
             };
             let Some(stream) = self.stream_of(msg.topic()) else {
                 continue;

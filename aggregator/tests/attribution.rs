@@ -222,6 +222,7 @@ fn options() -> PipelineOptions {
         // Small batches: orders and events meet in several batches.
         batch_max_records: 3,
         batch_max_wait: Duration::from_millis(50),
+        batch_linger: Duration::ZERO,
         policy: Policy::default(),
         cache_max_entities: 10_000,
         served_retention: Duration::from_secs(48 * 3_600),

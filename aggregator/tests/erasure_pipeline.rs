@@ -54,6 +54,7 @@ fn start(store: &Arc<EmbeddedStore>, log: &EmbeddedLog) -> Running {
     let opts = PipelineOptions {
         batch_max_records: 100,
         batch_max_wait: Duration::from_millis(20),
+        batch_linger: Duration::ZERO,
         policy: Policy::default(),
         cache_max_entities: 10_000,
         served_retention: Duration::from_secs(48 * 3_600),

@@ -147,6 +147,7 @@ async fn a_batch_written_by_a_consumer_that_lost_the_partition_is_never_lost() {
     let opts = PipelineOptions {
         batch_max_records: 10,
         batch_max_wait: Duration::from_millis(20),
+        batch_linger: Duration::ZERO,
         policy: Policy::default(),
         cache_max_entities: 10_000,
         served_retention: Duration::from_secs(48 * 3_600),

@@ -6,6 +6,7 @@
 //! each write may land, and watches the committed offset in between. The consumer
 //! lag is reported from the loop's start, while its start-up backfill is held too.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,8 @@ struct Gated {
     inner: EmbeddedStore,
     gate: Arc<Semaphore>,
     backfill: Arc<Semaphore>,
+    /// Batches written.
+    writes: AtomicUsize,
 }
 
 impl Backend for Gated {
@@ -101,6 +104,7 @@ impl WriteStore for Gated {
     async fn write(&self, batch: &BatchWrite) -> Result<(), StoreError> {
         let permit = self.gate.acquire().await.expect("gate open");
         permit.forget();
+        self.writes.fetch_add(1, Ordering::AcqRel);
         self.inner.write(batch).await
     }
 }
@@ -180,6 +184,23 @@ async fn eventually(what: &str, f: impl Fn() -> bool) {
     }
 }
 
+/// The loop's settings: batches of at most `batch_max_records`, handed over at once
+/// and at most 20 ms old.
+fn options(batch_max_records: usize) -> PipelineOptions {
+    PipelineOptions {
+        batch_max_records,
+        batch_max_wait: Duration::from_millis(20),
+        batch_linger: Duration::ZERO,
+        policy: Policy::default(),
+        cache_max_entities: 10_000,
+        served_retention: Duration::from_secs(48 * 3_600),
+        erasures_every: Duration::from_secs(1),
+        erasure_settle: Duration::from_secs(600),
+        ageing: None,
+        retention: None,
+    }
+}
+
 /// The pipeline running over `log` into a gated embedded store under `dir`, with
 /// batches of at most `batch_max_records`.
 struct Running {
@@ -209,26 +230,43 @@ impl Running {
         backfill: Arc<Semaphore>,
         batch_max_records: usize,
     ) -> Self {
+        Self::start_with(dir, log, gate, backfill, options(batch_max_records))
+    }
+
+    /// As [`Running::start`], batches bounded by `max_wait` and lingering `linger`.
+    fn start_timed(
+        dir: &std::path::Path,
+        log: &EmbeddedLog,
+        gate: Arc<Semaphore>,
+        max_wait: Duration,
+        linger: Duration,
+    ) -> Self {
+        let open = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+        let opts = PipelineOptions {
+            batch_max_wait: max_wait,
+            batch_linger: linger,
+            ..options(1_000)
+        };
+        Self::start_with(dir, log, gate, open, opts)
+    }
+
+    fn start_with(
+        dir: &std::path::Path,
+        log: &EmbeddedLog,
+        gate: Arc<Semaphore>,
+        backfill: Arc<Semaphore>,
+        opts: PipelineOptions,
+    ) -> Self {
         let store = Arc::new(Gated {
             inner: EmbeddedStore::open(&dir.join("store.redb")).expect("store"),
             gate,
             backfill,
+            writes: AtomicUsize::new(0),
         });
         let source =
             EmbeddedSource::with_orders(log.clone(), "g", TOPIC, "orders").expect("source");
         let progress = Arc::new(Progress::default());
         let stop = CancellationToken::new();
-        let opts = PipelineOptions {
-            batch_max_records,
-            batch_max_wait: Duration::from_millis(20),
-            policy: Policy::default(),
-            cache_max_entities: 10_000,
-            served_retention: Duration::from_secs(48 * 3_600),
-            erasures_every: Duration::from_secs(1),
-            erasure_settle: Duration::from_secs(600),
-            ageing: None,
-            retention: None,
-        };
         let task = tokio::spawn(pipeline::run_with_progress(
             source,
             Arc::clone(&store),
@@ -292,6 +330,76 @@ async fn offsets_are_committed_only_after_the_store_holds_the_batch() {
     eventually("all committed", || committed() == 10).await;
     eventually("all stored", || progress.records() == 10).await;
     assert_eq!(plays(store).await, 10);
+    run.stop().await;
+}
+
+/// While the store is busy with a write, the reader gathers what arrives into the
+/// next batch until the loop asks for one, instead of cutting a batch per poll or
+/// per wait: forty records that come one by one during a held write are stored in
+/// three writes, long before the batches' time bound (a minute) runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_gathers_while_the_store_is_busy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = EmbeddedLog::open(&dir.path().join("log.redb"), &EmbeddedLogConfig::default())
+        .expect("log");
+    let gate = Arc::new(Semaphore::new(0));
+    let run = Running::start_timed(
+        dir.path(),
+        &log,
+        Arc::clone(&gate),
+        Duration::from_secs(60),
+        Duration::ZERO,
+    );
+    let (store, progress) = (&run.store, &run.progress);
+    log.append(TOPIC, b"k", play(0).to_bytes())
+        .await
+        .expect("append");
+    eventually("the first batch's write is held", || {
+        store.writes.load(Ordering::Acquire) == 0 && progress.polled() == 1
+    })
+    .await;
+    for i in 1..=40 {
+        log.append(TOPIC, b"k", play(i).to_bytes())
+            .await
+            .expect("append");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    eventually("the reader read them all", || progress.polled() == 41).await;
+    gate.add_permits(1_000);
+    eventually("all stored", || progress.records() == 41).await;
+    assert_eq!(plays(store).await, 41);
+    // The held batch, one folded and waiting for it, one gathered meanwhile.
+    let writes = store.writes.load(Ordering::Acquire);
+    assert!(writes <= 3, "{writes} writes for 41 records");
+    run.stop().await;
+}
+
+/// On a quiet log a batch lingers before it is handed over, so records that come
+/// close together are stored in one write rather than one each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_lingers_on_a_quiet_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = EmbeddedLog::open(&dir.path().join("log.redb"), &EmbeddedLogConfig::default())
+        .expect("log");
+    let gate = Arc::new(Semaphore::new(1_000));
+    let run = Running::start_timed(
+        dir.path(),
+        &log,
+        gate,
+        Duration::from_secs(60),
+        Duration::from_secs(2),
+    );
+    // The loop's start-up (backfills, a first look for erasures) is done.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..5 {
+        log.append(TOPIC, b"k", play(i).to_bytes())
+            .await
+            .expect("append");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    eventually("all stored", || run.progress.records() == 5).await;
+    assert_eq!(plays(&run.store).await, 5);
+    assert_eq!(run.store.writes.load(Ordering::Acquire), 1);
     run.stop().await;
 }
 

@@ -72,6 +72,7 @@ async fn the_loop_removes_facts_past_their_retention() {
     let opts = PipelineOptions {
         batch_max_records: 100,
         batch_max_wait: Duration::from_millis(20),
+        batch_linger: Duration::ZERO,
         policy: Policy::default(),
         cache_max_entities: 10_000,
         served_retention: Duration::from_secs(48 * 3_600),

@@ -36,6 +36,11 @@ struct Args {
     /// Background events per second during the freshness run.
     #[arg(long, default_value_t = 2_000)]
     steady_rate: u64,
+    /// Date the freshness run's events as the throughput records are (one to two
+    /// hours back, so every tally they move is of an hour a compaction may have
+    /// closed and is flagged), instead of live, as players fire beacons.
+    #[arg(long)]
+    late_steady: bool,
     /// Every event its own ad and video (one new view per event: the worst case).
     #[arg(long)]
     entity_per_event: bool,
@@ -45,6 +50,9 @@ struct Args {
     /// Batch bound of the aggregator, milliseconds (the service's default).
     #[arg(long, default_value_t = rm_aggregator::pipeline::DEFAULT_BATCH_MAX_WAIT_MS)]
     batch_max_wait_ms: u64,
+    /// Shortest gathering of a batch, milliseconds (the service's default).
+    #[arg(long, default_value_t = rm_aggregator::pipeline::DEFAULT_BATCH_LINGER_MS)]
+    batch_linger_ms: u64,
     #[command(flatten)]
     kafka: KafkaConfig,
     #[command(flatten)]
@@ -102,10 +110,21 @@ fn record(i: usize, now: chrono::DateTime<chrono::Utc>, entity_per_event: bool) 
     EventRecord::new(event, uuid::Uuid::now_v7(), now)
 }
 
+/// A record of the freshness run: dated now (a live beacon) unless `late`, received
+/// now.
+fn steady(mut r: EventRecord, late: bool) -> EventRecord {
+    let now = chrono::Utc::now();
+    if !late {
+        r.event.timestamp = now.fixed_offset();
+    }
+    EventRecord::new(r.event, uuid::Uuid::now_v7(), now)
+}
+
 fn options(a: &Args) -> PipelineOptions {
     PipelineOptions {
         batch_max_records: a.batch_max_records,
         batch_max_wait: Duration::from_millis(a.batch_max_wait_ms),
+        batch_linger: Duration::from_millis(a.batch_linger_ms),
         policy: rm_aggregator::batch::Policy::default(),
         cache_max_entities: 1_000_000,
         served_retention: Duration::from_secs(48 * 3_600),
@@ -225,12 +244,14 @@ async fn consume_only(b: &Backends, a: &Args, n: usize) -> anyhow::Result<f64> {
     let mut seen = 0;
     let mut first = None;
     while seen < n {
-        let raw = src
-            .poll(
-                a.batch_max_records,
-                Duration::from_millis(a.batch_max_wait_ms),
-            )
-            .await?;
+        // A batch as the aggregator's reader gathers one when its loop is busy: polls
+        // until the bound on records or on time, then one commit.
+        let deadline = Instant::now() + Duration::from_millis(a.batch_max_wait_ms);
+        let mut raw = Vec::new();
+        while raw.len() < a.batch_max_records && Instant::now() < deadline {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            raw.extend(src.poll(a.batch_max_records - raw.len(), wait).await?);
+        }
         if !raw.is_empty() && first.is_none() {
             first = Some(Instant::now());
         }
@@ -303,14 +324,14 @@ async fn freshness(b: &Backends, a: &Args) -> anyhow::Result<Vec<f64>> {
         Arc::clone(&progress),
     ));
     let (log, topic, rate) = (Arc::clone(&b.log), b.topic.clone(), a.steady_rate.max(1));
-    let entity_per_event = a.entity_per_event;
+    let (entity_per_event, late) = (a.entity_per_event, a.late_steady);
     let bg_stop = stop.clone();
     let background = tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
         let mut i = 10_000_000;
         while !bg_stop.is_cancelled() {
             tick.tick().await;
-            let r = record(i, chrono::Utc::now(), entity_per_event);
+            let r = steady(record(i, chrono::Utc::now(), entity_per_event), late);
             let (log, topic) = (Arc::clone(&log), topic.clone());
             tokio::spawn(async move {
                 log.append(&topic, r.event.ad_id.as_bytes(), r.to_bytes())
@@ -332,7 +353,7 @@ async fn freshness(b: &Backends, a: &Args) -> anyhow::Result<Vec<f64>> {
     for p in 0..a.probes {
         let mut r = record(p * 8, chrono::Utc::now(), false);
         r.event.ad_id = format!("rm1.probe.{p}-{}", std::process::id());
-        let r = EventRecord::new(r.event, uuid::Uuid::now_v7(), chrono::Utc::now());
+        let r = steady(r, a.late_steady);
         let filter = ReportFilter {
             ad_id: Some(r.event.ad_id.clone()),
             campaign_id: Some("probe".into()),
@@ -460,9 +481,14 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "(medians over the rounds; the ratio is the median of each round's own ratio. \
-         Freshness: {} probes under a steady {} events/s.)",
+         Freshness: {} probes under a steady {} events/s, {}.)",
         lat.len(),
-        a.steady_rate
+        a.steady_rate,
+        if a.late_steady {
+            "dated 1-2 hours back"
+        } else {
+            "live"
+        }
     );
     Ok(())
 }
