@@ -33,6 +33,10 @@ struct Args {
     /// Freshness probes.
     #[arg(long, default_value_t = 200)]
     probes: usize,
+    /// How often a probe polls the report, milliseconds (each poll is two store
+    /// queries: a short interval measures finely and loads the store more).
+    #[arg(long, default_value_t = 5)]
+    probe_poll_ms: u64,
     /// Background events per second during the freshness run.
     #[arg(long, default_value_t = 2_000)]
     steady_rate: u64,
@@ -371,7 +375,7 @@ async fn freshness(b: &Backends, a: &Args) -> anyhow::Result<Vec<f64>> {
                 sent.elapsed() < Duration::from_secs(60),
                 "probe {p} never showed up"
             );
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(a.probe_poll_ms)).await;
         }
         lat.push(sent.elapsed().as_secs_f64() * 1000.0);
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -446,10 +450,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
-    let backend = if a.kafka.brokers.is_some() {
-        "kafka + clickhouse"
-    } else {
-        "embedded log + embedded store"
+    let backend = match (a.kafka.brokers.is_some(), a.store.clickhouse.url.is_some()) {
+        (true, true) => "kafka + clickhouse",
+        (true, false) => "kafka + embedded store",
+        (false, true) => "embedded log + clickhouse",
+        (false, false) => "embedded log + embedded store",
     };
     eprintln!(
         "aggbench: {backend}, {} records, {} rounds, load {}",
