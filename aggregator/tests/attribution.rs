@@ -45,6 +45,9 @@ use rm_store::model::attribution::{SalesReportRow, Windows};
 use rm_store::{AnyStore, ReportFilter, ReportStore};
 use tokio_util::sync::CancellationToken;
 
+#[path = "support/kafka.rs"]
+mod support;
+
 const DAY: &str = "2026-11-18";
 const HOUR: i64 = 3_600_000;
 /// 2026-11-18T00:00:00Z.
@@ -459,41 +462,15 @@ async fn offers_lost_in_a_crash_are_sent_by_the_replay() {
     running.stop().await;
 }
 
-fn service(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ => {
-            assert!(
-                std::env::var("RM_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "{var} is not set but RM_REQUIRE_SERVICES=1: start the services with deploy/local/up.sh"
-            );
-            eprintln!("SKIPPED: {var} is not set; deploy/local/up.sh starts Kafka and ClickHouse");
-            None
-        }
-    }
-}
-
 #[tokio::test]
 async fn kafka_and_clickhouse() {
-    let (Some(brokers), Some(url)) = (service("RM_KAFKA_BROKERS"), service("RM_CLICKHOUSE_URL"))
+    let (Some((kafka, tag)), Some(url)) = (support::kafka(), support::service("RM_CLICKHOUSE_URL"))
     else {
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_nanos();
-    let tag = format!("{}_{nanos}", std::process::id());
     let kafka = KafkaConfig {
-        brokers: Some(brokers),
         partitions: 2,
-        replication: 1,
-        compression: "lz4".into(),
-        linger_ms: 1,
-        queue_max_messages: 10_000,
-        message_timeout_ms: 10_000,
-        properties: Vec::new(),
-        ..KafkaConfig::default()
+        ..kafka
     };
     let events = format!("rm-test-events-{tag}");
     let orders = format!("rm-test-orders-{tag}");
@@ -545,24 +522,8 @@ async fn kafka_and_clickhouse() {
 /// events, and no error reaches the pipeline.
 #[tokio::test]
 async fn kafka_source_reads_events_while_the_orders_topic_is_missing() {
-    let Some(brokers) = service("RM_KAFKA_BROKERS") else {
+    let Some((kafka, tag)) = support::kafka() else {
         return;
-    };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_nanos();
-    let tag = format!("{}_{nanos}", std::process::id());
-    let kafka = KafkaConfig {
-        brokers: Some(brokers),
-        partitions: 1,
-        replication: 1,
-        compression: "lz4".into(),
-        linger_ms: 1,
-        queue_max_messages: 10_000,
-        message_timeout_ms: 10_000,
-        properties: Vec::new(),
-        ..KafkaConfig::default()
     };
     let events = format!("rm-test-events-only-{tag}");
     let log = KafkaLog::connect(&kafka, std::slice::from_ref(&events))

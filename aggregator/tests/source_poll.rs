@@ -7,6 +7,9 @@
 
 use std::time::{Duration, Instant};
 
+#[path = "support/kafka.rs"]
+mod support;
+
 use rm_aggregator::source::{EmbeddedSource, KafkaSource, Raw, Source};
 use rm_eventlog::embedded::EmbeddedLog;
 use rm_eventlog::kafka::KafkaLog;
@@ -77,20 +80,12 @@ async fn an_embedded_poll_returns_what_the_log_holds() {
 /// Kafka: records fetched come back without the poll waiting out its time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kafka_poll_returns_what_the_log_holds() {
-    let Some(brokers) = service("RM_KAFKA_BROKERS") else {
+    let Some((kafka, tag)) = support::kafka() else {
         return;
     };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_nanos();
-    let tag = format!("{}_{nanos}", std::process::id());
     let kafka = KafkaConfig {
-        brokers: Some(brokers),
         partitions: 2,
-        replication: 1,
-        linger_ms: 1,
-        ..KafkaConfig::default()
+        ..kafka
     };
     let (events, orders) = (
         format!("rm-test-poll-{tag}"),
@@ -134,18 +129,4 @@ async fn a_kafka_poll_returns_what_the_log_holds() {
     );
     appender.await.expect("appender");
     source.commit().await.expect("commit");
-}
-
-fn service(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ => {
-            assert!(
-                std::env::var("RM_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "{var} is not set but RM_REQUIRE_SERVICES=1: start the services with deploy/local/up.sh"
-            );
-            eprintln!("SKIPPED: {var} is not set; deploy/local/up.sh starts Kafka and ClickHouse");
-            None
-        }
-    }
 }
