@@ -598,9 +598,9 @@ async fn read<S: Source>(
                 }
             }
         }
-        // With a batch in hand, a short look, so it is handed over soon after it
-        // lingered and the loop asked for it.
-        let wait = if gathered.raw > 0 {
+        // With a batch (or a rebalance) in hand, a short look, so it is handed over
+        // soon after it lingered and the loop asked for it.
+        let wait = if gathered.raw > 0 || gathered.rebalanced {
             HAND_OVER_EVERY.min(opts.batch_max_wait.saturating_sub(age))
         } else {
             opts.batch_max_wait
