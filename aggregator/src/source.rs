@@ -76,7 +76,7 @@ pub trait Source: Send {
     /// Up to `max` records: those the log holds for this reader now, without waiting
     /// for more once one is there; when there is none, the first to come within
     /// `wait`. May return an empty batch. The loop's reader gathers polls into a
-    /// batch until the loop can take it (see `crate::pipeline`), so a poll that
+    /// batch until the loop asks for one (see `crate::pipeline`), so a poll that
     /// waited for more would only delay a batch the loop is ready for.
     fn poll(
         &mut self,
