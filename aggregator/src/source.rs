@@ -116,6 +116,11 @@ pub trait Source: Send {
     }
 }
 
+/// Records the embedded [`Appender`] queues at once: a fraction of the log writer's
+/// queue (`RM_LOG_QUEUE_MAX`, 65,536 by default), which the edge's beacons share in
+/// `retail-media all`.
+pub const EMBEDDED_APPEND_CHUNK: usize = 1_024;
+
 /// Appends records to the orders topic a source reads, durably before it returns.
 #[derive(Clone)]
 pub enum Appender {
@@ -138,8 +143,15 @@ impl Appender {
         use rm_eventlog::EventLog as _;
         match self {
             Self::Embedded(log, topic, _) => {
-                for (k, v) in records {
-                    log.append(topic, k, v.clone()).await?;
+                // A chunk's records queued together share the writer's group commits
+                // (awaited one by one, each waited out a commit of its own: a batch's
+                // ten thousand offers took seconds). Chunks leave the writer's queue
+                // room for the edge's beacons.
+                for chunk in records.chunks(EMBEDDED_APPEND_CHUNK) {
+                    let appends = chunk.iter().map(|(k, v)| log.append(topic, k, v.clone()));
+                    for appended in futures_util::future::join_all(appends).await {
+                        appended?;
+                    }
                 }
                 Ok(())
             }

@@ -64,6 +64,14 @@ struct Args {
     /// Records per folded batch.
     #[arg(long, default_value_t = 50_000)]
     batch: usize,
+    /// Fill through the aggregator's own loop (`rm_aggregator::pipeline`) from an
+    /// embedded log: the records and orders appended as the edge and the api append
+    /// them, the loop folding them with its caches and appending its offers, as a
+    /// running aggregator does. The default folds each batch here, loading what it
+    /// touches from the store (a restarted aggregator's every batch): on ClickHouse
+    /// that fills ten million records in about 50 minutes, too slow for 100 million.
+    #[arg(long)]
+    pipeline: bool,
     /// After the timed reads, merge the rollups' versions (ClickHouse: `OPTIMIZE TABLE
     /// rollups FINAL`) and read every report again: what the reads cost once the
     /// background merges caught up.
@@ -207,25 +215,41 @@ fn session(s: usize, a: &Args, now: i64) -> Vec<InteractionEvent> {
 
 /// The order of session `s`: one of four products, ten minutes after its events.
 fn order_of(s: usize, a: &Args, now: i64) -> rm_aggregator::sales::OrderMsg {
+    rm_aggregator::sales::OrderMsg::decode(order_json(s, a, now).as_bytes())
+        .expect("an order record")
+}
+
+/// The order of session `s` as the api appends it to the orders topic.
+fn order_json(s: usize, a: &Args, now: i64) -> String {
     let base = session_start(s, a, now);
     let at = chrono::DateTime::from_timestamp_millis(base + 600_000)
         .expect("time")
         .to_rfc3339();
-    let json = format!(
+    format!(
         r#"{{"v":1,"receivedAt":"{at}","id":"order-{s}","orderDate":"{at}","catalogId":"catalog","sessionId":"shopper-{s}","currency":"USD","orderItems":[{{"productCode":"sku-{}","quantity":1,"totalOrderItemPriceAfterDiscounts":19.99}}]}}"#,
         s % 4
-    );
-    rm_aggregator::sales::OrderMsg::decode(json.as_bytes()).expect("an order record")
+    )
+}
+
+/// The policy the fill folds with: events up to `--days` old are on time.
+fn policy(a: &Args) -> Policy {
+    Policy {
+        late_horizon_ms: (a.days as i64 + 2) * 86_400_000,
+        ..Policy::default()
+    }
+}
+
+/// The event record of `e`, received two seconds after it happened.
+fn record_of(e: InteractionEvent) -> EventRecord {
+    let received = e.timestamp.to_utc() + chrono::Duration::seconds(2);
+    EventRecord::new(e, uuid::Uuid::now_v7(), received)
 }
 
 /// Fills `store` with `n` sessions as the aggregator would; returns the records.
 async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Duration)> {
     let started = Instant::now();
     let now = chrono::Utc::now().timestamp_millis();
-    let policy = Policy {
-        late_horizon_ms: (a.days as i64 + 2) * 86_400_000,
-        ..Policy::default()
-    };
+    let policy = policy(a);
     store.backfill_tallies().await?;
     store.backfill_sales(&policy.windows).await?;
     let mut log = Partitions::new(6);
@@ -234,10 +258,7 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
     let mut orders = Vec::new();
     let mut total = 0;
     for s in 0..n {
-        pending.extend(session(s, a, now).into_iter().map(|e| {
-            let received = e.timestamp.to_utc() + chrono::Duration::seconds(2);
-            EventRecord::new(e, uuid::Uuid::now_v7(), received)
-        }));
+        pending.extend(session(s, a, now).into_iter().map(record_of));
         orders.push(order_of(s, a, now));
         if pending.len() >= a.batch || s + 1 == n {
             log.fold_into(store, &pending, &policy).await?;
@@ -249,6 +270,114 @@ async fn fill(store: &AnyStore, n: usize, a: &Args) -> anyhow::Result<(usize, Du
         }
     }
     Ok((total, started.elapsed()))
+}
+
+/// Records the fill appends ahead of what the loop committed (`--pipeline`): the
+/// log's retention removes what is committed, so the log's disk stays small.
+const PIPELINE_AHEAD: u64 = 1_000_000;
+
+/// Fills `store` with `n` sessions through the aggregator's loop (`--pipeline`): the
+/// sessions' records and orders appended to an embedded log under `dir`, at most
+/// [`PIPELINE_AHEAD`] records ahead of the loop, and the loop run until it committed
+/// both topics to their ends (its offers to orders included). Returns the records.
+async fn fill_through_pipeline(
+    store: &AnyStore,
+    n: usize,
+    a: &Args,
+    dir: &std::path::Path,
+) -> anyhow::Result<(usize, Duration)> {
+    use rm_aggregator::pipeline::{self, PipelineOptions};
+    use rm_aggregator::source::{AnySource, EmbeddedSource};
+    use rm_eventlog::embedded::EmbeddedLog;
+    use rm_eventlog::{EmbeddedLogConfig, EventLog};
+    use std::sync::Arc;
+    let started = Instant::now();
+    let now = chrono::Utc::now().timestamp_millis();
+    let (events, orders, group) = ("interactions", "orders", "reportbench");
+    let config = EmbeddedLogConfig {
+        retention_bytes: 256 << 20,
+        ..EmbeddedLogConfig::default()
+    };
+    let log = EmbeddedLog::open(&EmbeddedLogConfig::path(dir), &config)?;
+    let source = EmbeddedSource::with_orders(log.clone(), group, events, orders)?;
+    let opts = PipelineOptions {
+        batch_max_records: pipeline::DEFAULT_BATCH_MAX_RECORDS,
+        batch_max_wait: Duration::from_millis(pipeline::DEFAULT_BATCH_MAX_WAIT_MS),
+        batch_linger: Duration::from_millis(pipeline::DEFAULT_BATCH_LINGER_MS),
+        policy: policy(a),
+        cache_max_entities: 1_000_000,
+        // Kept while the fill lasts: a session's served ads are never forgotten.
+        served_retention: Duration::from_secs((a.days as u64 + 2) * 86_400),
+        erasures_every: Duration::from_secs(3_600),
+        erasure_settle: Duration::from_secs(600),
+        ageing: None,
+        retention: None,
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let progress = Arc::new(pipeline::Progress::default());
+    let task = tokio::spawn(pipeline::run_with_progress(
+        AnySource::Embedded(source),
+        Arc::new(store.clone()),
+        "bench",
+        opts,
+        stop.clone(),
+        Arc::clone(&progress),
+    ));
+    let behind = |topic: &str| -> anyhow::Result<u64> {
+        Ok(log.end_offset(topic)? - log.committed(group, topic)?.min(log.end_offset(topic)?))
+    };
+    let mut total = 0;
+    let mut next_report = Duration::from_secs(60);
+    let mut pending = Vec::with_capacity(4096);
+    for s in 0..n {
+        let mut appends = session(s, a, now)
+            .into_iter()
+            .map(|e| (events, record_of(e).to_bytes()))
+            .collect::<Vec<_>>();
+        total += appends.len();
+        appends.push((orders, order_json(s, a, now).into_bytes()));
+        for (topic, bytes) in appends {
+            let log = log.clone();
+            let key = format!("shopper-{s}");
+            pending.push(tokio::spawn(async move {
+                log.append(topic, key.as_bytes(), bytes).await
+            }));
+        }
+        if pending.len() >= 4096 || s + 1 == n {
+            for p in pending.drain(..) {
+                p.await??;
+            }
+            if started.elapsed() >= next_report {
+                next_report += Duration::from_secs(60);
+                eprintln!(
+                    "reportbench: {:.0?}: {} of {n} sessions appended ({total} records), {} records stored",
+                    started.elapsed(),
+                    s + 1,
+                    progress.records()
+                );
+            }
+            while behind(events)? > PIPELINE_AHEAD {
+                anyhow::ensure!(!task.is_finished(), "the aggregator's loop stopped");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    while behind(events)? > 0 || behind(orders)? > 0 {
+        anyhow::ensure!(!task.is_finished(), "the aggregator's loop stopped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    task.await??;
+    let took = started.elapsed();
+    let busy = |s| progress.busy(s).as_secs_f64() / took.as_secs_f64() * 100.0;
+    eprintln!(
+        "reportbench: the loop stored {} records (events, orders and offers); stages busy: read {:.0} %, fold {:.0} %, write {:.0} %",
+        progress.records(),
+        busy(pipeline::Stage::Read),
+        busy(pipeline::Stage::Fold),
+        busy(pipeline::Stage::Write)
+    );
+    Ok((total, took))
 }
 
 /// The reports, by name: each read once, (ms, rows). "(facts)": the same report
@@ -617,7 +746,14 @@ async fn main() -> anyhow::Result<()> {
             Some(_) => anyhow::bail!("--reuse reads ClickHouse databases: give its URL"),
             None => BenchStore::open("reportbench", name, url, &dir).await?,
         };
-        let (records, took) = fill(&store.store, n, &a).await?;
+        let (records, took) = if a.pipeline {
+            let log = dir.join(format!("log-{name}"));
+            let filled = fill_through_pipeline(&store.store, n, &a, &log).await?;
+            std::fs::remove_dir_all(&log).ok();
+            filled
+        } else {
+            fill(&store.store, n, &a).await?
+        };
         eprintln!(
             "reportbench: {backend} {name}: {n} sessions, {records} records stored in {took:.1?}"
         );
