@@ -108,27 +108,50 @@ fn gcd(a: i32, b: i32) -> i32 {
     a.max(1)
 }
 
+/// Cuts of a day beyond which the slices are taken from the newest array's running
+/// sums rather than each read with an `argMax` of its own (see [`slices_sql`]).
+const ARRAY_FROM_CUTS: usize = 8;
+
 /// Each slice of a place-day's newest array between `cuts` (the first is 0): the
-/// aggregates that read the day's running sums where the slices end (`p0`, `p1`,
-/// ..., each `argMax` of an element of `arrayCumSum`: 18.16 takes an array into
-/// `argMax` slowly, about ten microseconds a row, and a sum of a slice per slice
-/// costs an array each), and the array of their differences, the slices' sums in
-/// the order of `cuts` (one row a place-day: the reader takes the slices apart,
-/// [`Slicing::tallies`]).
+/// aggregates of a place-day, and the array of the slices' sums in the order of
+/// `cuts` (one row a place-day: the reader takes the slices apart,
+/// [`Slicing::tallies`]). Each sum is a difference of the day's running sums where
+/// its slice ends, taken one of two ways, each the cheaper on 18.16 where it is used
+/// (`BENCHMARKS.md`, session 33: the 10M bench store):
+/// - a few cuts (a report by day or week, a summary): an `argMax` of each running
+///   sum where a slice ends (`p0`, `p1`, ...). `argMax` takes an array slowly (about
+///   a microsecond more a row than a number), and the Kolkata campaign summary's
+///   thirty days of rows took 115-126 ms with one against 72-89 without;
+/// - more than [`ARRAY_FROM_CUTS`] (a report by hour: 25 cuts in Kolkata): the newest
+///   array's running sums once (`c`), each sum an element of it: the week by Kolkata
+///   hour's query took 20 ms where 26 aggregates a row took 28.
 fn slices_sql(cuts: &[i32]) -> (String, String) {
+    let by_array = cuts.len() > ARRAY_FROM_CUTS;
     let mut sums = Vec::with_capacity(cuts.len());
     let mut diffs = Vec::with_capacity(cuts.len());
+    let mut before: Option<String> = None;
     for i in 0..cuts.len() {
         let end = cuts.get(i + 1).copied().unwrap_or(PER_DAY);
-        sums.push(format!(
-            "argMax(arrayCumSum(quarters)[{end}], generation) AS p{i}"
-        ));
-        diffs.push(match i.checked_sub(1) {
-            None => format!("p{i}"),
-            Some(before) => format!("p{i} - p{before}"),
+        let at = if by_array {
+            format!("c[{end}]")
+        } else {
+            sums.push(format!(
+                "argMax(arrayCumSum(quarters)[{end}], generation) AS p{i}"
+            ));
+            format!("p{i}")
+        };
+        diffs.push(match &before {
+            None => at.clone(),
+            Some(b) => format!("{at} - {b}"),
         });
+        before = Some(at);
     }
-    (sums.join(", "), format!("[{}]", diffs.join(", ")))
+    let sums = if by_array {
+        "arrayCumSum(argMax(quarters, generation)) AS c".to_owned()
+    } else {
+        sums.join(", ")
+    };
+    (sums, format!("[{}]", diffs.join(", ")))
 }
 
 /// A place-day's slices, as [`DaysRead::slices`] reads them.
@@ -303,8 +326,8 @@ pub(crate) fn read_sql(
     }
     let slices = format!(
         "SELECT {DAY_PLACE}, metric, day, {diffs} AS slices FROM (\
-         SELECT {DAY_PLACE}, metric, day, {sums} FROM rollups_days \
-         WHERE ({days}) AND day <= {open_day}{not_flagged} \
+         SELECT {DAY_PLACE}, metric, day, {sums} \
+         FROM rollups_days WHERE ({days}) AND day <= {open_day}{not_flagged} \
          GROUP BY {DAY_PLACE}, metric, day)"
     );
     Some(DaysRead {
