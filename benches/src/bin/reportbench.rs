@@ -324,7 +324,9 @@ async fn fill_through_pipeline(
         Arc::clone(&progress),
     ));
     let behind = |topic: &str| -> anyhow::Result<u64> {
-        Ok(log.end_offset(topic)? - log.committed(group, topic)?.min(log.end_offset(topic)?))
+        Ok(log
+            .end_offset(topic)?
+            .saturating_sub(log.committed(group, topic)?))
     };
     let mut total = 0;
     let mut next_report = Duration::from_secs(60);
