@@ -11,6 +11,7 @@ pub mod ageing;
 pub mod batch;
 pub mod compact;
 pub mod erasures;
+pub mod fresh_ads;
 pub mod metrics;
 pub mod pipeline;
 pub mod retention;

@@ -13,7 +13,10 @@
 //!   lag grows and then drains when the store returns.
 //!
 //! The entity cache only saves store reads; after a restart or a rebalance the sets
-//! are loaded from the store, which is the authority.
+//! are loaded from the store, which is the authority. A served ad the cache lacks is
+//! not looked up when no store can hold its state yet: served over an hour after the
+//! first record above its partition's stored progress, and after every state the
+//! cache dropped ([`crate::fresh_ads`], which argues it).
 //!
 //! **Tallies** (counts decided as events arrive, [`rm_store::model::tallies`]) are not
 //! sets: a tally is an absolute count per log partition stamped with the offset of
@@ -91,6 +94,7 @@ use crate::batch::{
     Position, Touched,
 };
 use crate::erasures::{self, Erasures};
+use crate::fresh_ads::FreshAds;
 use crate::metrics;
 use crate::retention::RetentionOptions;
 use crate::sales::{self, Lookups, OrderIn, OrderMsg, OrderStats};
@@ -213,6 +217,8 @@ struct Cache {
     forgot_at: Option<std::time::Instant>,
     /// Rule violations (funnel gaps, repeated milestones) of each cached view's set.
     violations: FastMap<ViewKey, (i64, i64)>,
+    /// Which served ads the cache lacks no store can hold ([`crate::fresh_ads`]).
+    fresh: FreshAds,
 }
 
 impl Cache {
@@ -987,9 +993,12 @@ async fn prepare<T: WriteStore>(
         served,
         places,
     } = touched_at(records, positions);
+    // Ads no store can hold yet: neither their states nor their views' facts are
+    // looked up (`crate::fresh_ads`).
+    let new_ads = cache.fresh.new_ads(records, positions);
     let missing_views: FastSet<ViewKey> = views
         .iter()
-        .filter(|k| !cache.views.contains_key(*k))
+        .filter(|k| !cache.views.contains_key(*k) && !new_ads.contains(k.ad_id.as_str()))
         .cloned()
         .collect();
     let missing_carts: FastSet<CartKey> = carts
@@ -999,7 +1008,7 @@ async fn prepare<T: WriteStore>(
         .collect();
     let missing_served: FastSet<String> = served
         .iter()
-        .filter(|k| !cache.served.contains_key(*k))
+        .filter(|k| !cache.served.contains_key(*k) && !new_ads.contains(k.as_str()))
         .cloned()
         .collect();
     let mut sets = EntitySets::default();
@@ -1108,6 +1117,16 @@ async fn prepare<T: WriteStore>(
             }
         }
     }
+    // The partitions' stored progress bounds which ads later batches need not look up.
+    cache.fresh.establish(
+        records,
+        positions,
+        |p| {
+            let t = sets.tallies.get(&Place::progress(p))?;
+            t.get(Metric::Progress).map(|t| t.stamp)
+        },
+        opts.policy.ad_ttl_ms,
+    );
     for p in &places {
         if let Some((p, v)) = cache.tallies.remove_entry(p) {
             sets.tallies.insert(p, v);
@@ -1125,9 +1144,14 @@ async fn prepare<T: WriteStore>(
     if cache.forgot_at.is_none_or(|t| t.elapsed() >= FORGET_EVERY) {
         write.forget_served_before = Some(forgotten_before);
         cache.forgot_at = Some(std::time::Instant::now());
-        cache
-            .served
-            .retain(|ad, _| !rm_store::model::served::expired_before(ad, forgotten_before));
+        let fresh = &mut cache.fresh;
+        cache.served.retain(|ad, _| {
+            let gone = rm_store::model::served::expired_before(ad, forgotten_before);
+            if gone {
+                fresh.drop_states([ad]);
+            }
+            !gone
+        });
     }
     let sold = sales::fold(
         orders,
@@ -1158,9 +1182,13 @@ async fn prepare<T: WriteStore>(
             .keys()
             .filter_map(|k| cache.violations.get(k).map(|v| (k.clone(), *v)))
             .collect();
+        let mut fresh = std::mem::take(&mut cache.fresh);
+        fresh.drop_states(cache.served.keys());
+        fresh.drop_states(cache.views.keys().map(|k| &k.ad_id));
         *cache = Cache {
             violations: kept,
             forgot_at: cache.forgot_at,
+            fresh,
             ..Cache::default()
         };
     }

@@ -1,0 +1,144 @@
+//! Served ads no store can hold yet: neither their states nor their views' facts
+//! are looked up.
+//!
+//! A batch looks up the state of every served ad it touches that the cache does not
+//! hold, and the facts of every such video view (`WriteStore::load`). Under live
+//! traffic nearly all of those are of ads served since the aggregator started,
+//! which no one has written: on ClickHouse the served ads' look-ups of a loop
+//! filling a store took 101 s of its 171 s of load queries, and the views' 32 s
+//! (a query log, `BENCHMARKS.md`), answering next to nothing. This module tells
+//! which ads cannot be in the store, from the log's order and the time an id names.
+//!
+//! **Why a skipped ad has nothing stored.** Records are keyed by ad id, so all the
+//! records of an ad are in one log partition P, and so is everything stored under
+//! the ad (its state, its views). Once the loop has read P's stored progress (the
+//! offset of the last record any writer folded, written no later than the states
+//! that batch decided; [`rm_store::model::tallies`]) and folds a record H above it,
+//! everything stored of an ad of P came from a record at or below that offset,
+//! appended to the log before H. An edge appends a record within its write
+//! deadline and the log's timeout of receiving it (seconds), so every record
+//! appended before H was received before `received(H) + MARGIN`; an ad is served
+//! (its expiry minus the ads' lifetime) before any record of it is received. So an
+//! ad of P whose id expires after `received(H) + MARGIN + lifetime`
+//! ([`FreshAds::after`]) had no record below H: no one stored anything of it before
+//! the loop's cache started, and the cache holds all the loop stored of it since,
+//! but for the ads it dropped, whose latest expiry is [`FreshAds::dropped`]. An ad
+//! expiring after both is new. The margin also absorbs the api's clock being apart
+//! from the edges', and a lifetime set lower on the aggregator than on the api
+//! (`RM_API_AD_TTL_SECS`: give both the same) by less than an hour.
+//!
+//! What else could store such an ad is handled where it happens: another writer of
+//! P (a consumer that lost it) writes its progress before its states, and the next
+//! fold that reads that progress drops the cache with this, as after a rebalance,
+//! an erasure or an ageing pass ([`crate::pipeline`]); a store whose partition has
+//! no progress yet (new, or the log's offsets restarted below it) sets no bound. An
+//! id that names no expiry (not one of ours) is always looked up.
+
+use rm_schemas::EventRecord;
+use rm_store::model::served::expiry_of;
+use rm_store::FastMap;
+use rm_store::FastSet;
+
+use crate::batch::Position;
+
+/// Bound on how long after receiving a record an edge appends it (its write
+/// deadline and the log's message timeout are seconds), with the clocks of the
+/// edges and the api apart: an hour. The cost of a larger one is only that the
+/// first hour of ads after a start is looked up, as before.
+pub const MARGIN_MS: i64 = 3_600_000;
+
+/// Per log partition, from which expiry on an ad the cache does not hold is new.
+#[derive(Debug, Default, Clone)]
+pub struct FreshAds {
+    /// Per partition: ads whose id expires after these Unix seconds have no record
+    /// at or below the progress stored when the cache started.
+    after: FastMap<i32, i64>,
+    /// The latest expiry (Unix seconds) of a state the cache dropped.
+    dropped: i64,
+}
+
+impl FreshAds {
+    /// The bound of `partition`, once known.
+    pub fn after(&self, partition: i32) -> Option<i64> {
+        self.after.get(&partition).copied()
+    }
+
+    /// The latest expiry of a state the cache dropped.
+    pub fn dropped(&self) -> i64 {
+        self.dropped
+    }
+
+    /// The ad ids of the batch's records that are new, were the cache not to hold
+    /// them: no store can hold their state, their views' facts or anything else
+    /// keyed by them.
+    pub fn new_ads<'a>(
+        &self,
+        records: &'a [EventRecord],
+        positions: &[Position],
+    ) -> FastSet<&'a str> {
+        let mut new = FastSet::default();
+        if self.after.is_empty() {
+            return new;
+        }
+        let mut seen: FastSet<&str> = FastSet::default();
+        for (r, (partition, _)) in records.iter().zip(positions) {
+            let Some(after) = self.after.get(partition) else {
+                continue;
+            };
+            let id = r.event.ad_id.as_str();
+            if seen.insert(id) && expiry_of(id).is_some_and(|e| e > (*after).max(self.dropped)) {
+                new.insert(id);
+            }
+        }
+        new
+    }
+
+    /// Sets the bound of each partition that has none, from this batch's records
+    /// above the partition's stored progress (`stored(partition)`: the offset, `None`
+    /// when the store has none), with ads served `ttl_ms` before their expiry.
+    pub fn establish(
+        &mut self,
+        records: &[EventRecord],
+        positions: &[Position],
+        stored: impl Fn(i32) -> Option<i64>,
+        ttl_ms: i64,
+    ) {
+        // The first record above the stored progress, per partition: (offset, received).
+        let mut first: FastMap<i32, (i64, i64)> = FastMap::default();
+        for (r, &(partition, offset)) in records.iter().zip(positions) {
+            if self.after.contains_key(&partition) {
+                continue;
+            }
+            let Some(progress) = stored(partition) else {
+                continue;
+            };
+            if offset <= progress {
+                continue;
+            }
+            let received = r.received_at.timestamp_millis();
+            let e = first.entry(partition).or_insert((offset, received));
+            if offset < e.0 {
+                *e = (offset, received);
+            }
+        }
+        for (partition, (_, received)) in first {
+            let ms = received
+                .saturating_add(MARGIN_MS)
+                .saturating_add(ttl_ms.max(0));
+            self.after.insert(partition, ms.div_euclid(1000) + 1);
+        }
+    }
+
+    /// The cache dropped what it held of these ads (their states, their views):
+    /// none of them is new from now on.
+    pub fn drop_states<'a>(&mut self, ads: impl IntoIterator<Item = &'a String>) {
+        for id in ads {
+            if let Some(e) = expiry_of(id) {
+                self.dropped = self.dropped.max(e);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,195 @@
+//! The bound on new served ads: what it removes, and (as a property over logs) that
+//! it never removes an ad whose state a writer before the cache could have stored.
+
+use proptest::prelude::*;
+use rm_schemas::ad_id::AdIdKeys;
+use rm_schemas::{EventRecord, InteractionEvent, InteractionType};
+use rm_store::FastSet;
+
+use super::{FreshAds, MARGIN_MS};
+use crate::batch::Position;
+
+const TTL_MS: i64 = 1_800_000;
+/// 2026-11-01T00:00:00Z, ms.
+const T0: i64 = 1_793_491_200_000;
+
+fn keys() -> AdIdKeys {
+    AdIdKeys::new(vec![b"0123456789abcdef-key-one".to_vec()]).expect("keys")
+}
+
+/// An ad served at `served_ms` (its id expires a lifetime later).
+fn ad(n: usize, served_ms: i64) -> String {
+    keys()
+        .mint(&format!("c{n}"), "banner", (served_ms + TTL_MS) / 1000)
+        .expect("mint")
+}
+
+/// An impression of `ad` received at `received_ms`.
+fn record(ad: &str, received_ms: i64) -> EventRecord {
+    let at = chrono::DateTime::from_timestamp_millis(received_ms).expect("time");
+    let event = InteractionEvent::new(
+        ad.to_owned(),
+        InteractionType::AdImpression,
+        at.fixed_offset(),
+    );
+    EventRecord::new(event, uuid::Uuid::nil(), at)
+}
+
+fn set(ads: &[&str]) -> FastSet<String> {
+    ads.iter().map(|a| (*a).to_owned()).collect()
+}
+
+/// What of `ads` a fold of `records` looks up.
+fn looked_up(
+    fresh: &FreshAds,
+    mut ads: FastSet<String>,
+    records: &[EventRecord],
+    positions: &[Position],
+) -> FastSet<String> {
+    let new = fresh.new_ads(records, positions);
+    ads.retain(|a| !new.contains(a.as_str()));
+    ads
+}
+
+#[test]
+fn nothing_is_new_before_a_partition_has_its_bound() {
+    let late = ad(1, T0 + 86_400_000);
+    let records = vec![record(&late, T0)];
+    let positions: Vec<Position> = vec![(0, 10)];
+    let ads = looked_up(&FreshAds::default(), set(&[&late]), &records, &positions);
+    assert_eq!(ads, set(&[&late]));
+}
+
+#[test]
+fn a_partition_without_stored_progress_gets_no_bound() {
+    let mut fresh = FreshAds::default();
+    let records = vec![record(&ad(1, T0), T0)];
+    fresh.establish(&records, &[(0, 10)], |_| None, TTL_MS);
+    assert_eq!(fresh.after(0), None);
+}
+
+#[test]
+fn only_a_record_above_the_stored_progress_sets_the_bound() {
+    let mut fresh = FreshAds::default();
+    let a = ad(1, T0);
+    let records = vec![
+        record(&a, T0),
+        record(&a, T0 + 1_000),
+        record(&a, T0 + 2_000),
+    ];
+    let positions: Vec<Position> = vec![(3, 10), (3, 11), (3, 12)];
+    // Every record at or below the progress: a replay, no bound.
+    fresh.establish(&records, &positions, |_| Some(12), TTL_MS);
+    assert_eq!(fresh.after(3), None);
+    // The first record above it sets the bound, from its receipt.
+    fresh.establish(&records, &positions, |_| Some(10), TTL_MS);
+    let bound = (T0 + 1_000 + MARGIN_MS + TTL_MS) / 1000 + 1;
+    assert_eq!(fresh.after(3), Some(bound));
+    // A later batch does not move it.
+    fresh.establish(&records, &positions, |_| Some(0), TTL_MS);
+    assert_eq!(fresh.after(3), Some(bound));
+    assert_eq!(fresh.after(4), None);
+}
+
+#[test]
+fn ads_served_after_the_bound_are_new_the_rest_and_ids_not_ours_are_looked_up() {
+    let mut fresh = FreshAds::default();
+    let old = ad(1, T0 - 86_400_000);
+    let within = ad(2, T0 + MARGIN_MS / 2);
+    let new = ad(3, T0 + 2 * MARGIN_MS);
+    let foreign = "not-one-of-ours".to_owned();
+    let records = vec![
+        record(&old, T0),
+        record(&within, T0 + 1),
+        record(&new, T0 + 2),
+        record(&foreign, T0 + 3),
+    ];
+    let positions: Vec<Position> = vec![(0, 100), (0, 101), (0, 102), (0, 103)];
+    fresh.establish(&records, &positions, |_| Some(99), TTL_MS);
+    let ads = looked_up(
+        &fresh,
+        set(&[&old, &within, &new, &foreign]),
+        &records,
+        &positions,
+    );
+    assert_eq!(ads, set(&[&old, &within, &foreign]));
+    // The same ad in a partition without a bound is looked up.
+    let ads = looked_up(&fresh, set(&[&new]), &records[2..3], &[(1, 5)]);
+    assert_eq!(ads, set(&[&new]));
+}
+
+#[test]
+fn an_ad_whose_state_the_cache_dropped_is_looked_up_again() {
+    let mut fresh = FreshAds::default();
+    let first = ad(1, T0 + 2 * MARGIN_MS);
+    let second = ad(2, T0 + 3 * MARGIN_MS);
+    let records = vec![record(&first, T0), record(&second, T0 + 1)];
+    let positions: Vec<Position> = vec![(0, 1), (0, 2)];
+    fresh.establish(&records, &positions, |_| Some(0), TTL_MS);
+    fresh.drop_states([&first]);
+    let ads = looked_up(&fresh, set(&[&first, &second]), &records, &positions);
+    assert_eq!(ads, set(&[&first]));
+    fresh.drop_states([&second]);
+    let ads = looked_up(&fresh, set(&[&first, &second]), &records, &positions);
+    assert_eq!(ads, set(&[&first, &second]));
+}
+
+proptest! {
+    /// A partition's log: ads served within half an hour, each record received soon
+    /// after (up to five minutes) or late (up to a day) and appended within ten minutes
+    /// of receipt, in append order. Any prefix may
+    /// have been folded and stored by another writer (its progress the prefix's last
+    /// offset). The loop then folds the rest in batches; no ad with a record in the
+    /// stored prefix is ever skipped, and every ad served after the bound with no
+    /// record there is.
+    #[test]
+    fn no_ad_a_writer_before_the_cache_stored_is_skipped(
+        ads in prop::collection::vec(
+            (
+                0i64..1_800_000,
+                prop::collection::vec(
+                    (prop_oneof![0i64..300_000, 0i64..86_400_000], 0i64..600_000),
+                    1..4,
+                ),
+            ),
+            1..24,
+        ),
+        stored_frac in 0.0f64..1.0,
+        batch in 1usize..8,
+    ) {
+        let mut log: Vec<(i64, i64, usize)> = Vec::new(); // (appended, received, ad)
+        let ids: Vec<String> = ads.iter().enumerate().map(|(n, (s, _))| ad(n, T0 + s)).collect();
+        for (n, (served, events)) in ads.iter().enumerate() {
+            for (after, delay) in events {
+                let received = T0 + served + after;
+                log.push((received + delay, received, n));
+            }
+        }
+        log.sort();
+        let records: Vec<EventRecord> = log.iter().map(|(_, r, n)| record(&ids[*n], *r)).collect();
+        let positions: Vec<Position> = (0..records.len() as i64).map(|o| (7, o)).collect();
+        let stored_len = ((records.len() as f64) * stored_frac) as usize;
+        let progress = (stored_len > 0).then(|| stored_len as i64 - 1);
+        let stored_ads: std::collections::HashSet<usize> = log[..stored_len].iter().map(|l| l.2).collect();
+        let mut fresh = FreshAds::default();
+        for start in (stored_len..records.len()).step_by(batch) {
+            let end = (start + batch).min(records.len());
+            let (rs, ps) = (&records[start..end], &positions[start..end]);
+            let all: FastSet<String> = rs.iter().map(|r| r.event.ad_id.clone()).collect();
+            let looked = looked_up(&fresh, all, rs, ps);
+            for n in &stored_ads {
+                if rs.iter().any(|r| r.event.ad_id == ids[*n]) {
+                    prop_assert!(looked.contains(&ids[*n]), "ad {n} has a stored state and was skipped");
+                }
+            }
+            fresh.establish(rs, ps, |_| progress, TTL_MS);
+        }
+        if let (Some(after), Some(_)) = (fresh.after(7), progress) {
+            for (n, id) in ids.iter().enumerate() {
+                let expiry = rm_store::model::served::expiry_of(id).expect("ours");
+                let one = looked_up(&fresh, set(&[id]), &records, &positions);
+                prop_assert_eq!(one.is_empty(), expiry > after, "ad {}", n);
+            }
+        }
+    }
+}

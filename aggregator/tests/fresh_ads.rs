@@ -1,0 +1,204 @@
+//! Ads served after the loop's bound are not looked up (`rm_aggregator::fresh_ads`);
+//! the counts stay exact when the cache that stands in for the look-up is dropped
+//! (a full cache) or lost (a restart). The real pipeline over the embedded log and
+//! store: twenty served ads each seen by a first shopper, then by a second one
+//! after the cache was dropped many times over, then by a third after a restart.
+//! Each ad is one billable impression; the later shoppers' are repeats. An ad whose
+//! state the cache dropped and that the loop then took for new would bill again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rm_aggregator::batch::Policy;
+use rm_aggregator::pipeline::{self, PipelineOptions, Progress};
+use rm_aggregator::source::EmbeddedSource;
+use rm_eventlog::embedded::EmbeddedLog;
+use rm_eventlog::{EmbeddedLogConfig, EventLog};
+use rm_schemas::ad_id::{product_creative, AdIdKeys, DEFAULT_TTL_SECS};
+use rm_schemas::{EventRecord, InteractionEvent, InteractionType as T};
+use rm_store::embedded::EmbeddedStore;
+use rm_store::model::tallies::{Grain, Kind, Metric, Scope, TallyQuery};
+use rm_store::ReportStore;
+use tokio_util::sync::CancellationToken;
+
+const TOPIC: &str = "events";
+
+/// The id of an ad served at `served_ms` (each call mints another served ad).
+fn served_ad(keys: &AdIdKeys, n: usize, served_ms: i64) -> String {
+    let expiry = served_ms / 1000 + DEFAULT_TTL_SECS;
+    keys.mint(
+        &format!("camp-{}", n % 3),
+        &product_creative("sku-1"),
+        expiry,
+    )
+    .expect("ad id")
+}
+
+/// A product impression by `shopper` of `ad`, at `at_ms` (received two seconds
+/// later).
+fn impression(ad: &str, at_ms: i64, shopper: &str) -> EventRecord {
+    let at = chrono::DateTime::from_timestamp_millis(at_ms).expect("time");
+    let e = InteractionEvent {
+        session_id: Some(shopper.to_owned()),
+        catalog_id: Some("cat".to_owned()),
+        product_code: Some("sku-1".to_owned()),
+        ..InteractionEvent::new(ad, T::ProductImpression, at.fixed_offset())
+    };
+    EventRecord::new(e, uuid::Uuid::now_v7(), at + chrono::Duration::seconds(2))
+}
+
+/// Product impressions in the store's tallies: (billable, invalid).
+async fn impressions(store: &EmbeddedStore) -> (i64, i64) {
+    let q = TallyQuery {
+        campaigns: None,
+        scope: Scope::Product,
+        grain: Grain::Day,
+        from: i32::MIN,
+        to: i32::MAX,
+        kinds: vec![Kind::ProductImpression],
+        catalog_id: None,
+        page: None,
+        only: Vec::new(),
+        group: rm_store::model::tallies::Group::Each,
+    };
+    let sums = store
+        .tallies(&q)
+        .await
+        .expect("read tallies")
+        .expect("a new store is counted");
+    let mut out = (0, 0);
+    for s in sums {
+        match s.metric {
+            Metric::Events(Kind::ProductImpression, None) => out.0 += s.value,
+            Metric::Events(Kind::ProductImpression, Some(_)) => out.1 += s.value,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The loop over `log` into `store`: batches of five records, a cache of at most
+/// fifty entities (dropped every batch or two).
+fn start(
+    log: &EmbeddedLog,
+    store: &Arc<EmbeddedStore>,
+) -> (
+    Arc<Progress>,
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), rm_aggregator::AggregatorError>>,
+) {
+    let opts = PipelineOptions {
+        batch_max_records: 5,
+        batch_max_wait: Duration::from_millis(20),
+        batch_linger: Duration::ZERO,
+        policy: Policy::default(),
+        cache_max_entities: 50,
+        served_retention: Duration::from_secs(48 * 3_600),
+        erasures_every: Duration::from_secs(60),
+        erasure_settle: Duration::from_secs(600),
+        ageing: None,
+        retention: None,
+    };
+    let source = EmbeddedSource::with_orders(log.clone(), "g", TOPIC, "orders").expect("source");
+    let progress = Arc::new(Progress::default());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(pipeline::run_with_progress(
+        source,
+        Arc::clone(store),
+        "test",
+        opts,
+        stop.clone(),
+        Arc::clone(&progress),
+    ));
+    (progress, stop, task)
+}
+
+async fn append(log: &EmbeddedLog, records: &[EventRecord]) {
+    for r in records {
+        log.append(TOPIC, r.partition_key(), r.to_bytes())
+            .await
+            .expect("append");
+    }
+}
+
+async fn eventually(what: &str, f: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(20), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ads_taken_for_new_are_billed_once_through_dropped_caches_and_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(EmbeddedStore::open(&dir.path().join("store.redb")).expect("store"));
+    let log = EmbeddedLog::open(&dir.path().join("log.redb"), &EmbeddedLogConfig::default())
+        .expect("log");
+    let keys = AdIdKeys::new(vec![b"0123456789abcdef-fresh-ads".to_vec()]).expect("keys");
+    // Ten hours ago, to the minute.
+    let t0 = (chrono::Utc::now().timestamp_millis() / 60_000 - 600) * 60_000;
+    let (progress, stop, task) = start(&log, &store);
+
+    // Two ads served before the loop's records begin: the first batch finds no
+    // progress stored, the second sets the bound (an hour and a lifetime after its
+    // first record's receipt).
+    for (n, at) in [(100, t0), (101, t0 + 1_000)] {
+        let ad = served_ad(&keys, n, at);
+        append(&log, &[impression(&ad, at + 60_000, "early")]).await;
+        let want = (n - 99) as u64;
+        eventually("the early ads are stored", || progress.records() == want).await;
+    }
+    // Twenty ads served three hours later, well after the bound: each one's first
+    // shopper, then a second shopper of each after the cache was dropped.
+    let served = |n: usize| t0 + 3 * 3_600_000 + n as i64 * 60_000;
+    let ads: Vec<String> = (0..20).map(|n| served_ad(&keys, n, served(n))).collect();
+    let first: Vec<EventRecord> = (0..20)
+        .map(|n| impression(&ads[n], served(n) + 60_000, &format!("first-{n}")))
+        .collect();
+    append(&log, &first).await;
+    eventually("the first shoppers are stored", || progress.records() == 22).await;
+    assert_eq!(impressions(&store).await, (22, 0));
+    let second: Vec<EventRecord> = (0..20)
+        .map(|n| impression(&ads[n], served(n) + 120_000, &format!("second-{n}")))
+        .collect();
+    append(&log, &second).await;
+    eventually("the second shoppers are stored", || {
+        progress.records() == 42
+    })
+    .await;
+    assert_eq!(
+        impressions(&store).await,
+        (22, 20),
+        "a second shopper of a served ad is a repeat, its state dropped from the cache or not"
+    );
+
+    // A restart: a new loop, an empty cache, the same store.
+    stop.cancel();
+    task.await.expect("task").expect("pipeline ends cleanly");
+    let (progress, stop, task) = start(&log, &store);
+    let mut third = vec![impression(
+        &served_ad(&keys, 102, served(0)),
+        served(0) + 60_000,
+        "late-start",
+    )];
+    third.extend((0..20).map(|n| impression(&ads[n], served(n) + 180_000, &format!("third-{n}"))));
+    append(&log, &third).await;
+    let t = Instant::now();
+    let mut counts = impressions(&store).await;
+    while counts != (23, 40) && t.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        counts = impressions(&store).await;
+    }
+    assert_eq!(
+        counts,
+        (23, 40),
+        "after a restart every earlier ad is looked up, and the new one counts once"
+    );
+    eventually("the restarted loop stored its records", || {
+        progress.records() >= 21
+    })
+    .await;
+    stop.cancel();
+    task.await.expect("task").expect("pipeline ends cleanly");
+}
