@@ -9,9 +9,10 @@
 //! (a query log, `BENCHMARKS.md`), answering next to nothing. This module tells
 //! which ads cannot be in the store, from the log's order and the time an id names.
 //!
-//! **Why a skipped ad has nothing stored.** Records are keyed by ad id, so all the
-//! records of an ad are in one log partition P, and so is everything stored under
-//! the ad (its state, its views). Once the loop has read P's stored progress (the
+//! **Why a skipped ad has nothing stored.** Records are keyed by ad id (but for
+//! cart events, keyed by shopper, which decide nothing here), so all the records of
+//! an ad are in one log partition P, and so is everything stored under the ad (its
+//! state, its views). Once the loop has read P's stored progress (the
 //! offset of the last record any writer folded, written no later than the states
 //! that batch decided; [`rm_store::model::tallies`]) and folds a record H above it,
 //! everything stored of an ad of P came from a record at or below that offset,
@@ -86,6 +87,10 @@ impl FreshAds {
                 continue;
             };
             let id = r.event.ad_id.as_str();
+            // A cart event is keyed by its shopper: its partition is not its ad's.
+            if r.partition_key() != id.as_bytes() {
+                continue;
+            }
             if seen.insert(id) && expiry_of(id).is_some_and(|e| e > (*after).max(self.dropped)) {
                 new.insert(id);
             }

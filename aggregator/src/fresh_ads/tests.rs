@@ -119,6 +119,22 @@ fn ads_served_after_the_bound_are_new_the_rest_and_ids_not_ours_are_looked_up() 
 }
 
 #[test]
+fn a_cart_event_in_another_partition_never_makes_its_ad_new() {
+    let mut fresh = FreshAds::default();
+    let new = ad(1, T0 + 2 * MARGIN_MS);
+    let mut cart = record(&new, T0);
+    cart.event.interaction_type = InteractionType::Cart;
+    cart.event.session_id = Some("shopper".into());
+    let impression = record(&new, T0 + 1);
+    // The cart's partition (its shopper's) has a bound, the ad's has none.
+    fresh.establish(std::slice::from_ref(&cart), &[(2, 10)], |_| Some(0), TTL_MS);
+    let records = vec![cart, impression];
+    let positions: Vec<Position> = vec![(2, 11), (5, 3)];
+    let ads = looked_up(&fresh, set(&[&new]), &records, &positions);
+    assert_eq!(ads, set(&[&new]));
+}
+
+#[test]
 fn an_ad_whose_state_the_cache_dropped_is_looked_up_again() {
     let mut fresh = FreshAds::default();
     let first = ad(1, T0 + 2 * MARGIN_MS);
