@@ -37,6 +37,7 @@
 
 use rm_schemas::EventRecord;
 use rm_store::model::served::expiry_of;
+use rm_store::model::tallies::{Place, Scope};
 use rm_store::FastMap;
 use rm_store::FastSet;
 
@@ -48,20 +49,26 @@ use crate::batch::Position;
 /// first hour of ads after a start is looked up, as before.
 pub const MARGIN_MS: i64 = 3_600_000;
 
-/// Per log partition, from which expiry on an ad the cache does not hold is new.
+/// Per log partition, from when on what the cache does not hold is new.
 #[derive(Debug, Default, Clone)]
 pub struct FreshAds {
-    /// Per partition: ads whose id expires after these Unix seconds have no record
-    /// at or below the progress stored when the cache started.
-    after: FastMap<i32, i64>,
-    /// The latest expiry (Unix seconds) of a state the cache dropped.
+    /// Per partition: the receipt (ms) of the first record folded above the
+    /// progress stored when the cache started, plus [`MARGIN_MS`]: every record
+    /// any writer folded before was received earlier.
+    received: FastMap<i32, i64>,
+    /// The latest expiry (Unix seconds) of an ad whose state or views the cache
+    /// dropped.
     dropped: i64,
+    /// The latest bucket start (ms) of a tally the cache dropped.
+    dropped_place_ms: i64,
 }
 
 impl FreshAds {
-    /// The bound of `partition`, once known.
-    pub fn after(&self, partition: i32) -> Option<i64> {
-        self.after.get(&partition).copied()
+    /// The expiry (Unix seconds) after which an ad of `partition` is new (ads
+    /// served `ttl_ms` before their expiry), once the partition has its bound.
+    pub fn after(&self, partition: i32, ttl_ms: i64) -> Option<i64> {
+        let ms = self.received.get(&partition)?.saturating_add(ttl_ms.max(0));
+        Some(ms.div_euclid(1000) + 1)
     }
 
     /// The latest expiry of a state the cache dropped.
@@ -76,14 +83,15 @@ impl FreshAds {
         &self,
         records: &'a [EventRecord],
         positions: &[Position],
+        ttl_ms: i64,
     ) -> FastSet<&'a str> {
         let mut new = FastSet::default();
-        if self.after.is_empty() {
+        if self.received.is_empty() {
             return new;
         }
         let mut seen: FastSet<&str> = FastSet::default();
         for (r, (partition, _)) in records.iter().zip(positions) {
-            let Some(after) = self.after.get(partition) else {
+            let Some(after) = self.after(*partition, ttl_ms) else {
                 continue;
             };
             let id = r.event.ad_id.as_str();
@@ -91,27 +99,42 @@ impl FreshAds {
             if r.partition_key() != id.as_bytes() {
                 continue;
             }
-            if seen.insert(id) && expiry_of(id).is_some_and(|e| e > (*after).max(self.dropped)) {
+            if seen.insert(id) && expiry_of(id).is_some_and(|e| e > after.max(self.dropped)) {
                 new.insert(id);
             }
         }
         new
     }
 
+    /// Whether no store can hold a tally at `place` yet: a count of events, views or
+    /// cart lines (the scopes a log partition of events moves) whose bucket begins
+    /// after every event the partition's records before the bound can be dated
+    /// (received before it, dated at most `skew_ms` after receipt), and after every
+    /// tally the cache dropped.
+    pub fn is_new_place(&self, place: &Place, skew_ms: i64) -> bool {
+        if matches!(place.scope, Scope::Sales | Scope::CampaignSales) {
+            return false;
+        }
+        let Some(received) = self.received.get(&place.partition) else {
+            return false;
+        };
+        let start = place.grain.start_ms(place.bucket);
+        start > received.saturating_add(skew_ms.max(0)) && start > self.dropped_place_ms
+    }
+
     /// Sets the bound of each partition that has none, from this batch's records
     /// above the partition's stored progress (`stored(partition)`: the offset, `None`
-    /// when the store has none), with ads served `ttl_ms` before their expiry.
+    /// when the store has none).
     pub fn establish(
         &mut self,
         records: &[EventRecord],
         positions: &[Position],
         stored: impl Fn(i32) -> Option<i64>,
-        ttl_ms: i64,
     ) {
         // The first record above the stored progress, per partition: (offset, received).
         let mut first: FastMap<i32, (i64, i64)> = FastMap::default();
         for (r, &(partition, offset)) in records.iter().zip(positions) {
-            if self.after.contains_key(&partition) {
+            if self.received.contains_key(&partition) {
                 continue;
             }
             let Some(progress) = stored(partition) else {
@@ -127,10 +150,8 @@ impl FreshAds {
             }
         }
         for (partition, (_, received)) in first {
-            let ms = received
-                .saturating_add(MARGIN_MS)
-                .saturating_add(ttl_ms.max(0));
-            self.after.insert(partition, ms.div_euclid(1000) + 1);
+            self.received
+                .insert(partition, received.saturating_add(MARGIN_MS));
         }
     }
 
@@ -141,6 +162,13 @@ impl FreshAds {
             if let Some(e) = expiry_of(id) {
                 self.dropped = self.dropped.max(e);
             }
+        }
+    }
+
+    /// The cache dropped these tallies: none of their places is new from now on.
+    pub fn drop_places<'a>(&mut self, places: impl IntoIterator<Item = &'a Place>) {
+        for p in places {
+            self.dropped_place_ms = self.dropped_place_ms.max(p.grain.start_ms(p.bucket));
         }
     }
 }

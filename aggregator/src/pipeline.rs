@@ -995,7 +995,9 @@ async fn prepare<T: WriteStore>(
     } = touched_at(records, positions);
     // Ads no store can hold yet: neither their states nor their views' facts are
     // looked up (`crate::fresh_ads`).
-    let new_ads = cache.fresh.new_ads(records, positions);
+    let new_ads = cache
+        .fresh
+        .new_ads(records, positions, opts.policy.ad_ttl_ms);
     let missing_views: FastSet<ViewKey> = views
         .iter()
         .filter(|k| !cache.views.contains_key(*k) && !new_ads.contains(k.ad_id.as_str()))
@@ -1087,9 +1089,14 @@ async fn prepare<T: WriteStore>(
     let mut progress = progress_places(positions);
     progress.extend(sales::progress_places(orders));
     places.extend(progress.iter().cloned());
+    // A place no store can hold yet is not looked up either (`crate::fresh_ads`).
+    let skew = opts.policy.future_skew_ms;
     let missing_places: FastSet<Place> = places
         .iter()
-        .filter(|p| !cache.tallies.contains_key(*p) || progress.contains(p))
+        .filter(|p| {
+            progress.contains(*p)
+                || !(cache.tallies.contains_key(*p) || cache.fresh.is_new_place(p, skew))
+        })
         .cloned()
         .collect();
     if !missing_places.is_empty() {
@@ -1118,15 +1125,10 @@ async fn prepare<T: WriteStore>(
         }
     }
     // The partitions' stored progress bounds which ads later batches need not look up.
-    cache.fresh.establish(
-        records,
-        positions,
-        |p| {
-            let t = sets.tallies.get(&Place::progress(p))?;
-            t.get(Metric::Progress).map(|t| t.stamp)
-        },
-        opts.policy.ad_ttl_ms,
-    );
+    cache.fresh.establish(records, positions, |p| {
+        let t = sets.tallies.get(&Place::progress(p))?;
+        t.get(Metric::Progress).map(|t| t.stamp)
+    });
     for p in &places {
         if let Some((p, v)) = cache.tallies.remove_entry(p) {
             sets.tallies.insert(p, v);
@@ -1185,6 +1187,7 @@ async fn prepare<T: WriteStore>(
         let mut fresh = std::mem::take(&mut cache.fresh);
         fresh.drop_states(cache.served.keys());
         fresh.drop_states(cache.views.keys().map(|k| &k.ad_id));
+        fresh.drop_places(cache.tallies.keys());
         *cache = Cache {
             violations: kept,
             forgot_at: cache.forgot_at,

@@ -1,10 +1,11 @@
-//! Ads served after the loop's bound are not looked up (`rm_aggregator::fresh_ads`);
-//! the counts stay exact when the cache that stands in for the look-up is dropped
-//! (a full cache) or lost (a restart). The real pipeline over the embedded log and
+//! Ads served after the loop's bound, and places begun after it, are not looked up
+//! (`rm_aggregator::fresh_ads`); the counts stay exact when the cache that stands
+//! in for the look-up is dropped (a full cache) or lost (a restart). The real pipeline over the embedded log and
 //! store: twenty served ads each seen by a first shopper, then by a second one
 //! after the cache was dropped many times over, then by a third after a restart.
 //! Each ad is one billable impression; the later shoppers' are repeats. An ad whose
-//! state the cache dropped and that the loop then took for new would bill again.
+//! state the cache dropped and that the loop then took for new would bill again; a
+//! place whose tallies it dropped, taken for new, would lose its counts.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,38 +48,45 @@ fn impression(ad: &str, at_ms: i64, shopper: &str) -> EventRecord {
     EventRecord::new(e, uuid::Uuid::now_v7(), at + chrono::Duration::seconds(2))
 }
 
-/// Product impressions in the store's tallies: (billable, invalid).
+/// Product impressions in the store's tallies: (billable, invalid), the same by
+/// UTC day and by quarter hour (the day places begin before the loop's bound and
+/// are always looked up; the quarters' are not).
 async fn impressions(store: &EmbeddedStore) -> (i64, i64) {
-    let q = TallyQuery {
-        campaigns: None,
-        scope: Scope::Product,
-        grain: Grain::Day,
-        from: i32::MIN,
-        to: i32::MAX,
-        kinds: vec![Kind::ProductImpression],
-        catalog_id: None,
-        page: None,
-        only: Vec::new(),
-        group: rm_store::model::tallies::Group::Each,
-    };
-    let sums = store
-        .tallies(&q)
-        .await
-        .expect("read tallies")
-        .expect("a new store is counted");
-    let mut out = (0, 0);
-    for s in sums {
-        match s.metric {
-            Metric::Events(Kind::ProductImpression, None) => out.0 += s.value,
-            Metric::Events(Kind::ProductImpression, Some(_)) => out.1 += s.value,
-            _ => {}
+    let mut by = Vec::new();
+    for grain in [Grain::Day, Grain::Quarter] {
+        let q = TallyQuery {
+            campaigns: None,
+            scope: Scope::Product,
+            grain,
+            from: i32::MIN,
+            to: i32::MAX,
+            kinds: vec![Kind::ProductImpression],
+            catalog_id: None,
+            page: None,
+            only: Vec::new(),
+            group: rm_store::model::tallies::Group::Each,
+        };
+        let sums = store
+            .tallies(&q)
+            .await
+            .expect("read tallies")
+            .expect("a new store is counted");
+        let mut out = (0, 0);
+        for s in sums {
+            match s.metric {
+                Metric::Events(Kind::ProductImpression, None) => out.0 += s.value,
+                Metric::Events(Kind::ProductImpression, Some(_)) => out.1 += s.value,
+                _ => {}
+            }
         }
+        by.push(out);
     }
-    out
+    assert_eq!(by[0], by[1], "by day and by quarter hour");
+    by[0]
 }
 
 /// The loop over `log` into `store`: batches of five records, a cache of at most
-/// fifty entities (dropped every batch or two).
+/// one entity (dropped after every batch).
 fn start(
     log: &EmbeddedLog,
     store: &Arc<EmbeddedStore>,
@@ -91,8 +99,13 @@ fn start(
         batch_max_records: 5,
         batch_max_wait: Duration::from_millis(20),
         batch_linger: Duration::ZERO,
-        policy: Policy::default(),
-        cache_max_entities: 50,
+        // Events dated at most ten minutes ahead: places begun after the bound and
+        // that allowance are new too.
+        policy: Policy {
+            future_skew_ms: 600_000,
+            ..Policy::default()
+        },
+        cache_max_entities: 1,
         served_retention: Duration::from_secs(48 * 3_600),
         erasures_every: Duration::from_secs(60),
         erasure_settle: Duration::from_secs(600),
@@ -149,18 +162,25 @@ async fn ads_taken_for_new_are_billed_once_through_dropped_caches_and_a_restart(
         let want = (n - 99) as u64;
         eventually("the early ads are stored", || progress.records() == want).await;
     }
-    // Twenty ads served three hours later, well after the bound: each one's first
-    // shopper, then a second shopper of each after the cache was dropped.
-    let served = |n: usize| t0 + 3 * 3_600_000 + n as i64 * 60_000;
+    // Twenty ads served three and four hours later, well after the bound (ten in
+    // each hour, a minute apart): each one's first shopper, then a second shopper of
+    // each, in batches that alternate between the hours, so each batch's places
+    // were dropped from the cache by the batch before it.
+    let served = |n: usize| t0 + (3 + n as i64 / 10) * 3_600_000 + (n as i64 % 10) * 60_000;
+    let order = [
+        0, 1, 2, 3, 4, 10, 11, 12, 13, 14, 5, 6, 7, 8, 9, 15, 16, 17, 18, 19,
+    ];
     let ads: Vec<String> = (0..20).map(|n| served_ad(&keys, n, served(n))).collect();
-    let first: Vec<EventRecord> = (0..20)
-        .map(|n| impression(&ads[n], served(n) + 60_000, &format!("first-{n}")))
+    let first: Vec<EventRecord> = order
+        .iter()
+        .map(|&n| impression(&ads[n], served(n) + 60_000, &format!("first-{n}")))
         .collect();
     append(&log, &first).await;
     eventually("the first shoppers are stored", || progress.records() == 22).await;
     assert_eq!(impressions(&store).await, (22, 0));
-    let second: Vec<EventRecord> = (0..20)
-        .map(|n| impression(&ads[n], served(n) + 120_000, &format!("second-{n}")))
+    let second: Vec<EventRecord> = order
+        .iter()
+        .map(|&n| impression(&ads[n], served(n) + 120_000, &format!("second-{n}")))
         .collect();
     append(&log, &second).await;
     eventually("the second shoppers are stored", || {
