@@ -1,13 +1,15 @@
-//! Served ads no store can hold yet: neither their states nor their views' facts
-//! are looked up.
+//! What no store can hold yet, so the loop does not look it up: served ads (their
+//! states and their views' facts) and tallies' places.
 //!
 //! A batch looks up the state of every served ad it touches that the cache does not
-//! hold, and the facts of every such video view (`WriteStore::load`). Under live
-//! traffic nearly all of those are of ads served since the aggregator started,
-//! which no one has written: on ClickHouse the served ads' look-ups of a loop
-//! filling a store took 101 s of its 171 s of load queries, and the views' 32 s
-//! (a query log, `BENCHMARKS.md`), answering next to nothing. This module tells
-//! which ads cannot be in the store, from the log's order and the time an id names.
+//! hold, the facts of every such video view (`WriteStore::load`) and the tallies of
+//! every such place. Under live traffic nearly all of those ads were served since
+//! the aggregator started, and a place of a quarter hour, an hour or a day is new
+//! once in each: no one has written them. On ClickHouse the served ads' look-ups of
+//! a loop filling a store took 101 s of its 171 s of load queries, the views' 32 s
+//! and the tallies' 16 (a query log, `BENCHMARKS.md`), answering next to nothing.
+//! This module tells which cannot be in the store, from the log's order and the
+//! times the records name.
 //!
 //! **Why a skipped ad has nothing stored.** Records are keyed by ad id (but for
 //! cart events, keyed by shopper, which decide nothing here), so all the records of
@@ -28,7 +30,16 @@
 //! from the edges', and a lifetime set lower on the aggregator than on the api
 //! (`RM_API_AD_TTL_SECS`: give both the same) by less than an hour.
 //!
-//! What else could store such an ad is handled where it happens: another writer of
+//! **Why a skipped place has no tally.** A tally of partition P (events, views
+//! and cart lines; sales are the orders topic's partitions, always looked up) is
+//! moved only by records of P, at the bucket of an event's own time (or of an
+//! earlier copy's), and an event is dated at most the clock allowance
+//! (`RM_FUTURE_SKEW_HOURS`) after its receipt. So a place of P whose bucket begins
+//! after `received(H) + MARGIN + allowance` ([`FreshAds::is_new_place`]) was moved
+//! by no record below H; the cache holds every place the loop moved since, but for
+//! those it dropped, the latest of whose beginnings it keeps.
+//!
+//! What else could store such an ad or tally is handled where it happens: another writer of
 //! P (a consumer that lost it) writes its progress before its states, and the next
 //! fold that reads that progress drops the cache with this, as after a rebalance,
 //! an erasure or an ageing pass ([`crate::pipeline`]); a store whose partition has

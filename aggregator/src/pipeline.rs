@@ -13,10 +13,12 @@
 //!   lag grows and then drains when the store returns.
 //!
 //! The entity cache only saves store reads; after a restart or a rebalance the sets
-//! are loaded from the store, which is the authority. A served ad the cache lacks is
-//! not looked up when no store can hold its state yet: served over an hour after the
-//! first record above its partition's stored progress, and after every state the
-//! cache dropped ([`crate::fresh_ads`], which argues it).
+//! are loaded from the store, which is the authority. What the cache lacks is not
+//! looked up when no store can hold it yet: a served ad (its state, its views)
+//! served over an hour after the first record above its partition's stored
+//! progress, a tally's place begun over an hour and the clock allowance after it,
+//! each later than anything the cache dropped ([`crate::fresh_ads`], which argues
+//! it).
 //!
 //! **Tallies** (counts decided as events arrive, [`rm_store::model::tallies`]) are not
 //! sets: a tally is an absolute count per log partition stamped with the offset of
@@ -217,7 +219,8 @@ struct Cache {
     forgot_at: Option<std::time::Instant>,
     /// Rule violations (funnel gaps, repeated milestones) of each cached view's set.
     violations: FastMap<ViewKey, (i64, i64)>,
-    /// Which served ads the cache lacks no store can hold ([`crate::fresh_ads`]).
+    /// What the cache lacks that no store can hold yet: served ads, places
+    /// ([`crate::fresh_ads`]).
     fresh: FreshAds,
 }
 
@@ -1124,7 +1127,8 @@ async fn prepare<T: WriteStore>(
             }
         }
     }
-    // The partitions' stored progress bounds which ads later batches need not look up.
+    // The partitions' stored progress bounds which ads and places later batches need
+    // not look up.
     cache.fresh.establish(records, positions, |p| {
         let t = sets.tallies.get(&Place::progress(p))?;
         t.get(Metric::Progress).map(|t| t.stamp)
