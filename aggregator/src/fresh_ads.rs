@@ -82,11 +82,6 @@ impl FreshAds {
         Some(ms.div_euclid(1000) + 1)
     }
 
-    /// The latest expiry of a state the cache dropped.
-    pub fn dropped(&self) -> i64 {
-        self.dropped
-    }
-
     /// The ad ids of the batch's records that are new, were the cache not to hold
     /// them: no store can hold their state, their views' facts or anything else
     /// keyed by them.

@@ -56,18 +56,7 @@ fn impression(ad: &str, at_ms: i64, shopper: &str) -> EventRecord {
 async fn impressions(store: &EmbeddedStore) -> (i64, i64) {
     let mut by = Vec::new();
     for grain in [Grain::Day, Grain::Quarter] {
-        let q = TallyQuery {
-            campaigns: None,
-            scope: Scope::Product,
-            grain,
-            from: i32::MIN,
-            to: i32::MAX,
-            kinds: vec![Kind::ProductImpression],
-            catalog_id: None,
-            page: None,
-            only: Vec::new(),
-            group: rm_store::model::tallies::Group::Each,
-        };
+        let q = TallyQuery::history(Scope::Product, grain, vec![Kind::ProductImpression]);
         let sums = store
             .tallies(&q)
             .await

@@ -91,18 +91,7 @@ fn raw(r: &EventRecord, offset: i64) -> Raw {
 
 /// Billable product impressions in the store's tallies.
 async fn billable_impressions(store: &EmbeddedStore) -> i64 {
-    let q = TallyQuery {
-        campaigns: None,
-        scope: Scope::Product,
-        grain: Grain::Day,
-        from: i32::MIN,
-        to: i32::MAX,
-        kinds: vec![Kind::ProductImpression],
-        catalog_id: None,
-        page: None,
-        only: Vec::new(),
-        group: rm_store::model::tallies::Group::Each,
-    };
+    let q = TallyQuery::history(Scope::Product, Grain::Day, vec![Kind::ProductImpression]);
     store
         .tallies(&q)
         .await

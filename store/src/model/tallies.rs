@@ -841,11 +841,19 @@ impl TallyQuery {
     pub fn spend(campaigns: Option<std::collections::BTreeSet<String>>) -> Self {
         Self {
             campaigns,
-            scope: Scope::Campaign,
-            grain: Grain::Day,
+            ..Self::history(Scope::Campaign, Grain::Day, vec![Kind::AdClick])
+        }
+    }
+
+    /// Every campaign's `kinds` at `scope`, per bucket of `grain`, all history.
+    pub fn history(scope: Scope, grain: Grain, kinds: Vec<Kind>) -> Self {
+        Self {
+            campaigns: None,
+            scope,
+            grain,
             from: i32::MIN,
             to: i32::MAX,
-            kinds: vec![Kind::AdClick],
+            kinds,
             catalog_id: None,
             page: None,
             only: Vec::new(),
