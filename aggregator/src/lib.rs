@@ -12,6 +12,7 @@ pub mod batch;
 pub mod compact;
 pub mod erasures;
 pub mod fresh_ads;
+pub mod loads;
 pub mod metrics;
 pub mod pipeline;
 pub mod retention;

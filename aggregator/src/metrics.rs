@@ -26,6 +26,7 @@
 //! | `aggregator_aged_rows_total` | counter | |
 //! | `aggregator_retention_passes_total` | counter | `outcome` (done, failed) |
 //! | `aggregator_retired_rows_total` | counter | |
+//! | `aggregator_loads_total` | counter | `kind` (served_ads, views, carts, orders, tallies), `found` (cache, nowhere, store: `crate::loads`) |
 
 use metrics::{counter, gauge, histogram};
 use rm_schemas::agent::InvalidReason;
@@ -94,6 +95,9 @@ pub const AGED_ROWS: &str = "aggregator_aged_rows_total";
 pub const RETENTION_PASSES: &str = "aggregator_retention_passes_total";
 /// Raw rows a retention pass removed.
 pub const RETIRED_ROWS: &str = "aggregator_retired_rows_total";
+/// What the folds needed of what a store may hold, by kind and where it was found
+/// (`crate::loads`).
+pub const LOADS: &str = "aggregator_loads_total";
 
 /// Registers every series at zero so dashboards see them from the first scrape.
 pub fn register(backend: &'static str) {
@@ -125,6 +129,11 @@ pub fn register(backend: &'static str) {
         counter!(RETENTION_PASSES, "outcome" => o).absolute(0);
     }
     counter!(OFFERS_SENT).absolute(0);
+    for kind in crate::loads::Need::ALL {
+        for found in crate::loads::Found::ALL {
+            counter!(LOADS, "kind" => kind.as_str(), "found" => found.as_str()).absolute(0);
+        }
+    }
     for o in ["credited", "kept", "orphan"] {
         counter!(OFFERS, "outcome" => o).absolute(0);
     }

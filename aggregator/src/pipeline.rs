@@ -97,6 +97,7 @@ use crate::batch::{
 };
 use crate::erasures::{self, Erasures};
 use crate::fresh_ads::FreshAds;
+use crate::loads::{self, Counts, Need};
 use crate::metrics;
 use crate::retention::RetentionOptions;
 use crate::sales::{self, Lookups, OrderIn, OrderMsg, OrderStats};
@@ -165,6 +166,8 @@ pub struct Progress {
     /// Nanoseconds each stage spent working (not waiting for the next): reading and
     /// decoding, folding (with the store loads), writing.
     busy_ns: [AtomicU64; 3],
+    /// What the folds needed, by where it was found.
+    loads: loads::Totals,
 }
 
 /// The stages of the loop, for [`Progress::busy`].
@@ -202,6 +205,12 @@ impl Progress {
     /// Event time (ms) of the newest event stored, 0 before the first.
     pub fn newest_event_ms(&self) -> i64 {
         self.newest_event_ms.load(Ordering::Acquire)
+    }
+
+    /// How many things of `kind` the folds since the loop started found at `found`
+    /// (also `aggregator_loads_total`).
+    pub fn loads(&self, kind: loads::Need, found: loads::Found) -> u64 {
+        self.loads.get(kind, found)
     }
 }
 
@@ -456,6 +465,7 @@ pub async fn run_with_progress<S: Source + 'static, T: WriteStore + EraseStore>(
                 &mut cache,
                 &*store,
                 &opts,
+                &progress,
                 &shutdown,
             )
             .await
@@ -988,6 +998,7 @@ async fn prepare<T: WriteStore>(
     cache: &mut Cache,
     store: &T,
     opts: &PipelineOptions,
+    counters: &Progress,
     shutdown: &CancellationToken,
 ) -> Option<Folded> {
     let Touched {
@@ -1016,6 +1027,33 @@ async fn prepare<T: WriteStore>(
         .filter(|k| !cache.served.contains_key(*k) && !new_ads.contains(k.as_str()))
         .cloned()
         .collect();
+    let mut loads = Counts::default();
+    let cached_views = views
+        .iter()
+        .filter(|k| cache.views.contains_key(*k))
+        .count();
+    let cached_served = served
+        .iter()
+        .filter(|k| cache.served.contains_key(*k))
+        .count();
+    loads.split(
+        Need::Views,
+        cached_views,
+        views.len() - cached_views - missing_views.len(),
+        missing_views.len(),
+    );
+    loads.split(
+        Need::ServedAds,
+        cached_served,
+        served.len() - cached_served - missing_served.len(),
+        missing_served.len(),
+    );
+    loads.split(
+        Need::Carts,
+        carts.len() - missing_carts.len(),
+        0,
+        missing_carts.len(),
+    );
     let mut sets = EntitySets::default();
     if !missing_views.is_empty() || !missing_carts.is_empty() || !missing_served.is_empty() {
         match retry("load", shutdown, || {
@@ -1076,6 +1114,12 @@ async fn prepare<T: WriteStore>(
             }
         }
     }
+    loads.split(
+        Need::Orders,
+        order_ids.len() - missing_orders.len(),
+        0,
+        missing_orders.len(),
+    );
     for id in &order_ids {
         if let Some((k, v)) = cache.orders.remove_entry(id) {
             order_states.insert(k, v);
@@ -1117,6 +1161,18 @@ async fn prepare<T: WriteStore>(
             }
         }
     }
+    let cached_places = places
+        .iter()
+        .filter(|p| !progress.contains(*p) && cache.tallies.contains_key(*p))
+        .count();
+    loads.split(
+        Need::Tallies,
+        cached_places,
+        places.len() - cached_places - missing_places.len(),
+        missing_places.len(),
+    );
+    loads.record();
+    counters.loads.add(&loads);
     // A served ad's state loaded above may remember events another writer counted in
     // tallies this cache holds from before: then nothing cached may be used.
     for p in &progress {

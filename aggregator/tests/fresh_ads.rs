@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rm_aggregator::batch::Policy;
+use rm_aggregator::loads::{Found, Need};
 use rm_aggregator::pipeline::{self, PipelineOptions, Progress};
 use rm_aggregator::source::EmbeddedSource;
 use rm_eventlog::embedded::EmbeddedLog;
@@ -162,6 +163,19 @@ async fn ads_taken_for_new_are_billed_once_through_dropped_caches_and_a_restart(
     append(&log, &first).await;
     stored(&progress, 22).await;
     assert_eq!(impressions(&store).await, (22, 0));
+    // What the folds needed, by where they found it (`aggregator_loads_total`): each
+    // record's served ad once, the two early ones and those at or before a dropped
+    // one looked up, the first of the twenty not (nothing is cached).
+    let served_ads = |p: &Progress, found| p.loads(Need::ServedAds, found);
+    assert_eq!(served_ads(&progress, Found::Cache), 0);
+    assert!(served_ads(&progress, Found::Store) >= 2);
+    assert!(served_ads(&progress, Found::Nowhere) > 0);
+    assert_eq!(
+        served_ads(&progress, Found::Store) + served_ads(&progress, Found::Nowhere),
+        22
+    );
+    assert!(progress.loads(Need::Tallies, Found::Nowhere) > 0);
+    assert!(progress.loads(Need::Tallies, Found::Store) > 0);
     let second: Vec<EventRecord> = order
         .iter()
         .map(|&n| impression(&ads[n], served(n) + 120_000, &format!("second-{n}")))
@@ -200,6 +214,8 @@ async fn ads_taken_for_new_are_billed_once_through_dropped_caches_and_a_restart(
         (23, 40),
         "after a restart every earlier ad is looked up, and the new one counts once"
     );
+    assert_eq!(served_ads(&progress, Found::Nowhere), 0);
+    assert!(served_ads(&progress, Found::Store) >= 21);
     stop.cancel();
     task.await.expect("task").expect("pipeline ends cleanly");
 }
