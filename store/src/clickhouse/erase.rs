@@ -458,7 +458,7 @@ impl ClickHouseStore {
         let mut changed = BTreeSet::new();
         for chunk in chunks(ads, String::len) {
             let sql = format!(
-                "SELECT ad_id, state, version, expires_at FROM served_ads WHERE ad_id IN ({})",
+                "SELECT ad_id, state, version, expires_at FROM served_ads PREWHERE ad_id IN ({})",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
@@ -488,7 +488,7 @@ impl ClickHouseStore {
         let mut changed = BTreeSet::new();
         for chunk in chunks(orders, String::len) {
             let sql = format!(
-                "SELECT order_id, state, version FROM order_credits WHERE order_id IN ({})",
+                "SELECT order_id, state, version FROM order_credits PREWHERE order_id IN ({})",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);

@@ -70,7 +70,7 @@ impl ClickHouseStore {
         for chunk in chunks(ids, String::len) {
             let sql = format!(
                 "SELECT order_id, argMax(state, version) AS s, max(version) AS v \
-                 FROM order_credits WHERE order_id IN ({}) GROUP BY order_id",
+                 FROM order_credits PREWHERE order_id IN ({}) GROUP BY order_id",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
@@ -111,7 +111,7 @@ impl ClickHouseStore {
         for chunk in chunks(shoppers, String::len) {
             let sql = format!(
                 "SELECT ?fields FROM attribution_touches \
-                 WHERE shopper IN ({}) AND time_ms >= ? AND time_ms <= ?",
+                 PREWHERE shopper IN ({}) WHERE time_ms >= ? AND time_ms <= ?",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
@@ -138,7 +138,7 @@ impl ClickHouseStore {
         for chunk in chunks(shoppers, String::len) {
             let sql = format!(
                 "SELECT ?fields FROM order_shoppers \
-                 WHERE shopper IN ({}) AND time_ms >= ? AND time_ms <= ?",
+                 PREWHERE shopper IN ({}) WHERE time_ms >= ? AND time_ms <= ?",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);

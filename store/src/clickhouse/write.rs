@@ -37,7 +37,7 @@ impl ClickHouseStore {
         .into_iter()
         .map(|chunk| {
             let sql = format!(
-                "SELECT ?fields FROM view_facts WHERE (ad_id, video_id, tracking_id) IN ({})",
+                "SELECT ?fields FROM view_facts PREWHERE (ad_id, video_id, tracking_id) IN ({})",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
@@ -87,7 +87,7 @@ impl ClickHouseStore {
         .into_iter()
         .map(|chunk| {
             let sql = format!(
-                "SELECT ?fields FROM cart_events WHERE (tracking_id, catalog_id, product_code) IN ({})",
+                "SELECT ?fields FROM cart_events PREWHERE (tracking_id, catalog_id, product_code) IN ({})",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
@@ -121,7 +121,7 @@ impl ClickHouseStore {
         let queries = chunks(keys, String::len).into_iter().map(|chunk| {
             let sql = format!(
                 "SELECT ad_id, argMax(state, version) AS s, max(version) AS v, \
-                 max(expires_at) AS e FROM served_ads WHERE ad_id IN ({}) GROUP BY ad_id",
+                 max(expires_at) AS e FROM served_ads PREWHERE ad_id IN ({}) GROUP BY ad_id",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
@@ -332,7 +332,7 @@ impl ClickHouseStore {
         let mut known = HashSet::new();
         for chunk in chunks(ids, String::len) {
             let sql = format!(
-                "SELECT DISTINCT order_id FROM order_lines WHERE order_id IN ({})",
+                "SELECT DISTINCT order_id FROM order_lines PREWHERE order_id IN ({})",
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
