@@ -1,7 +1,7 @@
 //! Writing: the fact sets a batch folds into (`IN` lookups, chunked and concurrent),
 //! and a batch's inserts.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use futures_util::future::try_join_all;
 
@@ -31,16 +31,24 @@ impl ClickHouseStore {
         keys: &FastSet<ViewKey>,
     ) -> Result<EntitySets, StoreError> {
         let fail = ch("load views");
+        // The ad ids twice: in the tuples and in the `PREWHERE` list.
         let queries = chunks(keys, |k| {
-            k.ad_id.len() + k.video_id.len() + k.tracking_id.len()
+            2 * k.ad_id.len() + k.video_id.len() + k.tracking_id.len()
         })
         .into_iter()
         .map(|chunk| {
+            // The ads alone first (`super::query`): the tuples only where one matched.
+            let ads: BTreeSet<&str> = chunk.iter().map(|k| k.ad_id.as_str()).collect();
             let sql = format!(
-                "SELECT ?fields FROM view_facts PREWHERE (ad_id, video_id, tracking_id) IN ({})",
+                "SELECT ?fields FROM view_facts PREWHERE ad_id IN ({}) \
+                 WHERE (ad_id, video_id, tracking_id) IN ({})",
+                placeholders(ads.len()),
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
+            for a in ads {
+                q = q.bind(a);
+            }
             for k in chunk {
                 q = q.bind((&k.ad_id, &k.video_id, &k.tracking_id));
             }
@@ -81,16 +89,24 @@ impl ClickHouseStore {
         keys: &FastSet<CartKey>,
     ) -> Result<EntitySets, StoreError> {
         let fail = ch("load carts");
+        // The shoppers twice: in the tuples and in the `PREWHERE` list.
         let queries = chunks(keys, |k| {
-            k.tracking_id.len() + k.catalog_id.len() + k.product_code.len()
+            2 * k.tracking_id.len() + k.catalog_id.len() + k.product_code.len()
         })
         .into_iter()
         .map(|chunk| {
+            // The shoppers alone first (`super::query`): the tuples only where one matched.
+            let shoppers: BTreeSet<&str> = chunk.iter().map(|k| k.tracking_id.as_str()).collect();
             let sql = format!(
-                "SELECT ?fields FROM cart_events PREWHERE (tracking_id, catalog_id, product_code) IN ({})",
+                "SELECT ?fields FROM cart_events PREWHERE tracking_id IN ({}) \
+                 WHERE (tracking_id, catalog_id, product_code) IN ({})",
+                placeholders(shoppers.len()),
                 placeholders(chunk.len())
             );
             let mut q = self.client().query(&sql);
+            for s in shoppers {
+                q = q.bind(s);
+            }
             for k in chunk {
                 q = q.bind((&k.tracking_id, &k.catalog_id, &k.product_code));
             }
