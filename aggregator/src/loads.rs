@@ -92,23 +92,6 @@ impl Counts {
         self.add(kind, Found::Nowhere, nowhere);
         self.add(kind, Found::Store, store);
     }
-
-    /// Adds these counts to the metric.
-    pub fn record(&self) {
-        for kind in Need::ALL {
-            for found in Found::ALL {
-                let n = self.get(kind, found);
-                if n > 0 {
-                    ::metrics::counter!(
-                        crate::metrics::LOADS,
-                        "kind" => kind.as_str(),
-                        "found" => found.as_str()
-                    )
-                    .increment(n);
-                }
-            }
-        }
-    }
 }
 
 /// Counts since the loop started, shared with whoever watches it.

@@ -231,6 +231,18 @@ pub fn orders(stats: &OrderStats) {
     }
 }
 
+/// Counts what one batch's fold needed, by kind and where it was found.
+pub fn loads(counts: &crate::loads::Counts) {
+    for kind in crate::loads::Need::ALL {
+        for found in crate::loads::Found::ALL {
+            let n = counts.get(kind, found);
+            if n > 0 {
+                counter!(LOADS, "kind" => kind.as_str(), "found" => found.as_str()).increment(n);
+            }
+        }
+    }
+}
+
 /// Offers of touches appended to the orders topic by the lookups after a write.
 pub fn offers_sent(n: usize) {
     counter!(OFFERS_SENT).increment(n as u64);

@@ -1171,7 +1171,7 @@ async fn prepare<T: WriteStore>(
         places.len() - cached_places - missing_places.len(),
         missing_places.len(),
     );
-    loads.record();
+    metrics::loads(&loads);
     counters.loads.add(&loads);
     // A served ad's state loaded above may remember events another writer counted in
     // tallies this cache holds from before: then nothing cached may be used.
