@@ -85,12 +85,30 @@ impl Counts {
         self.0[kind as usize][found as usize]
     }
 
-    /// Counts `kind`'s things: `cache` found in the cache, `nowhere` not looked up,
-    /// `store` looked up.
-    pub fn split(&mut self, kind: Need, cache: usize, nowhere: usize, store: usize) {
-        self.add(kind, Found::Cache, cache);
-        self.add(kind, Found::Nowhere, nowhere);
-        self.add(kind, Found::Store, store);
+    /// The things of `kind` in `wanted` to look up in the store: counts each where
+    /// `found` places it, and keeps those it places in the store.
+    pub fn to_look_up<'a, K: Clone + 'a, C: FromIterator<K>>(
+        &mut self,
+        kind: Need,
+        wanted: impl IntoIterator<Item = &'a K>,
+        mut found: impl FnMut(&K) -> Found,
+    ) -> C {
+        wanted
+            .into_iter()
+            .filter(|k| {
+                let f = found(k);
+                self.add(kind, f, 1);
+                f == Found::Store
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Every kind and place found with its count (zeros too), in label order.
+    pub fn each(&self) -> impl Iterator<Item = (Need, Found, u64)> + '_ {
+        Need::ALL
+            .into_iter()
+            .flat_map(move |n| Found::ALL.into_iter().map(move |f| (n, f, self.get(n, f))))
     }
 }
 
@@ -101,13 +119,8 @@ pub struct Totals([[AtomicU64; 3]; 5]);
 impl Totals {
     /// Adds a batch's counts.
     pub fn add(&self, counts: &Counts) {
-        for kind in Need::ALL {
-            for found in Found::ALL {
-                let n = counts.get(kind, found);
-                if n > 0 {
-                    self.0[kind as usize][found as usize].fetch_add(n, Ordering::AcqRel);
-                }
-            }
+        for (kind, found, n) in counts.each().filter(|c| c.2 > 0) {
+            self.0[kind as usize][found as usize].fetch_add(n, Ordering::AcqRel);
         }
     }
 
@@ -124,10 +137,17 @@ mod tests {
     #[test]
     fn counts_add_up_by_kind_and_place_found_and_totals_sum_batches() {
         let mut a = Counts::default();
-        a.split(Need::ServedAds, 3, 5, 7);
+        a.add(Need::ServedAds, Found::Cache, 3);
+        a.add(Need::ServedAds, Found::Nowhere, 5);
+        a.add(Need::ServedAds, Found::Store, 7);
         a.add(Need::Tallies, Found::Store, 2);
         let mut b = Counts::default();
-        b.split(Need::ServedAds, 1, 0, 1);
+        // Each key counted where it was found; those for the store kept.
+        let missing: Vec<u32> = b.to_look_up(Need::ServedAds, &[1, 2], |k| match k {
+            1 => Found::Cache,
+            _ => Found::Store,
+        });
+        assert_eq!(missing, vec![2]);
         let totals = Totals::default();
         totals.add(&a);
         totals.add(&b);

@@ -129,10 +129,8 @@ pub fn register(backend: &'static str) {
         counter!(RETENTION_PASSES, "outcome" => o).absolute(0);
     }
     counter!(OFFERS_SENT).absolute(0);
-    for kind in crate::loads::Need::ALL {
-        for found in crate::loads::Found::ALL {
-            counter!(LOADS, "kind" => kind.as_str(), "found" => found.as_str()).absolute(0);
-        }
+    for (kind, found, _) in crate::loads::Counts::default().each() {
+        counter!(LOADS, "kind" => kind.as_str(), "found" => found.as_str()).absolute(0);
     }
     for o in ["credited", "kept", "orphan"] {
         counter!(OFFERS, "outcome" => o).absolute(0);
@@ -233,13 +231,8 @@ pub fn orders(stats: &OrderStats) {
 
 /// Counts what one batch's fold needed, by kind and where it was found.
 pub fn loads(counts: &crate::loads::Counts) {
-    for kind in crate::loads::Need::ALL {
-        for found in crate::loads::Found::ALL {
-            let n = counts.get(kind, found);
-            if n > 0 {
-                counter!(LOADS, "kind" => kind.as_str(), "found" => found.as_str()).increment(n);
-            }
-        }
+    for (kind, found, n) in counts.each().filter(|c| c.2 > 0) {
+        counter!(LOADS, "kind" => kind.as_str(), "found" => found.as_str()).increment(n);
     }
 }
 

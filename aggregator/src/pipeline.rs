@@ -97,7 +97,7 @@ use crate::batch::{
 };
 use crate::erasures::{self, Erasures};
 use crate::fresh_ads::FreshAds;
-use crate::loads::{self, Counts, Need};
+use crate::loads::{self, Counts, Found, Need};
 use crate::metrics;
 use crate::retention::RetentionOptions;
 use crate::sales::{self, Lookups, OrderIn, OrderMsg, OrderStats};
@@ -1012,48 +1012,32 @@ async fn prepare<T: WriteStore>(
     let new_ads = cache
         .fresh
         .new_ads(records, positions, opts.policy.ad_ttl_ms);
-    let missing_views: FastSet<ViewKey> = views
-        .iter()
-        .filter(|k| !cache.views.contains_key(*k) && !new_ads.contains(k.ad_id.as_str()))
-        .cloned()
-        .collect();
-    let missing_carts: FastSet<CartKey> = carts
-        .iter()
-        .filter(|k| !cache.carts.contains_key(*k))
-        .cloned()
-        .collect();
-    let missing_served: FastSet<String> = served
-        .iter()
-        .filter(|k| !cache.served.contains_key(*k) && !new_ads.contains(k.as_str()))
-        .cloned()
-        .collect();
     let mut loads = Counts::default();
-    let cached_views = views
-        .iter()
-        .filter(|k| cache.views.contains_key(*k))
-        .count();
-    let cached_served = served
-        .iter()
-        .filter(|k| cache.served.contains_key(*k))
-        .count();
-    loads.split(
-        Need::Views,
-        cached_views,
-        views.len() - cached_views - missing_views.len(),
-        missing_views.len(),
-    );
-    loads.split(
-        Need::ServedAds,
-        cached_served,
-        served.len() - cached_served - missing_served.len(),
-        missing_served.len(),
-    );
-    loads.split(
-        Need::Carts,
-        carts.len() - missing_carts.len(),
-        0,
-        missing_carts.len(),
-    );
+    let missing_views: FastSet<ViewKey> = loads.to_look_up(Need::Views, &views, |k| {
+        if cache.views.contains_key(k) {
+            Found::Cache
+        } else if new_ads.contains(k.ad_id.as_str()) {
+            Found::Nowhere
+        } else {
+            Found::Store
+        }
+    });
+    let missing_carts: FastSet<CartKey> = loads.to_look_up(Need::Carts, &carts, |k| {
+        if cache.carts.contains_key(k) {
+            Found::Cache
+        } else {
+            Found::Store
+        }
+    });
+    let missing_served: FastSet<String> = loads.to_look_up(Need::ServedAds, &served, |k| {
+        if cache.served.contains_key(k) {
+            Found::Cache
+        } else if new_ads.contains(k.as_str()) {
+            Found::Nowhere
+        } else {
+            Found::Store
+        }
+    });
     let mut sets = EntitySets::default();
     if !missing_views.is_empty() || !missing_carts.is_empty() || !missing_served.is_empty() {
         match retry("load", shutdown, || {
@@ -1093,11 +1077,13 @@ async fn prepare<T: WriteStore>(
     // Orders' states: the cached ones, the rest from the store (an absent one is a
     // new order's).
     let order_ids = sales::order_ids(orders);
-    let missing_orders: FastSet<String> = order_ids
-        .iter()
-        .filter(|id| !cache.orders.contains_key(*id))
-        .cloned()
-        .collect();
+    let missing_orders: FastSet<String> = loads.to_look_up(Need::Orders, &order_ids, |id| {
+        if cache.orders.contains_key(id) {
+            Found::Cache
+        } else {
+            Found::Store
+        }
+    });
     let mut order_states: FastMap<String, OrderCredits> = FastMap::default();
     if !missing_orders.is_empty() {
         match retry("load orders", shutdown, || {
@@ -1114,12 +1100,6 @@ async fn prepare<T: WriteStore>(
             }
         }
     }
-    loads.split(
-        Need::Orders,
-        order_ids.len() - missing_orders.len(),
-        0,
-        missing_orders.len(),
-    );
     for id in &order_ids {
         if let Some((k, v)) = cache.orders.remove_entry(id) {
             order_states.insert(k, v);
@@ -1138,14 +1118,17 @@ async fn prepare<T: WriteStore>(
     places.extend(progress.iter().cloned());
     // A place no store can hold yet is not looked up either (`crate::fresh_ads`).
     let skew = opts.policy.future_skew_ms;
-    let missing_places: FastSet<Place> = places
-        .iter()
-        .filter(|p| {
-            progress.contains(*p)
-                || !(cache.tallies.contains_key(*p) || cache.fresh.is_new_place(p, skew))
-        })
-        .cloned()
-        .collect();
+    let missing_places: FastSet<Place> = loads.to_look_up(Need::Tallies, &places, |p| {
+        if progress.contains(p) {
+            Found::Store
+        } else if cache.tallies.contains_key(p) {
+            Found::Cache
+        } else if cache.fresh.is_new_place(p, skew) {
+            Found::Nowhere
+        } else {
+            Found::Store
+        }
+    });
     if !missing_places.is_empty() {
         match retry("load tallies", shutdown, || {
             store.load_tallies(&missing_places)
@@ -1161,16 +1144,6 @@ async fn prepare<T: WriteStore>(
             }
         }
     }
-    let cached_places = places
-        .iter()
-        .filter(|p| !progress.contains(*p) && cache.tallies.contains_key(*p))
-        .count();
-    loads.split(
-        Need::Tallies,
-        cached_places,
-        places.len() - cached_places - missing_places.len(),
-        missing_places.len(),
-    );
     metrics::loads(&loads);
     counters.loads.add(&loads);
     // A served ad's state loaded above may remember events another writer counted in
