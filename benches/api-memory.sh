@@ -13,6 +13,9 @@
 # Settings: SESSIONS=5000 ROUNDS=3 SERVER_CPU=0 CLIENT_CPU=1 PORT=18181
 #           REPORTS="campaigns products ..." (the reports asked, by path under /v1/reports)
 #           BIN=target/release/retail-media REPORTBENCH=target/release/reportbench
+#           REUSE=<pid>: read the databases a `reportbench --keep` run of that process id
+#           kept (`rm_reportbench_small_<pid>`, `..._large_<pid>`; SESSIONS as that run's)
+#           instead of filling new ones, and keep them
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SESSIONS=${SESSIONS:-5000} ROUNDS=${ROUNDS:-3}
@@ -28,19 +31,23 @@ API_PID=
 cleanup() {
     [[ -n $API_PID ]] && kill "$API_PID" 2>/dev/null || true
     for db in "${DATABASES[@]:-}"; do
-        [[ -n $db ]] && curl -s "$CH/" --data-binary "DROP DATABASE IF EXISTS $db" >/dev/null || true
+        [[ -n $db && -z ${REUSE:-} ]] && curl -s "$CH/" --data-binary "DROP DATABASE IF EXISTS $db" >/dev/null || true
     done
     rm -rf "$WORK"
 }
 DATABASES=()
 trap cleanup EXIT
 
-echo "filling the stores (reportbench --sessions $SESSIONS --no-reports --keep)..." >&2
-"$REPORTBENCH" --sessions "$SESSIONS" --no-reports --keep --clickhouse-url "$CH" \
-    >"$WORK/fill.out" 2>"$WORK/fill.err" &
-FILL=$!
-wait "$FILL"
-cat "$WORK/fill.err" >&2
+if [[ -n ${REUSE:-} ]]; then
+    FILL=$REUSE
+else
+    echo "filling the stores (reportbench --sessions $SESSIONS --no-reports --keep)..." >&2
+    "$REPORTBENCH" --sessions "$SESSIONS" --no-reports --keep --clickhouse-url "$CH" \
+        >"$WORK/fill.out" 2>"$WORK/fill.err" &
+    FILL=$!
+    wait "$FILL"
+    cat "$WORK/fill.err" >&2
+fi
 DATABASES=("rm_reportbench_small_$FILL" "rm_reportbench_large_$FILL")
 
 TO=$(date -u +%Y-%m-%d)
