@@ -14,11 +14,12 @@
 #           REPORTS="campaigns products ..." (the reports asked, by path under /v1/reports)
 #           BIN=target/release/retail-media REPORTBENCH=target/release/reportbench
 #           REUSE=<pid>: read the databases a `reportbench --keep` run of that process id
-#           kept (`rm_reportbench_small_<pid>`, `..._large_<pid>`; SESSIONS as that run's)
-#           instead of filling new ones, and keep them
+#           kept (`rm_reportbench_small_<pid>`, `..._large_<pid>`; SESSIONS and SCALE, 10,
+#           as that run's `--sessions` and `--scale`, for the labels) instead of filling
+#           new ones, and keep them
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SESSIONS=${SESSIONS:-5000} ROUNDS=${ROUNDS:-3}
+SESSIONS=${SESSIONS:-5000} ROUNDS=${ROUNDS:-3} SCALE=${SCALE:-10}
 SERVER_CPU=${SERVER_CPU:-0} CLIENT_CPU=${CLIENT_CPU:-1} PORT=${PORT:-18181}
 BIN=${BIN:-$ROOT/target/release/retail-media}
 REPORTBENCH=${REPORTBENCH:-$ROOT/target/release/reportbench}
@@ -42,7 +43,7 @@ if [[ -n ${REUSE:-} ]]; then
     FILL=$REUSE
 else
     echo "filling the stores (reportbench --sessions $SESSIONS --no-reports --keep)..." >&2
-    "$REPORTBENCH" --sessions "$SESSIONS" --no-reports --keep --clickhouse-url "$CH" \
+    "$REPORTBENCH" --sessions "$SESSIONS" --scale "$SCALE" --no-reports --keep --clickhouse-url "$CH" \
         >"$WORK/fill.out" 2>"$WORK/fill.err" &
     FILL=$!
     wait "$FILL"
@@ -62,7 +63,7 @@ echo "|---|---|---:|---:|---:|---:|"
 MEM=()
 for i in 0 1; do
     db=${DATABASES[$i]}
-    size=$([[ $i == 0 ]] && echo "$((SESSIONS * 20)) records" || echo "$((SESSIONS * 200)) records")
+    size=$([[ $i == 0 ]] && echo "$((SESSIONS * 20)) records" || echo "$((SESSIONS * 20 * SCALE)) records")
     dir=$WORK/api-$i
     mkdir -p "$dir"
     secret=$("$BIN" clients --data-dir "$dir" add bench-operator --scopes reports,admin 2>/dev/null |
