@@ -371,7 +371,10 @@ fn reports_count_the_shoppers_alone(
         assert!(t.elapsed() < Duration::from_secs(60), "{p:#?}");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let order_date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    // To the millisecond: the clicks are dated `ts` (ms), and an order dated in
+    // whole seconds could fall before them when the test reaches this line within
+    // the second it started (a touch after its order never credits it).
+    let order_date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let orders: Vec<serde_json::Value> = ["victim-forged", "victim-crawled", "shopper"]
         .iter()
         .map(|c| {
