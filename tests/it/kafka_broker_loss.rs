@@ -217,12 +217,13 @@ fn a_leader_killed_under_load_loses_no_acknowledged_beacon() {
     // it was retried after a 503 (the same event, the same dedup key).
     let records = cluster::read_topic(&brokers, &topic);
     let mut seen: HashMap<String, (usize, rm_schemas::DedupKey)> = HashMap::new();
-    for r in &records {
-        let e = seen
-            .entry(r.event.tracking_id().to_string())
-            .or_insert((0, r.dedup_key));
+    let mut at: HashMap<String, Vec<(i32, i64)>> = HashMap::new();
+    for (partition, offset, r) in &records {
+        let id = r.event.tracking_id().to_string();
+        let e = seen.entry(id.clone()).or_insert((0, r.dedup_key));
         e.0 += 1;
         assert_eq!(e.1, r.dedup_key, "one event, one dedup key");
+        at.entry(id).or_default().push((*partition, *offset));
     }
     let mut duplicates = 0;
     for f in &fired {
@@ -233,8 +234,14 @@ fn a_leader_killed_under_load_loses_no_acknowledged_beacon() {
             .unwrap_or_else(|| panic!("event {} answered 200 but not in the topic", f.id));
         assert!(
             *copies <= tries,
-            "event {} written {copies} times for {tries} requests",
-            f.id
+            "event {} written {copies} times for {tries} requests: at (partition, \
+             offset) {:?}; answers (ms after the first request, status) {:?}",
+            f.id,
+            at.get(&id),
+            f.answers
+                .iter()
+                .map(|(sent, _, s)| ((*sent - f.answers[0].0).as_millis(), *s))
+                .collect::<Vec<_>>()
         );
         duplicates += copies - 1;
     }

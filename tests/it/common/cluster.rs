@@ -163,8 +163,12 @@ pub fn wait_in_sync(brokers: &str, topics: &[&str], within: Duration) -> Duratio
 }
 
 /// Every record of `topic`, read from the beginning up to the end offsets seen when
-/// called (so nothing written later is waited for).
-pub fn read_topic(brokers: &str, topic: &str) -> Vec<rm_schemas::EventRecord> {
+/// called (so nothing written later is waited for), each offset once: a consumer
+/// may deliver an offset again when a partition's leader moves while it reads (the
+/// broker loss test's restarted broker takes its leaderships back), and a record at
+/// one offset is one record written, however often it is read. Each with its
+/// partition and offset.
+pub fn read_topic(brokers: &str, topic: &str) -> Vec<(i32, i64, rm_schemas::EventRecord)> {
     let c = consumer(brokers);
     let mut ends = HashMap::new();
     let mut tpl = TopicPartitionList::new();
@@ -180,6 +184,8 @@ pub fn read_topic(brokers: &str, topic: &str) -> Vec<rm_schemas::EventRecord> {
     }
     c.assign(&tpl).unwrap();
     let mut out = Vec::new();
+    let mut next: HashMap<i32, i64> = HashMap::new();
+    let mut redelivered = 0usize;
     let mut done: HashMap<i32, bool> = ends.keys().map(|p| (*p, false)).collect();
     let t = Instant::now();
     while done.values().any(|d| !d) {
@@ -189,11 +195,21 @@ pub fn read_topic(brokers: &str, topic: &str) -> Vec<rm_schemas::EventRecord> {
         );
         if let Some(m) = c.poll(Duration::from_millis(200)) {
             let m = m.unwrap();
-            out.push(rm_schemas::EventRecord::from_bytes(m.payload().unwrap()).unwrap());
+            let at = next.entry(m.partition()).or_insert(0);
+            if m.offset() < *at {
+                redelivered += 1;
+                continue;
+            }
+            *at = m.offset() + 1;
+            let record = rm_schemas::EventRecord::from_bytes(m.payload().unwrap()).unwrap();
+            out.push((m.partition(), m.offset(), record));
             if m.offset() + 1 >= ends[&m.partition()] {
                 done.insert(m.partition(), true);
             }
         }
+    }
+    if redelivered > 0 {
+        eprintln!("read {topic}: {redelivered} records delivered again by the consumer, read once");
     }
     out
 }
