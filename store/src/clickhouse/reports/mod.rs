@@ -1,6 +1,7 @@
 //! The read side: one file per report family.
 
 mod ads;
+mod cart_pages;
 mod carts;
 mod funnel;
 mod products;
