@@ -226,14 +226,7 @@ impl ClickHouseStore {
         let mut key = Conds::default();
         key.str("campaign_id = ?", &Some(c.to_owned()));
         key.int("day = ?", Some(i64::from(day)));
-        if let Some((t, included)) = from {
-            let cond = if *included {
-                "tracking_id >= ?"
-            } else {
-                "tracking_id > ?"
-            };
-            key.str(cond, &Some(t.clone()));
-        }
+        lower_bound(&mut key, from);
         let sql = format!(
             "SELECT tracking_id FROM cart_lines{} ORDER BY tracking_id LIMIT 1 OFFSET {want}",
             key.clause()
@@ -264,14 +257,7 @@ impl ClickHouseStore {
         }
         key.int("day >= ?", f.from_day.map(i64::from));
         key.int("day <= ?", f.to_day.map(i64::from));
-        if let Some((t, included)) = &slice.from {
-            let cond = if *included {
-                "tracking_id >= ?"
-            } else {
-                "tracking_id > ?"
-            };
-            key.str(cond, &Some(t.clone()));
-        }
+        lower_bound(&mut key, slice.from.as_ref());
         key.str("tracking_id <= ?", &slice.through);
         if let Some(p) = from {
             key.sql.push(
@@ -313,5 +299,17 @@ impl ClickHouseStore {
             }
         }
         Ok(out)
+    }
+}
+
+/// The condition of a lower bound of tracking ids (and whether it is included).
+fn lower_bound(key: &mut Conds, from: Option<&(String, bool)>) {
+    if let Some((t, included)) = from {
+        let cond = if *included {
+            "tracking_id >= ?"
+        } else {
+            "tracking_id > ?"
+        };
+        key.str(cond, &Some(t.clone()));
     }
 }
