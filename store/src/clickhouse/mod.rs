@@ -133,6 +133,9 @@ struct Inner {
     /// The campaign days of the carts report's lines are listed (`line_days.rs`;
     /// its marker was seen; it stays).
     line_days_listed: std::sync::atomic::AtomicBool,
+    /// Fewest rows of a campaign's day a carts page reads in slices
+    /// (`reports/cart_pages.rs`).
+    sliced_day_rows: std::sync::atomic::AtomicU64,
     /// The compaction's snapshot as last read, shared by the reads of the next
     /// moments (`compact::SNAPSHOT_KEPT`).
     snapshot: compact::SnapshotCache,
@@ -225,6 +228,7 @@ impl ClickHouseStore {
             }),
             lines_indexed: Default::default(),
             line_days_listed: Default::default(),
+            sliced_day_rows: reports::SLICED_DAY_ROWS.into(),
             snapshot: Default::default(),
         });
         tokio::spawn(keep_checking(Arc::downgrade(&inner)));
@@ -291,6 +295,7 @@ mod tests {
                 }),
                 lines_indexed: Default::default(),
                 line_days_listed: Default::default(),
+                sliced_day_rows: reports::SLICED_DAY_ROWS.into(),
                 snapshot: Default::default(),
             }),
         };

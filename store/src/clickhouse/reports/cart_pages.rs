@@ -6,13 +6,13 @@
 //! **What a page reads.** A campaign at a time, in key order. Per campaign, its rows
 //! are counted by day (the sorting key's `day` alone; the first week of the range
 //! first, the rest only when the page gets past it), and then each read takes either
-//! whole days, while their rows stay within the lines still wanted, or a slice of
-//! one day's tracking ids: a day holding more rows than wanted (at a hundred million
-//! events a campaign's day holds about 8,300 lines) is read from the place reached
-//! through the tracking id of its `want`-th row on (found by reading the tracking id
-//! column alone, in key order, without `FINAL`), so the `FINAL` read that decides the
-//! lines is of about the page's own rows. Before, a page read whole days `FINAL`:
-//! 6,144 rows at ten million events, 17,055 at a hundred million (BENCHMARKS.md).
+//! whole days, until their rows make up the lines still wanted, or a slice of one
+//! day's tracking ids: a day of several granules and several times the rows wanted
+//! (at a hundred million events a campaign's day holds about 16,000 rows) is read
+//! from the place reached through the tracking id of its `want`-th row on (found by
+//! reading the tracking id column alone, in key order, without `FINAL`), so the
+//! `FINAL` read that decides the lines reads a granule or so of the day in each part,
+//! not the whole day (BENCHMARKS.md, session 37).
 //!
 //! **Why a page misses no line and repeats none.** The reads of a campaign cover its
 //! key range from the page's place on without a gap: whole days `[a, b]`, or one
@@ -25,6 +25,8 @@
 //! slice's bound are of rows (every version and removed line), never of lines, so
 //! they only decide how much one read takes, never what a page returns: a read that
 //! comes short of lines is followed by the next range.
+
+use std::sync::atomic::Ordering;
 
 use clickhouse::Row;
 use serde::Deserialize;
@@ -39,6 +41,19 @@ use crate::{ReportFilter, StoreError};
 /// Days of a campaign's lines counted by the first count of a page (the rest only if
 /// the page reads past them).
 const FIRST_COUNT_DAYS: i32 = 7;
+
+/// Fewest rows of a day read in slices by default: below, a day is read whole (a
+/// slice's read takes a granule of 1,024 rows of the day in every part anyway, and
+/// its probe is a query more). [`ClickHouseStore::read_days_in_slices_above`] sets
+/// it.
+pub(crate) const SLICED_DAY_ROWS: u64 = 8_192;
+
+/// Whether a day of `rows` rows is read in slices when `want` lines are wanted: it
+/// holds more than `above` rows and several times the rows wanted; every day when
+/// `above` is 0 (the store suite's, whose days are small).
+fn sliced(above: u64, rows: u64, want: usize) -> bool {
+    above == 0 || (rows > above && rows > 4 * want as u64)
+}
 
 /// Tracking ids of one day a read is bounded to.
 #[derive(Debug, Clone, Default)]
@@ -56,6 +71,12 @@ struct TrackingIdCh {
 }
 
 impl ClickHouseStore {
+    /// Reads the carts pages' days of more than `rows` rows in slices (default
+    /// [`SLICED_DAY_ROWS`]; 0: every day, as the store suite reads its small days).
+    pub fn read_days_in_slices_above(&self, rows: u64) {
+        self.inner.sliced_day_rows.store(rows, Ordering::Relaxed);
+    }
+
     /// The carts report's lines from place `from` on, at most `limit`: a range of
     /// `cart_lines`' sorting key (the filter's campaigns and days, from the place on)
     /// read `FINAL` with conditions on that key only, so the newest row of each
@@ -124,11 +145,15 @@ impl ClickHouseStore {
             (w, t) => w.or(t),
         };
         let mut days = self.line_day_rows(c, first, counted_to).await?;
+        let above = self.inner.sliced_day_rows.load(Ordering::Relaxed);
         let mut rest_counted = counted_to == f.to_day;
-        // Within `days[at]`, where the next read starts: the page's place on its own
-        // day, then after each slice read.
+        // Within a sliced `days[at]`, where the next read starts: the page's place on
+        // its own day, then after each slice read.
         let mut inside: Option<(String, bool)> = from
-            .filter(|p| days.first().is_some_and(|(d, _)| *d == p.day))
+            .filter(|p| {
+                days.first()
+                    .is_some_and(|(d, rows)| *d == p.day && sliced(above, *rows, limit))
+            })
             .map(|p| (p.tracking_id.clone(), true));
         let mut out = Vec::new();
         let mut at = 0;
@@ -152,7 +177,7 @@ impl ClickHouseStore {
             };
             // The page's own place bounds the first read of its day.
             let place = from.filter(|p| p.day == day);
-            if inside.is_some() || rows > want as u64 {
+            if inside.is_some() || sliced(above, rows, want) {
                 let through = self.slice_end(c, day, inside.as_ref(), want).await?;
                 let slice = Slice {
                     from: inside.take(),
@@ -168,10 +193,15 @@ impl ClickHouseStore {
                 }
                 continue;
             }
-            // Whole days from `at` whose rows stay within the lines wanted.
+            // Whole days from `at` whose rows make up the lines wanted (rows count
+            // versions and removed lines: a read may come short, and the next days are
+            // read then), up to a day read in slices.
             let mut end = at;
             let mut taken = 0u64;
-            while end < days.len() && taken + days[end].1 <= want as u64 {
+            while end < days.len()
+                && taken < want as u64
+                && (end == at || !sliced(above, days[end].1, want))
+            {
                 taken += days[end].1;
                 end += 1;
             }

@@ -2,6 +2,8 @@
 
 mod ads;
 mod cart_pages;
+
+pub(crate) use cart_pages::SLICED_DAY_ROWS;
 mod carts;
 mod funnel;
 mod products;
